@@ -1,0 +1,263 @@
+package jdwp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+)
+
+// Request ids. ddmlib numbers its requests from 0x40000000; VMs number the
+// packets they originate from 0x10000000 (Dalvik, ART up to 8.1) or from
+// 0x80000001 (ART 9+). Our ids stay in [firstID, lastID], so they never meet
+// either.
+const (
+	firstID = 0x40000000
+	lastID  = 0x7fffffff
+)
+
+// Options configure a Conn. The zero value is usable.
+type Options struct {
+	// MaxPacketSize bounds the declared length of an incoming packet.
+	// Zero means DefaultMaxPacketSize.
+	MaxPacketSize int
+	// OnCommand receives every command packet the peer originates. It runs
+	// on the reader goroutine: it must not block or call back into the Conn
+	// in a way that waits for a reply.
+	OnCommand func(Packet)
+}
+
+// Conn is a client JDWP connection. Create it with Open or NewConn.
+type Conn struct {
+	rwc  io.ReadWriteCloser
+	max  int
+	onCm func(Packet)
+
+	wmu sync.Mutex // serialises writes: one packet, one Write
+	buf []byte     // write buffer, reused under wmu
+
+	mu      sync.Mutex
+	nextID  uint32
+	waiters map[uint32]chan Packet
+	err     error // first fatal error; set once
+
+	dropped atomic.Uint64 // replies nobody waited for
+	done    chan struct{} // closed when the reader has exited
+	closing chan struct{} // closed when Close starts
+	once    sync.Once
+}
+
+// Open performs the client handshake on rwc and starts the connection.
+// On a failed handshake rwc is closed.
+func Open(ctx context.Context, rwc io.ReadWriteCloser, opts Options) (*Conn, error) {
+	if err := ClientHandshake(ctx, rwc); err != nil {
+		rwc.Close()
+		return nil, err
+	}
+	return NewConn(rwc, opts), nil
+}
+
+// NewConn starts a connection on a stream whose handshake is already done.
+func NewConn(rwc io.ReadWriteCloser, opts Options) *Conn {
+	max := opts.MaxPacketSize
+	if max <= 0 {
+		max = DefaultMaxPacketSize
+	}
+	c := &Conn{
+		rwc:     rwc,
+		max:     max,
+		onCm:    opts.OnCommand,
+		nextID:  firstID,
+		waiters: make(map[uint32]chan Packet),
+		done:    make(chan struct{}),
+		closing: make(chan struct{}),
+	}
+	go c.readLoop()
+	return c
+}
+
+func (c *Conn) readLoop() {
+	defer close(c.done)
+	for {
+		p, err := ReadPacket(c.rwc, c.max)
+		if err != nil {
+			select {
+			case <-c.closing:
+				c.fail(ErrClosed)
+			default:
+				if errors.Is(err, io.EOF) {
+					err = fmt.Errorf("jdwp: peer closed the connection: %w", err)
+				} else {
+					err = fmt.Errorf("jdwp: reading packet: %w", err)
+				}
+				c.fail(err)
+			}
+			c.rwc.Close()
+			return
+		}
+		if !p.IsReply() {
+			if c.onCm != nil {
+				c.onCm(p)
+			}
+			continue
+		}
+		c.mu.Lock()
+		ch, ok := c.waiters[p.ID]
+		delete(c.waiters, p.ID)
+		c.mu.Unlock()
+		if !ok {
+			c.dropped.Add(1)
+			continue
+		}
+		ch <- p // buffered, capacity 1, one send per waiter
+	}
+}
+
+// fail records the first fatal error and wakes every waiter.
+func (c *Conn) fail(err error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+	}
+	ws := c.waiters
+	c.waiters = nil
+	c.mu.Unlock()
+	for _, ch := range ws {
+		close(ch)
+	}
+}
+
+// Err returns the error that ended the connection, or nil while it is open.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Done is closed once the connection has ended and its reader has exited.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Dropped counts replies that arrived with no request waiting for them:
+// late replies to requests that gave up, or replies to packets sent with Send.
+func (c *Conn) Dropped() uint64 { return c.dropped.Load() }
+
+// Close closes the stream, fails every waiting request with ErrClosed and
+// returns after the reader goroutine has exited. It is safe to call more
+// than once and from several goroutines.
+func (c *Conn) Close() error {
+	c.once.Do(func() {
+		close(c.closing)
+		c.rwc.Close()
+	})
+	<-c.done
+	return nil
+}
+
+// Start writes a command packet and returns a function that waits for its
+// reply. The wait honours its context; a request that gives up removes its
+// waiter, and its reply, should it come later, is dropped and counted.
+// A reply with a non-zero error code is returned as *ReplyError.
+func (c *Conn) Start(cmdSet, cmd uint8, data []byte) (wait func(context.Context) ([]byte, error), err error) {
+	ch := make(chan Packet, 1)
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return nil, err
+	}
+	id := c.allocID()
+	c.waiters[id] = ch
+	c.mu.Unlock()
+
+	if err := c.write(&Packet{ID: id, CommandSet: cmdSet, Command: cmd, Data: data}); err != nil {
+		c.forget(id)
+		return nil, err
+	}
+	return func(ctx context.Context) ([]byte, error) {
+		select {
+		case p, ok := <-ch:
+			if !ok {
+				return nil, c.Err()
+			}
+			if p.ErrorCode != 0 {
+				return p.Data, &ReplyError{Code: p.ErrorCode}
+			}
+			return p.Data, nil
+		case <-ctx.Done():
+			c.forget(id)
+			return nil, fmt.Errorf("jdwp: waiting for reply to %#x: %w", id, ctx.Err())
+		}
+	}, nil
+}
+
+// Request writes a command packet and waits for its reply.
+func (c *Conn) Request(ctx context.Context, cmdSet, cmd uint8, data []byte) ([]byte, error) {
+	wait, err := c.Start(cmdSet, cmd, data)
+	if err != nil {
+		return nil, err
+	}
+	return wait(ctx)
+}
+
+// Send writes a command packet and does not wait for a reply. If one comes,
+// it is dropped and counted.
+func (c *Conn) Send(cmdSet, cmd uint8, data []byte) error {
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return err
+	}
+	id := c.allocID()
+	c.mu.Unlock()
+	return c.write(&Packet{ID: id, CommandSet: cmdSet, Command: cmd, Data: data})
+}
+
+// allocID returns the next request id; c.mu must be held.
+func (c *Conn) allocID() uint32 {
+	for {
+		id := c.nextID
+		if c.nextID == lastID {
+			c.nextID = firstID
+		} else {
+			c.nextID++
+		}
+		if _, busy := c.waiters[id]; !busy {
+			return id
+		}
+	}
+}
+
+func (c *Conn) forget(id uint32) {
+	c.mu.Lock()
+	if c.waiters != nil {
+		delete(c.waiters, id)
+	}
+	c.mu.Unlock()
+}
+
+// write sends one packet with one Write call. A failed write leaves the
+// stream in an unknown state, so it ends the connection.
+func (c *Conn) write(p *Packet) error {
+	c.wmu.Lock()
+	c.buf = AppendPacket(c.buf[:0], p)
+	_, err := c.rwc.Write(c.buf)
+	if cap(c.buf) > 64<<10 {
+		c.buf = nil // do not pin a large buffer
+	}
+	c.wmu.Unlock()
+	if err != nil {
+		select {
+		case <-c.closing:
+			err = ErrClosed
+		default:
+			err = fmt.Errorf("jdwp: writing packet %#x: %w", p.ID, err)
+		}
+		c.fail(err)
+		c.rwc.Close()
+		return c.Err()
+	}
+	return nil
+}
