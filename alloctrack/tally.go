@@ -1,0 +1,169 @@
+package alloctrack
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Count is a number of allocations and their bytes.
+type Count struct {
+	Allocations uint64
+	Bytes       uint64
+}
+
+func (c *Count) add(size uint32) {
+	c.Allocations++
+	c.Bytes += uint64(size)
+}
+
+// Site is an allocation site: the allocated class and its whole stack.
+type Site struct {
+	Class  string
+	Frames []string // "pkg.Class.method(File.java:12)", top first
+	Count
+}
+
+// Tally counts allocations per class and per site over one or more reports.
+// It keeps every distinct class and site, so it is for one-off reports, not
+// for a long-running daemon.
+type Tally struct {
+	Total   Count
+	Classes map[string]*Count
+	sites   map[string]*Site
+}
+
+// NewTally returns an empty Tally.
+func NewTally() *Tally {
+	return &Tally{Classes: map[string]*Count{}, sites: map[string]*Site{}}
+}
+
+// FrameString formats f as "pkg.Class.method(File.java:12)", with
+// "Native Method" and "Unknown Source" as Java prints them.
+func (r *Report) FrameString(f Frame) string {
+	var b strings.Builder
+	b.WriteString(r.Classes[f.Class])
+	b.WriteByte('.')
+	b.WriteString(r.Methods[f.Method])
+	b.WriteByte('(')
+	switch {
+	case f.Line == -2:
+		b.WriteString("Native Method")
+	case r.Files[f.File] == "":
+		b.WriteString("Unknown Source")
+	default:
+		b.WriteString(r.Files[f.File])
+		if f.Line >= 0 {
+			b.WriteByte(':')
+			b.WriteString(strconv.Itoa(int(f.Line)))
+		}
+	}
+	b.WriteByte(')')
+	return b.String()
+}
+
+// Add counts every allocation of r.
+func (t *Tally) Add(r *Report) {
+	// Frames repeat a lot; format each distinct (class, method, file, line)
+	// of this report once.
+	names := map[Frame]string{}
+	var key strings.Builder
+	for i := range r.Allocations {
+		a := &r.Allocations[i]
+		cls := r.Classes[a.Class]
+		t.Total.add(a.Size)
+		c := t.Classes[cls]
+		if c == nil {
+			c = &Count{}
+			t.Classes[cls] = c
+		}
+		c.add(a.Size)
+
+		stack := r.Stack(a)
+		frames := make([]string, len(stack))
+		key.Reset()
+		key.WriteString(cls)
+		for j, f := range stack {
+			s, ok := names[f]
+			if !ok {
+				s = r.FrameString(f)
+				names[f] = s
+			}
+			frames[j] = s
+			key.WriteByte('\n')
+			key.WriteString(s)
+		}
+		s := t.sites[key.String()]
+		if s == nil {
+			s = &Site{Class: cls, Frames: frames}
+			t.sites[key.String()] = s
+		}
+		s.add(a.Size)
+	}
+}
+
+// ClassCount is a class and its count.
+type ClassCount struct {
+	Class string
+	Count
+}
+
+// TopClasses returns the n classes with most allocations (or bytes, when
+// byBytes), ties broken by name. n <= 0 returns all.
+func (t *Tally) TopClasses(n int, byBytes bool) []ClassCount {
+	out := make([]ClassCount, 0, len(t.Classes))
+	for c, v := range t.Classes {
+		out = append(out, ClassCount{Class: c, Count: *v})
+	}
+	slices.SortFunc(out, func(a, b ClassCount) int {
+		if d := compareCount(a.Count, b.Count, byBytes); d != 0 {
+			return d
+		}
+		return strings.Compare(a.Class, b.Class)
+	})
+	return head(out, n)
+}
+
+// Sites returns the number of distinct sites.
+func (t *Tally) Sites() int { return len(t.sites) }
+
+// TopSites returns the n sites with most allocations (or bytes), ties
+// broken by class and frames. n <= 0 returns all.
+func (t *Tally) TopSites(n int, byBytes bool) []Site {
+	out := make([]Site, 0, len(t.sites))
+	for _, s := range t.sites {
+		out = append(out, *s)
+	}
+	slices.SortFunc(out, func(a, b Site) int {
+		if d := compareCount(a.Count, b.Count, byBytes); d != 0 {
+			return d
+		}
+		if d := strings.Compare(a.Class, b.Class); d != 0 {
+			return d
+		}
+		return slices.Compare(a.Frames, b.Frames)
+	})
+	return head(out, n)
+}
+
+// compareCount orders larger counts first.
+func compareCount(a, b Count, byBytes bool) int {
+	if byBytes {
+		if d := cmp.Compare(b.Bytes, a.Bytes); d != 0 {
+			return d
+		}
+		return cmp.Compare(b.Allocations, a.Allocations)
+	}
+	if d := cmp.Compare(b.Allocations, a.Allocations); d != 0 {
+		return d
+	}
+	return cmp.Compare(b.Bytes, a.Bytes)
+}
+
+func head[T any](s []T, n int) []T {
+	if n > 0 && len(s) > n {
+		return s[:n]
+	}
+	return s
+}

@@ -1,0 +1,363 @@
+package jdwp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeVM is the VM end of a net.Pipe. It does the handshake and then hands
+// each packet the client writes to the test through a channel; failures are
+// reported through errs, never t.Fatal from its goroutine.
+type fakeVM struct {
+	conn net.Conn
+	in   chan Packet
+	errs chan error
+	done chan struct{}
+}
+
+func startVM(t *testing.T) (*Conn, *fakeVM, []Packet) {
+	t.Helper()
+	client, vmSide := net.Pipe()
+	vm := &fakeVM{conn: vmSide, in: make(chan Packet, 64), errs: make(chan error, 4), done: make(chan struct{})}
+	go func() {
+		defer close(vm.done)
+		defer close(vm.in)
+		if err := ServerHandshake(context.Background(), vmSide); err != nil {
+			vm.errs <- err
+			return
+		}
+		for {
+			p, err := ReadPacket(vmSide, 0)
+			if err != nil {
+				return
+			}
+			vm.in <- p
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := Open(ctx, client, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		vmSide.Close()
+		<-vm.done
+		select {
+		case err := <-vm.errs:
+			t.Errorf("fake VM: %v", err)
+		default:
+		}
+	})
+	return c, vm, nil
+}
+
+func (vm *fakeVM) next(t *testing.T) Packet {
+	t.Helper()
+	select {
+	case p, ok := <-vm.in:
+		if !ok {
+			t.Fatal("fake VM: stream ended")
+		}
+		return p
+	case <-time.After(5 * time.Second):
+		t.Fatal("fake VM: no packet")
+	}
+	return Packet{}
+}
+
+func (vm *fakeVM) send(t *testing.T, p Packet) {
+	t.Helper()
+	if err := WritePacket(vm.conn, &p); err != nil {
+		t.Fatalf("fake VM write: %v", err)
+	}
+}
+
+func TestInterleavedRepliesAndVMPackets(t *testing.T) {
+	var mu sync.Mutex
+	var vmPackets []Packet
+	client, vmSide := net.Pipe()
+	defer vmSide.Close()
+	go func() {
+		ServerHandshake(context.Background(), vmSide)
+	}()
+	c, err := Open(context.Background(), client, Options{OnCommand: func(p Packet) {
+		mu.Lock()
+		vmPackets = append(vmPackets, p)
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	const n = 8
+	type result struct {
+		i    int
+		data []byte
+		err  error
+	}
+	results := make(chan result, n)
+	for i := range n {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			d, err := c.Request(ctx, 0xC7, 1, []byte{byte(i)})
+			results <- result{i, d, err}
+		}()
+	}
+	// Read all requests, then reply in reverse order with VM packets between.
+	var reqs []Packet
+	for range n {
+		p, err := ReadPacket(vmSide, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.ID < firstID || p.ID > lastID || p.CommandSet != 0xC7 || p.Command != 1 {
+			t.Fatalf("request %+v", p)
+		}
+		reqs = append(reqs, p)
+	}
+	for i := len(reqs) - 1; i >= 0; i-- {
+		WritePacket(vmSide, &Packet{ID: 0x80000001 + uint32(i), CommandSet: 0xC7, Command: 1, Data: []byte("vm")})
+		WritePacket(vmSide, &Packet{ID: reqs[i].ID, Flags: FlagReply, Data: append([]byte("re"), reqs[i].Data...)})
+	}
+	for range n {
+		r := <-results
+		if r.err != nil {
+			t.Fatalf("request %d: %v", r.i, r.err)
+		}
+		if !bytes.Equal(r.data, []byte{'r', 'e', byte(r.i)}) {
+			t.Fatalf("request %d got reply %q", r.i, r.data)
+		}
+	}
+	mu.Lock()
+	got := len(vmPackets)
+	mu.Unlock()
+	// The last VM packet precedes the last reply, so all n have arrived.
+	if got != n {
+		t.Fatalf("%d VM packets delivered, want %d", got, n)
+	}
+	if c.Dropped() != 0 {
+		t.Fatalf("dropped %d", c.Dropped())
+	}
+}
+
+func TestRequestIDsAreUniqueAndInRange(t *testing.T) {
+	c, vm, _ := startVM(t)
+	seen := map[uint32]bool{}
+	for i := range 100 {
+		if err := c.Send(0xC7, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		p := vm.next(t)
+		if seen[p.ID] || p.ID < firstID || p.ID > lastID {
+			t.Fatalf("packet %d: id %#x reused or out of range", i, p.ID)
+		}
+		seen[p.ID] = true
+	}
+}
+
+func TestIDWrapsWithinRange(t *testing.T) {
+	c := &Conn{nextID: lastID, waiters: map[uint32]chan Packet{firstID: nil}}
+	if id := c.allocID(); id != lastID {
+		t.Fatalf("id %#x", id)
+	}
+	// firstID is busy, so the next is firstID+1.
+	if id := c.allocID(); id != firstID+1 {
+		t.Fatalf("after wrap id %#x, want %#x", id, firstID+1)
+	}
+}
+
+func TestReplyErrorCode(t *testing.T) {
+	c, vm, _ := startVM(t)
+	go func() {
+		p, ok := <-vm.in
+		if ok {
+			WritePacket(vm.conn, &Packet{ID: p.ID, Flags: FlagReply, ErrorCode: 99})
+		}
+	}()
+	_, err := c.Request(context.Background(), 1, 1, nil)
+	var re *ReplyError
+	if !errors.As(err, &re) || re.Code != 99 {
+		t.Fatalf("err = %v, want ReplyError 99", err)
+	}
+}
+
+func TestContextCancelRemovesWaiterAndLateReplyIsDropped(t *testing.T) {
+	c, vm, _ := startVM(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := c.Request(ctx, 0xC7, 1, nil)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want deadline exceeded", err)
+	}
+	p := vm.next(t)
+	c.mu.Lock()
+	waiting := len(c.waiters)
+	c.mu.Unlock()
+	if waiting != 0 {
+		t.Fatalf("%d waiters left after cancel", waiting)
+	}
+	vm.send(t, Packet{ID: p.ID, Flags: FlagReply})
+	// A following request still works, and the late reply was counted.
+	go func() {
+		q := <-vm.in
+		WritePacket(vm.conn, &Packet{ID: q.ID, Flags: FlagReply, Data: []byte{1}})
+	}()
+	if _, err := c.Request(context.Background(), 0xC7, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if c.Dropped() != 1 {
+		t.Fatalf("dropped = %d, want 1", c.Dropped())
+	}
+}
+
+func TestCloseFailsWaitersAndIsIdempotent(t *testing.T) {
+	c, vm, _ := startVM(t)
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			_, err := c.Request(context.Background(), 0xC7, 1, nil)
+			errs <- err
+		}()
+	}
+	for range 3 {
+		vm.next(t)
+	}
+	c.Close()
+	for range 3 {
+		if err := <-errs; !errors.Is(err, ErrClosed) {
+			t.Fatalf("err = %v, want ErrClosed", err)
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.Done():
+	default:
+		t.Fatal("Done not closed after Close")
+	}
+	if _, err := c.Request(context.Background(), 1, 1, nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("request after close: %v", err)
+	}
+	if err := c.Send(1, 1, nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("send after close: %v", err)
+	}
+}
+
+func TestPeerCloseKeepsFirstError(t *testing.T) {
+	c, vm, _ := startVM(t)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Request(context.Background(), 0xC7, 1, nil)
+		errc <- err
+	}()
+	vm.next(t)
+	// Half a packet, then close: the reader sees an unexpected EOF.
+	vm.conn.Write([]byte{0, 0, 0, 20, 0, 0})
+	vm.conn.Close()
+	err := <-errc
+	if err == nil || errors.Is(err, ErrClosed) || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("err = %v, want unexpected EOF", err)
+	}
+	<-c.Done()
+	if !errors.Is(c.Err(), io.ErrUnexpectedEOF) {
+		t.Fatalf("Err() = %v", c.Err())
+	}
+}
+
+func TestTooLargePacketEndsConnection(t *testing.T) {
+	client, vmSide := net.Pipe()
+	defer vmSide.Close()
+	go ServerHandshake(context.Background(), vmSide)
+	c, err := Open(context.Background(), client, Options{MaxPacketSize: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	go vmSide.Write([]byte{0, 0, 1, 0, 0, 0, 0, 1, 0x80, 0, 0})
+	<-c.Done()
+	var tl *PacketTooLargeError
+	if !errors.As(c.Err(), &tl) || tl.Length != 256 || tl.Max != 100 {
+		t.Fatalf("Err() = %v", c.Err())
+	}
+}
+
+// recorder counts Write calls.
+type recorder struct {
+	io.ReadWriter
+	writes [][]byte
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.writes = append(r.writes, append([]byte(nil), b...))
+	return r.ReadWriter.Write(b)
+}
+
+func TestHandshake(t *testing.T) {
+	t.Run("one write, echo accepted", func(t *testing.T) {
+		var in bytes.Buffer
+		in.WriteString(Handshake)
+		rec := &recorder{ReadWriter: &struct {
+			io.Reader
+			io.Writer
+		}{&in, io.Discard}}
+		if err := ClientHandshake(context.Background(), rec); err != nil {
+			t.Fatal(err)
+		}
+		if len(rec.writes) != 1 || string(rec.writes[0]) != Handshake {
+			t.Fatalf("writes %q, want one write of the handshake", rec.writes)
+		}
+	})
+	t.Run("bad echo", func(t *testing.T) {
+		rw := &struct {
+			io.Reader
+			io.Writer
+		}{bytes.NewReader([]byte("JDWP-Handshak!")), io.Discard}
+		if err := ClientHandshake(context.Background(), rw); !errors.Is(err, ErrBadHandshake) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("peer closes before echo", func(t *testing.T) {
+		rw := &struct {
+			io.Reader
+			io.Writer
+		}{bytes.NewReader([]byte("JDWP")), io.Discard}
+		if err := ClientHandshake(context.Background(), rw); !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("no echo: context deadline", func(t *testing.T) {
+		client, vmSide := net.Pipe()
+		defer vmSide.Close()
+		go io.Copy(io.Discard, vmSide)
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		_, err := Open(ctx, client, Options{})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v, want deadline exceeded", err)
+		}
+	})
+	t.Run("server rejects bad handshake", func(t *testing.T) {
+		rw := &struct {
+			io.Reader
+			io.Writer
+		}{bytes.NewReader([]byte("GET / HTTP/1.1")), io.Discard}
+		if err := ServerHandshake(context.Background(), rw); !errors.Is(err, ErrBadHandshake) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
