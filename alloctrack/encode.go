@@ -21,7 +21,7 @@ func Encode(r *Report) ([]byte, error) {
 			return nil, fmt.Errorf("alloctrack: encode: %d %s names do not fit a u16 count", t.n, t.name)
 		}
 	}
-	size := HeaderLen + len(r.Allocations)*EntryHeaderLen + len(r.Frames)*FrameLen
+	size := HeaderLen + len(r.Allocations)*EntryHeaderLen + r.nFrame*FrameLen
 	strOff := size
 	for _, t := range [][]string{classes, methods, files} {
 		for _, s := range t {
@@ -35,24 +35,27 @@ func Encode(r *Report) ([]byte, error) {
 	b = binary.BigEndian.AppendUint16(b, uint16(len(classes)))
 	b = binary.BigEndian.AppendUint16(b, uint16(len(methods)))
 	b = binary.BigEndian.AppendUint16(b, uint16(len(files)))
+	st := r.frameStride()
 	for i := range r.Allocations {
 		a := &r.Allocations[i]
-		if int(a.first)+int(a.Depth) > len(r.Frames) {
-			return nil, fmt.Errorf("alloctrack: encode: allocation %d refers to frames past the %d in the report", i, len(r.Frames))
+		if int(a.off)+int(a.Depth)*st > len(r.frames) {
+			return nil, fmt.Errorf("alloctrack: encode: allocation %d refers to frames past the end of the report", i)
 		}
 		b = binary.BigEndian.AppendUint32(b, a.Size)
 		b = binary.BigEndian.AppendUint16(b, a.Thread)
 		b = binary.BigEndian.AppendUint16(b, a.Class)
 		b = append(b, a.Depth)
-		for _, f := range r.Stack(a) {
-			b = binary.BigEndian.AppendUint16(b, f.Class)
-			b = binary.BigEndian.AppendUint16(b, f.Method)
-			b = binary.BigEndian.AppendUint16(b, f.File)
-			b = binary.BigEndian.AppendUint16(b, uint16(f.Line))
+		fb := r.frames[int(a.off) : int(a.off)+int(a.Depth)*st]
+		if st == FrameLen {
+			b = append(b, fb...)
+			continue
+		}
+		for j := 0; j < len(fb); j += st {
+			b = append(b, fb[j:j+FrameLen]...)
 		}
 	}
 	if len(b) != strOff {
-		return nil, fmt.Errorf("alloctrack: encode: allocations hold %d frames, the report %d", (len(b)-HeaderLen-len(r.Allocations)*EntryHeaderLen)/FrameLen, len(r.Frames))
+		return nil, fmt.Errorf("alloctrack: encode: allocations hold %d bytes of entries, the report counts %d frames", len(b)-HeaderLen, r.nFrame)
 	}
 	for _, t := range [][]string{classes, methods, files} {
 		for _, s := range t {
@@ -115,22 +118,17 @@ func (b *Builder) Add(size uint32, thread uint16, class string, frames []FrameNa
 	if len(frames) > 255 {
 		frames = frames[:255]
 	}
-	a := Allocation{
-		Size:   size,
-		Thread: thread,
-		Class:  b.intern(b.classes, &b.r.RawClasses, class),
-		Depth:  uint8(len(frames)),
-		first:  uint32(len(b.r.Frames)),
-	}
-	for _, f := range frames {
-		b.r.Frames = append(b.r.Frames, Frame{
+	class16 := b.intern(b.classes, &b.r.RawClasses, class)
+	fs := make([]Frame, len(frames))
+	for i, f := range frames {
+		fs[i] = Frame{
 			Class:  b.intern(b.classes, &b.r.RawClasses, f.Class),
 			Method: b.intern(b.methods, &b.r.RawMethods, f.Method),
 			File:   b.intern(b.file, &b.r.RawFiles, f.File),
 			Line:   f.Line,
-		})
+		}
 	}
-	b.r.Allocations = append(b.r.Allocations, a)
+	b.r.Append(size, thread, class16, fs)
 }
 
 // Len is the number of allocations added so far.
@@ -148,7 +146,7 @@ func (b *Builder) Report() (*Report, error) {
 	r.Classes = dotAll(r.RawClasses)
 	r.Methods = dotAll(r.RawMethods)
 	r.Files = dotAll(r.RawFiles)
-	r.StringsOffset = HeaderLen + len(r.Allocations)*EntryHeaderLen + len(r.Frames)*FrameLen
+	r.StringsOffset = HeaderLen + len(r.Allocations)*EntryHeaderLen + r.nFrame*FrameLen
 	if r.RawClasses == nil {
 		r.RawClasses, r.Classes = []string{}, []string{}
 	}

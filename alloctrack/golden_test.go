@@ -27,7 +27,7 @@ func readReal(t testing.TB) []byte {
 func siteKey(r *Report, a *Allocation) string {
 	var sb strings.Builder
 	sb.WriteString(r.ClassName(a))
-	for _, f := range r.Stack(a) {
+	for _, f := range r.Stack(a).All() {
 		fmt.Fprintf(&sb, "|%s.%s(%s:%d)", r.Classes[f.Class], r.Methods[f.Method], r.Files[f.File], f.Line)
 	}
 	return sb.String()
@@ -70,7 +70,7 @@ func TestParseRealReport(t *testing.T) {
 		depths[a.Depth]++
 		classCount[r.ClassName(a)]++
 		classBytes[r.ClassName(a)] += uint64(a.Size)
-		for _, f := range r.Stack(a) {
+		for _, f := range r.Stack(a).All() {
 			if f.Line == -2 {
 				native++
 			}

@@ -23,7 +23,7 @@ func (r *Report) AppendJSON(dst []byte, i int) []byte {
 	dst = append(dst, `,"thread":`...)
 	dst = strconv.AppendUint(dst, uint64(a.Thread), 10)
 	dst = append(dst, `,"frames":[`...)
-	for j, f := range r.Stack(a) {
+	for j, f := range r.Stack(a).All() {
 		if j > 0 {
 			dst = append(dst, ',')
 		}

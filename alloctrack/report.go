@@ -3,6 +3,7 @@ package alloctrack
 import (
 	"encoding/binary"
 	"fmt"
+	"iter"
 	"strings"
 
 	"github.com/alloctrack/alloctrack/ddms"
@@ -35,10 +36,12 @@ type Allocation struct {
 	Thread uint16 // VM thread id or Linux tid, by Android version
 	Class  uint16 // index into Classes: the allocated class
 	Depth  uint8  // number of frames
-	first  uint32 // index of the first frame in Report.Frames
+	off    uint32 // offset of the first frame in Report.frames
 }
 
-// Report is a parsed REAL payload.
+// Report is a parsed REAL payload. Frames are not copied out of the payload:
+// a parsed Report refers to the payload's bytes, which must not be changed
+// while the Report is in use.
 type Report struct {
 	// Header fields as sent.
 	HeaderLen      int
@@ -53,22 +56,73 @@ type Report struct {
 
 	// Allocations in payload order: newest first on ART 7+.
 	Allocations []Allocation
-	// Frames of every allocation, in order; see Stack.
-	Frames []Frame
 
 	// TrailingBytes counts bytes after the file-name table, which this
 	// parser (like ddmlib 25) ignores.
 	TrailingBytes int
+
+	frames []byte // frame bytes in wire layout: the payload, or built ones
+	stride int    // bytes per frame in frames; 0 means FrameLen
+	nFrame int    // number of frames of all allocations
+}
+
+// Stack is the frames of one allocation, top of stack first. It reads them
+// from the report's bytes on demand.
+type Stack struct {
+	b      []byte
+	stride int
+}
+
+// Len is the number of frames.
+func (s Stack) Len() int { return len(s.b) / s.stride }
+
+// At returns frame j.
+func (s Stack) At(j int) Frame {
+	p := s.b[j*s.stride:]
+	v := binary.BigEndian.Uint64(p)
+	return Frame{Class: uint16(v >> 48), Method: uint16(v >> 32), File: uint16(v >> 16), Line: int16(v)}
+}
+
+// All iterates over the frames with their positions.
+func (s Stack) All() iter.Seq2[int, Frame] {
+	return func(yield func(int, Frame) bool) {
+		for j := range s.Len() {
+			if !yield(j, s.At(j)) {
+				return
+			}
+		}
+	}
+}
+
+// Frames returns the frames as a new slice.
+func (s Stack) Frames() []Frame {
+	out := make([]Frame, s.Len())
+	for j := range out {
+		out[j] = s.At(j)
+	}
+	return out
 }
 
 // Num is ddmlib's allocation number of the entry at index i: the first
 // entry gets the highest number, the last gets 1.
 func (r *Report) Num(i int) int { return len(r.Allocations) - i }
 
-// Stack returns the frames of a, top of stack first.
-func (r *Report) Stack(a *Allocation) []Frame {
-	return r.Frames[a.first : a.first+uint32(a.Depth) : a.first+uint32(a.Depth)]
+func (r *Report) frameStride() int {
+	if r.stride == 0 {
+		return FrameLen
+	}
+	return r.stride
 }
+
+// Stack returns the frames of a.
+func (r *Report) Stack(a *Allocation) Stack {
+	st := r.frameStride()
+	end := int(a.off) + int(a.Depth)*st
+	return Stack{b: r.frames[a.off:end:end], stride: st}
+}
+
+// FrameCount is the number of frames of all allocations.
+func (r *Report) FrameCount() int { return r.nFrame }
 
 // ClassName is the dotted name of the class a allocated.
 func (r *Report) ClassName(a *Allocation) string { return r.Classes[a.Class] }
@@ -84,6 +138,27 @@ func (r *Report) TotalBytes() uint64 {
 		n += uint64(r.Allocations[i].Size)
 	}
 	return n
+}
+
+// Append adds an allocation whose frames index r's tables, as a VM or a
+// simulator builds a report. It does not check the indices; Encode and
+// Parse do what checking there is. It must not be used on a parsed Report.
+func (r *Report) Append(size uint32, thread uint16, class uint16, frames []Frame) {
+	if len(frames) > 255 {
+		frames = frames[:255]
+	}
+	r.Allocations = append(r.Allocations, Allocation{
+		Size:   size,
+		Thread: thread,
+		Class:  class,
+		Depth:  uint8(len(frames)),
+		off:    uint32(len(r.frames)),
+	})
+	for _, f := range frames {
+		r.frames = binary.BigEndian.AppendUint64(r.frames,
+			uint64(f.Class)<<48|uint64(f.Method)<<32|uint64(f.File)<<16|uint64(uint16(f.Line)))
+	}
+	r.nFrame += len(frames)
 }
 
 // ParseError describes a malformed report: what was wrong and where.
@@ -155,51 +230,83 @@ func Parse(b []byte) (*Report, error) {
 	}
 	r.TrailingBytes = len(b) - off
 
-	// Pass 1: walk the entries to learn their number and frame count, so
-	// that pass 2 allocates exactly what the payload holds.
-	n, frames, err := r.walk(b)
-	if err != nil {
+	if err := r.decodeEntries(b, nClasses, nMethods, nFiles); err != nil {
 		return nil, err
-	}
-	r.Allocations = make([]Allocation, n)
-	r.Frames = make([]Frame, frames)
-
-	// Pass 2: decode, checking every table index.
-	pos := r.HeaderLen
-	fi := uint32(0)
-	for i := range r.Allocations {
-		e := b[pos : pos+EntryHeaderLen]
-		a := &r.Allocations[i]
-		a.Size = binary.BigEndian.Uint32(e)
-		a.Thread = binary.BigEndian.Uint16(e[4:])
-		a.Class = binary.BigEndian.Uint16(e[6:])
-		a.Depth = e[8]
-		a.first = fi
-		if int(a.Class) >= nClasses {
-			return nil, perr(pos+6, "entry %d: class index %d out of range (%d class names)", i, a.Class, nClasses)
-		}
-		pos += r.EntryHeaderLen
-		fs := r.Frames[fi : fi+uint32(a.Depth)]
-		for j := range fs {
-			fb := b[pos : pos+FrameLen]
-			f := Frame{
-				Class:  binary.BigEndian.Uint16(fb),
-				Method: binary.BigEndian.Uint16(fb[2:]),
-				File:   binary.BigEndian.Uint16(fb[4:]),
-				Line:   int16(binary.BigEndian.Uint16(fb[6:])),
-			}
-			if int(f.Class) >= nClasses || int(f.Method) >= nMethods || int(f.File) >= nFiles {
-				return nil, frameIndexError(pos, i, j, f, nClasses, nMethods, nFiles)
-			}
-			fs[j] = f
-			pos += r.FrameLen
-		}
-		fi += uint32(a.Depth)
 	}
 	return r, nil
 }
 
-func frameIndexError(pos, i, j int, f Frame, nc, nm, nf int) error {
+// decodeEntries reads the entries between the header and the string
+// tables, checking every table index. Frames stay in b. The entries must
+// end exactly where the string tables start. When entry_count is too small
+// for them by a multiple of 65,536, the u16 count wrapped (Dalvik 4.4 sends
+// 65,536 entries with entry_count 0) and the number found is used.
+func (r *Report) decodeEntries(b []byte, nClasses, nMethods, nFiles int) error {
+	pos, end := r.HeaderLen, r.StringsOffset
+	ehl, fl := r.EntryHeaderLen, r.FrameLen
+	// A payload cannot hold more entries than its bytes allow.
+	r.Allocations = make([]Allocation, 0, min(r.DeclaredCount, (end-pos)/ehl))
+	r.frames, r.stride = b, fl
+	nc, nm, nf := uint64(nClasses), uint64(nMethods), uint64(nFiles)
+	frames := 0
+	for n := 0; ; n++ {
+		if pos == end && n >= r.DeclaredCount {
+			if (n-r.DeclaredCount)%65536 != 0 {
+				return perr(3, "entry_count %d does not match the %d entries before the string tables at offset %d", r.DeclaredCount, n, end)
+			}
+			break
+		}
+		if pos >= end {
+			if n < r.DeclaredCount {
+				return perr(pos, "entry %d of %d starts at the string tables (offset %d): entries are truncated", n, r.DeclaredCount, end)
+			}
+			return perr(pos, "entries overrun the string tables at offset %d", end)
+		}
+		if end-pos < ehl {
+			return perr(pos, "entry %d: %d-byte entry header overruns the string tables at offset %d", n, ehl, end)
+		}
+		e := b[pos : pos+EntryHeaderLen]
+		a := Allocation{
+			Size:   binary.BigEndian.Uint32(e),
+			Thread: binary.BigEndian.Uint16(e[4:]),
+			Class:  binary.BigEndian.Uint16(e[6:]),
+			Depth:  e[8],
+		}
+		if uint64(a.Class) >= nc {
+			return perr(pos+6, "entry %d: class index %d out of range (%d class names)", n, a.Class, nClasses)
+		}
+		pos += ehl
+		a.off = uint32(pos)
+		if int(a.Depth)*fl > end-pos {
+			return perr(pos, "entry %d: %d frames of %d bytes overrun the string tables at offset %d", n, a.Depth, fl, end)
+		}
+		fb := b[pos : pos+int(a.Depth)*fl]
+		if fl == FrameLen {
+			// The common layout: a tighter loop the compiler checks less.
+			for j := 0; j+8 <= len(fb); j += 8 {
+				v := binary.BigEndian.Uint64(fb[j : j+8])
+				if v>>48 >= nc || (v>>32)&0xffff >= nm || (v>>16)&0xffff >= nf {
+					return frameIndexError(pos+j, n, j/fl, v, nClasses, nMethods, nFiles)
+				}
+			}
+		} else {
+			for j := 0; j+FrameLen <= len(fb); j += fl {
+				v := binary.BigEndian.Uint64(fb[j:])
+				if v>>48 >= nc || (v>>32)&0xffff >= nm || (v>>16)&0xffff >= nf {
+					return frameIndexError(pos+j, n, j/fl, v, nClasses, nMethods, nFiles)
+				}
+			}
+		}
+		pos += len(fb)
+		frames += int(a.Depth)
+		r.Allocations = append(r.Allocations, a)
+	}
+	r.nFrame = frames
+	return nil
+}
+
+func frameIndexError(pos, i, j int, v uint64, nc, nm, nf int) error {
+	f := Frame{Class: uint16(v >> 48), Method: uint16(v >> 32), File: uint16(v >> 16)}
 	switch {
 	case int(f.Class) >= nc:
 		return perr(pos, "entry %d frame %d: class index %d out of range (%d class names)", i, j, f.Class, nc)
@@ -207,38 +314,6 @@ func frameIndexError(pos, i, j int, f Frame, nc, nm, nf int) error {
 		return perr(pos+2, "entry %d frame %d: method index %d out of range (%d method names)", i, j, f.Method, nm)
 	default:
 		return perr(pos+4, "entry %d frame %d: file index %d out of range (%d file names)", i, j, f.File, nf)
-	}
-}
-
-// walk finds how many entries lie between the header and the string tables
-// and how many frames they hold. The entries must end exactly where the
-// string tables start. When entry_count is too small for them by a multiple
-// of 65,536, the u16 count wrapped (Dalvik 4.4 sends 65,536 entries with
-// entry_count 0) and the walked number is used.
-func (r *Report) walk(b []byte) (entries, frames int, err error) {
-	pos, end := r.HeaderLen, r.StringsOffset
-	for n := 0; ; n++ {
-		if n >= r.DeclaredCount && pos == end {
-			if (n-r.DeclaredCount)%65536 != 0 {
-				return 0, 0, perr(3, "entry_count %d does not match the %d entries before the string tables at offset %d", r.DeclaredCount, n, end)
-			}
-			return n, frames, nil
-		}
-		if pos >= end {
-			if n < r.DeclaredCount {
-				return 0, 0, perr(pos, "entry %d of %d starts at the string tables (offset %d): entries are truncated", n, r.DeclaredCount, end)
-			}
-			return 0, 0, perr(pos, "entries overrun the string tables at offset %d", end)
-		}
-		if end-pos < r.EntryHeaderLen {
-			return 0, 0, perr(pos, "entry %d: %d-byte entry header overruns the string tables at offset %d", n, r.EntryHeaderLen, end)
-		}
-		depth := int(b[pos+8])
-		pos += r.EntryHeaderLen + depth*r.FrameLen
-		if pos > end {
-			return 0, 0, perr(pos-depth*r.FrameLen, "entry %d: %d frames of %d bytes overrun the string tables at offset %d", n, depth, r.FrameLen, end)
-		}
-		frames += depth
 	}
 }
 
@@ -304,3 +379,4 @@ func DescriptorToDot(s string) string {
 	}
 	return t + strings.Repeat("[]", dims)
 }
+

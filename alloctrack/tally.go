@@ -81,10 +81,10 @@ func (t *Tally) Add(r *Report) {
 		c.add(a.Size)
 
 		stack := r.Stack(a)
-		frames := make([]string, len(stack))
+		frames := make([]string, stack.Len())
 		key.Reset()
 		key.WriteString(cls)
-		for j, f := range stack {
+		for j, f := range stack.All() {
 			s, ok := names[f]
 			if !ok {
 				s = r.FrameString(f)

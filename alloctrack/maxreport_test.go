@@ -1,0 +1,138 @@
+package alloctrack
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"testing"
+)
+
+// The largest report ART 7+ sends: MaxEntries allocations of 16 frames
+// (the default stack depth), about 9 MB.
+const maxReportDepth = 16
+
+var maxReportOnce struct {
+	sync.Once
+	b   []byte
+	err error
+}
+
+// maxReport returns a maximum-size REAL payload: 65,535 allocations of 16
+// frames each, drawn deterministically from a few hundred classes, about a
+// thousand methods and two hundred source files. It is built once per test
+// binary and shared, so callers must not modify it.
+func maxReport(tb testing.TB) []byte {
+	tb.Helper()
+	maxReportOnce.Do(func() {
+		maxReportOnce.b, maxReportOnce.err = buildMaxReport()
+	})
+	if maxReportOnce.err != nil {
+		tb.Fatalf("building the maximum-size report: %v", maxReportOnce.err)
+	}
+	return maxReportOnce.b
+}
+
+func buildMaxReport() ([]byte, error) {
+	rng := rand.New(rand.NewPCG(0x616c6c6f63, 0x747261636b))
+
+	// 200 source files, 320 classes declared in them, 1000 method names.
+	files := make([]string, 200)
+	for i := range files {
+		files[i] = fmt.Sprintf("Module%02dSource%03d.java", i%17, i)
+	}
+	type class struct {
+		desc string
+		file int
+	}
+	classes := make([]class, 320)
+	for i := range classes {
+		pkg := [...]string{"android/view", "android/os", "java/util", "java/lang", "com/example/app/ui", "com/example/app/net", "kotlinx/coroutines", "androidx/recyclerview/widget"}[i%8]
+		f := i // every file declares at least one class
+		if i >= len(files) {
+			f = rng.IntN(len(files))
+			if i%2 == 0 {
+				f = -1 // a class with no source file information
+			}
+		}
+		classes[i] = class{desc: fmt.Sprintf("L%s/Class%03d;", pkg, i), file: f}
+	}
+	methods := make([]string, 1000)
+	common := []string{"<init>", "<clinit>", "run", "invoke", "onDraw", "dispatchMessage", "handleMessage", "toString", "valueOf", "append"}
+	for i := range methods {
+		if i < len(common) {
+			methods[i] = common[i]
+		} else {
+			methods[i] = fmt.Sprintf("method%04d", i)
+		}
+	}
+	// Allocated classes: the declared classes plus arrays and boxed types.
+	allocated := []string{"[I", "[B", "[C", "[J", "[Ljava/lang/Object;", "[[I", "Ljava/lang/String;", "Ljava/lang/Integer;", "Ljava/lang/Long;", "Landroid/os/Message;"}
+	for i := 0; i < 300; i++ {
+		allocated = append(allocated, classes[rng.IntN(len(classes))].desc)
+	}
+	threads := []uint16{3311, 3316, 3320, 3402, 4011, 12345, 40000}
+
+	bld := NewBuilder()
+	frames := make([]FrameName, maxReportDepth)
+	for i := 0; i < MaxEntries; i++ {
+		for j := range frames {
+			c := classes[rng.IntN(len(classes))]
+			m := methods[rng.IntN(len(methods))]
+			if rng.IntN(4) == 0 {
+				m = common[rng.IntN(len(common))] // a skewed spread, as on devices
+			}
+			f := FrameName{Class: c.desc, Method: m, Line: int16(1 + rng.IntN(4000))}
+			if c.file >= 0 {
+				f.File = files[c.file]
+			}
+			switch rng.IntN(10) {
+			case 0:
+				f.Line = -2 // native
+			case 1:
+				f.Line = -1
+			}
+			frames[j] = f
+		}
+		size := uint32(16 + 8*rng.IntN(64))
+		if rng.IntN(100) == 0 {
+			size = uint32(rng.IntN(1 << 20))
+		}
+		bld.Add(size, threads[rng.IntN(len(threads))], allocated[rng.IntN(len(allocated))], frames)
+	}
+	r, err := bld.Report()
+	if err != nil {
+		return nil, err
+	}
+	return Encode(r)
+}
+
+func TestMaxReport(t *testing.T) {
+	b := maxReport(t)
+	r, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Allocations) != MaxEntries || !r.Overflowed() || r.FrameCount() != MaxEntries*maxReportDepth {
+		t.Errorf("%d allocations, %d frames; want %d and %d", len(r.Allocations), r.FrameCount(), MaxEntries, MaxEntries*maxReportDepth)
+	}
+	if len(r.Classes) < 300 || len(r.Methods) < 900 || len(r.Files) < 190 {
+		t.Errorf("tables %d/%d/%d, want a few hundred classes, ~1000 methods, ~200 files", len(r.Classes), len(r.Methods), len(r.Files))
+	}
+	t.Logf("%d bytes; %d classes, %d methods, %d files", len(b), len(r.Classes), len(r.Methods), len(r.Files))
+}
+
+// TestWriteMaxReport is a tool, not a check: with
+// ALLOCTRACK_WRITE_MAX_REPORT=PATH it writes maxReport to PATH (for
+// scripts/bench-parse).
+func TestWriteMaxReport(t *testing.T) {
+	path := os.Getenv("ALLOCTRACK_WRITE_MAX_REPORT")
+	if path == "" {
+		t.Skip("set ALLOCTRACK_WRITE_MAX_REPORT=PATH to write the maximum-size report to PATH")
+	}
+	b := maxReport(t)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %d bytes to %s", len(b), path)
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata/")
+
+var realReport = filepath.Join("..", "..", "..", "shared", "testdata", "real", "geektime-chapter03-1544113611.real")
+
+func runCmd(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code = run(args, &o, &e)
+	return o.String(), e.String(), code
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Fatalf("output differs from %s (go test -update rewrites it):\n%s", path, got)
+	}
+}
+
+func TestReportTextGolden(t *testing.T) {
+	out, errOut, code := runCmd(t, "report", "--top", "5", realReport)
+	if code != 0 || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	golden(t, "report-real.txt", strings.ReplaceAll(out, realReport, "REAL"))
+}
+
+func TestReportJSONL(t *testing.T) {
+	out, errOut, code := runCmd(t, "report", "--format", "jsonl", realReport)
+	if code != 0 || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 5000 {
+		t.Fatalf("%d lines, want 5000", len(lines))
+	}
+	want := `{"num":5000,"class":"java.lang.Object[]","size":16,"thread":3311,"frames":[{"class":"java.util.Arrays","method":"copyOf","file":"Arrays.java","line":3139},`
+	if !strings.HasPrefix(lines[0], want) {
+		t.Fatalf("first line %.200s", lines[0])
+	}
+	var rec struct {
+		Num    int    `json:"num"`
+		Class  string `json:"class"`
+		Size   uint32 `json:"size"`
+		Thread uint16 `json:"thread"`
+		Frames []struct {
+			Class, Method, File string
+			Line                int
+		} `json:"frames"`
+	}
+	for i, l := range lines {
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatalf("line %d is not JSON: %v", i+1, err)
+		}
+		if rec.Num != 5000-i {
+			t.Fatalf("line %d has num %d", i+1, rec.Num)
+		}
+	}
+}
+
+func TestReportBadFileKeepsGoing(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.alloc")
+	os.WriteFile(bad, []byte{15, 9, 8, 0, 1, 0, 0, 0, 15, 0, 0, 0, 0, 0, 0}, 0o644)
+	out, errOut, code := runCmd(t, "report", bad, filepath.Join(dir, "missing.alloc"), realReport)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	errLines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
+	if len(errLines) != 2 || !strings.Contains(errLines[0], "bad.alloc") || !strings.Contains(errLines[0], "offset") ||
+		!strings.Contains(errLines[1], "missing.alloc") {
+		t.Fatalf("stderr:\n%s", errOut)
+	}
+	if !strings.Contains(out, "allocations 5000, bytes 287096") {
+		t.Fatalf("the good file was not reported:\n%s", out)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"report"},
+		{"report", "--format", "xml", realReport},
+		{"report", "--top", "0", realReport},
+		{"nosuchcommand"},
+	} {
+		_, errOut, code := runCmd(t, args...)
+		if code != exitUsage || errOut == "" {
+			t.Errorf("%q: exit %d, stderr %q; want %d and a message", args, code, errOut, exitUsage)
+		}
+	}
+}
