@@ -2,7 +2,9 @@ package jdwp
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -39,6 +41,11 @@ func watchContext(ctx context.Context, rw any) (stop func()) {
 func ctxErr(ctx context.Context, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("%w (%v)", cerr, err)
+	}
+	// The socket's deadline, copied from ctx, can fire just before ctx's
+	// own timer does.
+	if dl, ok := ctx.Deadline(); ok && errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(dl) {
+		return fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
 	}
 	return err
 }
