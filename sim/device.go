@@ -1,0 +1,374 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// ErrRefused is returned by OpenService for a service the device does not
+// offer, or a jdwp:<pid> with no such debuggable process. Over the adbd wire
+// protocol it becomes CLSE, which the adb server reports as "FAIL closed".
+var ErrRefused = errors.New("sim: service refused")
+
+// DeviceConfig describes a simulated device.
+type DeviceConfig struct {
+	Serial  string
+	Product string // ro.product.name
+	Model   string // ro.product.model
+	Device  string // ro.product.device
+	API     int    // ro.build.version.sdk
+	// Props are extra system properties for getprop.
+	Props map[string]string
+}
+
+// Device is a simulated Android device: its properties, its processes and
+// the device services adbd offers. It is safe for concurrent use.
+type Device struct {
+	cfg DeviceConfig
+
+	mu       sync.Mutex
+	vms      map[int]*VM // by pid
+	watchers map[chan struct{}]struct{}
+	closed   bool
+	conns    map[net.Conn]struct{} // service streams, closed on Disconnect
+}
+
+// NewDevice returns a device with no processes.
+func NewDevice(cfg DeviceConfig) *Device {
+	if cfg.API == 0 {
+		cfg.API = 30
+	}
+	if cfg.Product == "" {
+		cfg.Product = "sim_" + cfg.Serial
+	}
+	if cfg.Model == "" {
+		cfg.Model = "Simulated_Device"
+	}
+	if cfg.Device == "" {
+		cfg.Device = "simulated"
+	}
+	return &Device{
+		cfg:      cfg,
+		vms:      map[int]*VM{},
+		watchers: map[chan struct{}]struct{}{},
+		conns:    map[net.Conn]struct{}{},
+	}
+}
+
+// Serial is the device's serial number.
+func (d *Device) Serial() string { return d.cfg.Serial }
+
+// Config returns the device's configuration.
+func (d *Device) Config() DeviceConfig { return d.cfg }
+
+// Features are the adbd features the device advertises.
+func (d *Device) Features() []string { return []string{"shell_v2", "cmd"} }
+
+// Banner is the CNXN banner adbd sends: system type, then properties.
+func (d *Device) Banner() string {
+	return fmt.Sprintf("device::ro.product.name=%s;ro.product.model=%s;ro.product.device=%s;features=%s",
+		d.cfg.Product, d.cfg.Model, d.cfg.Device, strings.Join(d.Features(), ","))
+}
+
+// Props returns every system property of the device.
+func (d *Device) Props() map[string]string {
+	p := map[string]string{
+		"ro.product.name":          d.cfg.Product,
+		"ro.product.model":         d.cfg.Model,
+		"ro.product.device":        d.cfg.Device,
+		"ro.build.version.sdk":     strconv.Itoa(d.cfg.API),
+		"ro.build.version.release": release(d.cfg.API),
+		"ro.serialno":              d.cfg.Serial,
+		"ro.debuggable":            "1",
+		"ro.build.type":            "userdebug",
+	}
+	for k, v := range d.cfg.Props {
+		p[k] = v
+	}
+	return p
+}
+
+func release(api int) string {
+	switch {
+	case api >= 29:
+		return strconv.Itoa(api - 19)
+	case api >= 24:
+		return map[int]string{24: "7.0", 25: "7.1", 26: "8.0", 27: "8.1", 28: "9"}[api]
+	case api >= 21:
+		return map[int]string{21: "5.0", 22: "5.1", 23: "6.0"}[api]
+	default:
+		return "4.4"
+	}
+}
+
+// AddVM adds a running process. Its API level defaults to the device's.
+func (d *Device) AddVM(vm *VM) {
+	d.mu.Lock()
+	d.vms[vm.PID()] = vm
+	d.mu.Unlock()
+	d.changed()
+}
+
+// RemoveVM removes a process from the list, as when it dies.
+func (d *Device) RemoveVM(pid int) {
+	d.mu.Lock()
+	_, ok := d.vms[pid]
+	delete(d.vms, pid)
+	d.mu.Unlock()
+	if ok {
+		d.changed()
+	}
+}
+
+// VM returns the process with pid, or nil.
+func (d *Device) VM(pid int) *VM {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.vms[pid]
+}
+
+// VMs returns the processes, by pid.
+func (d *Device) VMs() []*VM {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]*VM, 0, len(d.vms))
+	for _, vm := range d.vms {
+		out = append(out, vm)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].PID() < out[j].PID() })
+	return out
+}
+
+// PIDs lists the pids of the debuggable processes, ascending.
+func (d *Device) PIDs() []int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]int, 0, len(d.vms))
+	for pid := range d.vms {
+		out = append(out, pid)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// changed wakes every track-jdwp stream.
+func (d *Device) changed() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for ch := range d.watchers {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Disconnect closes every open service stream of the device, as a pulled
+// cable does. The transport (Adbd) drops its own connection separately.
+func (d *Device) Disconnect() {
+	d.mu.Lock()
+	conns := d.conns
+	d.conns = map[net.Conn]struct{}{}
+	d.mu.Unlock()
+	for c := range conns {
+		c.Close()
+	}
+	for _, vm := range d.VMs() {
+		vm.dropClient()
+	}
+}
+
+// OpenService opens a device service and returns the client's end of its
+// stream. Services: shell:<cmd>, shell,v2,…:<cmd>, track-jdwp, jdwp,
+// jdwp:<pid>. Others are refused with ErrRefused.
+func (d *Device) OpenService(name string) (net.Conn, error) {
+	var serve func(net.Conn)
+	switch {
+	case name == "track-jdwp":
+		serve = d.serveTrackJDWP
+	case name == "jdwp":
+		serve = func(c net.Conn) {
+			defer c.Close()
+			var b strings.Builder
+			for _, pid := range d.PIDs() {
+				fmt.Fprintf(&b, "%d\n", pid)
+			}
+			io.WriteString(c, b.String())
+		}
+	case strings.HasPrefix(name, "jdwp:"):
+		pid, err := strconv.Atoi(strings.TrimPrefix(name, "jdwp:"))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %q: bad pid", ErrRefused, name)
+		}
+		vm := d.VM(pid)
+		if vm == nil || !vm.Alive() {
+			return nil, fmt.Errorf("%w: %q: no such debuggable process", ErrRefused, name)
+		}
+		serve = vm.ServeJDWP
+	case strings.HasPrefix(name, "shell,"):
+		// shell,v2,raw:cmd or shell,v2,TERM=x,pty:cmd
+		i := strings.IndexByte(name, ':')
+		if i < 0 {
+			return nil, fmt.Errorf("%w: %q", ErrRefused, name)
+		}
+		args := strings.Split(name[len("shell,"):i], ",")
+		if !slices.Contains(args, "v2") {
+			return nil, fmt.Errorf("%w: %q: only shell protocol v2 is offered", ErrRefused, name)
+		}
+		cmd := name[i+1:]
+		serve = func(c net.Conn) { d.serveShellV2(c, cmd) }
+	case strings.HasPrefix(name, "shell:"):
+		cmd := strings.TrimPrefix(name, "shell:")
+		serve = func(c net.Conn) {
+			defer c.Close()
+			out, _ := d.runShell(cmd)
+			c.Write(out)
+		}
+	default:
+		return nil, fmt.Errorf("%w: %q: unknown service", ErrRefused, name)
+	}
+	client, server := net.Pipe()
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil, fmt.Errorf("%w: device is closed", ErrRefused)
+	}
+	d.conns[server] = struct{}{}
+	d.mu.Unlock()
+	go func() {
+		defer func() {
+			d.mu.Lock()
+			delete(d.conns, server)
+			d.mu.Unlock()
+			server.Close()
+		}()
+		serve(server)
+	}()
+	return client, nil
+}
+
+// Close stops the device: every stream is closed and no more are opened.
+func (d *Device) Close() {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	d.Disconnect()
+	for _, vm := range d.VMs() {
+		vm.Kill()
+	}
+}
+
+// serveTrackJDWP writes the pid list now and on every change, each list
+// framed as 4 hex digits of length and "<pid>\n" lines. A write from the
+// client, or its close, ends the service.
+func (d *Device) serveTrackJDWP(c net.Conn) {
+	ch := make(chan struct{}, 1)
+	d.mu.Lock()
+	d.watchers[ch] = struct{}{}
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.watchers, ch)
+		d.mu.Unlock()
+	}()
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		var b [1]byte
+		c.Read(b[:]) // any byte or an error ends the service
+		c.Close()
+	}()
+	last := ""
+	for {
+		var b strings.Builder
+		for _, pid := range d.PIDs() {
+			fmt.Fprintf(&b, "%d\n", pid)
+		}
+		if s := b.String(); s != last || last == "" {
+			if _, err := fmt.Fprintf(c, "%04x%s", len(s), s); err != nil {
+				return
+			}
+			last = s
+			if last == "" {
+				last = "\x00" // the empty list was sent once
+			}
+		}
+		select {
+		case <-ch:
+		case <-gone:
+			return
+		}
+	}
+}
+
+// serveShellV2 runs cmd and sends the shell protocol v2 frames: u8 id,
+// u32 little-endian length, data; stdout (1), then the exit code (3).
+func (d *Device) serveShellV2(c net.Conn, cmd string) {
+	defer c.Close()
+	out, code := d.runShell(cmd)
+	var b []byte
+	if len(out) > 0 {
+		b = append(b, 1, byte(len(out)), byte(len(out)>>8), byte(len(out)>>16), byte(len(out)>>24))
+		b = append(b, out...)
+	}
+	b = append(b, 3, 1, 0, 0, 0, byte(code))
+	c.Write(b)
+}
+
+// runShell runs the few commands the simulator knows. Unknown ones print
+// an error and exit 127, as sh does.
+func (d *Device) runShell(cmdline string) (out []byte, code int) {
+	f := strings.Fields(cmdline)
+	if len(f) == 0 {
+		return nil, 0
+	}
+	switch f[0] {
+	case "echo":
+		return []byte(strings.Join(f[1:], " ") + "\n"), 0
+	case "getprop":
+		props := d.Props()
+		if len(f) > 1 {
+			return []byte(props[f[1]] + "\n"), 0
+		}
+		keys := make([]string, 0, len(props))
+		for k := range props {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var b strings.Builder
+		for _, k := range keys {
+			fmt.Fprintf(&b, "[%s]: [%s]\n", k, props[k])
+		}
+		return []byte(b.String()), 0
+	case "pidof":
+		if len(f) < 2 {
+			return nil, 1
+		}
+		var pids []string
+		for _, vm := range d.VMs() {
+			if vm.ProcessName() == f[1] {
+				pids = append(pids, strconv.Itoa(vm.PID()))
+			}
+		}
+		if len(pids) == 0 {
+			return nil, 1
+		}
+		return []byte(strings.Join(pids, " ") + "\n"), 0
+	case "ps":
+		var b strings.Builder
+		b.WriteString("  PID NAME\n")
+		b.WriteString("    1 init\n")
+		for _, vm := range d.VMs() {
+			fmt.Fprintf(&b, "%5d %s\n", vm.PID(), vm.ProcessName())
+		}
+		return []byte(b.String()), 0
+	}
+	return []byte(fmt.Sprintf("/system/bin/sh: %s: inaccessible or not found\n", f[0])), 127
+}

@@ -1,0 +1,100 @@
+package sim
+
+import (
+	"time"
+
+	"github.com/alloctrack/alloctrack/alloctrack"
+)
+
+// Counts are exact allocation counts per class (dotted name) and per site
+// (SiteKey, with stacks cut to the VM's depth).
+type Counts struct {
+	Total   alloctrack.Count
+	ByClass map[string]alloctrack.Count
+	BySite  map[string]alloctrack.Count
+}
+
+// Truth is what a VM knows of one tracking window.
+type Truth struct {
+	// Allocated counts every allocation made while tracking was on.
+	Allocated Counts
+	// Reported counts the records of the last whole report the VM sent
+	// during the window. It falls short of Allocated when the report
+	// overflowed or allocations came after it.
+	Reported Counts
+}
+
+type truthAcc struct {
+	sites []alloctrack.Count
+}
+
+func newTruthAcc(n int) *truthAcc { return &truthAcc{sites: make([]alloctrack.Count, n)} }
+
+func (t *truthAcc) add(site uint32, size uint32) {
+	c := &t.sites[site]
+	c.Allocations++
+	c.Bytes += uint64(size)
+}
+
+func (t *truthAcc) reset() { clear(t.sites) }
+
+func (t *truthAcc) snapshot(p *program, depth int) Counts { return p.counts(t.sites, depth) }
+
+// counts turns per-site counts into named Counts, stacks cut to depth
+// (0: no cut).
+func (p *program) counts(sites []alloctrack.Count, depth int) Counts {
+	c := Counts{ByClass: map[string]alloctrack.Count{}, BySite: map[string]alloctrack.Count{}}
+	for i, n := range sites {
+		if n.Allocations == 0 {
+			continue
+		}
+		s := &p.sites[i]
+		cls := p.tables.Classes[s.class]
+		addCount(c.ByClass, cls, n)
+		fr := s.frames
+		if depth > 0 && len(fr) > depth {
+			fr = fr[:depth]
+		}
+		names := make([]string, len(fr))
+		for j, f := range fr {
+			names[j] = p.tables.FrameString(f)
+		}
+		addCount(c.BySite, SiteKey(cls, names), n)
+		c.Total.Allocations += n.Allocations
+		c.Total.Bytes += n.Bytes
+	}
+	return c
+}
+
+func addCount(m map[string]alloctrack.Count, k string, n alloctrack.Count) {
+	v := m[k]
+	v.Allocations += n.Allocations
+	v.Bytes += n.Bytes
+	m[k] = v
+}
+
+// Windows returns the ground truth of every tracking window that has ended
+// (the newest 4,096).
+func (vm *VM) Windows() []Truth {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	return append([]Truth(nil), vm.windows...)
+}
+
+// CurrentWindow returns the ground truth of the window now open (empty if
+// tracking is off).
+func (vm *VM) CurrentWindow() Truth {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	vm.advanceLocked(time.Now())
+	return Truth{Allocated: vm.truth.snapshot(vm.prog, vm.cfg.Depth), Reported: vm.reported.snapshot(vm.prog, vm.cfg.Depth)}
+}
+
+// TotalTracked counts every allocation made while tracking was on, over
+// the VM's life.
+func (vm *VM) TotalTracked() Counts {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	vm.advanceLocked(time.Now())
+	return vm.total.snapshot(vm.prog, vm.cfg.Depth)
+}

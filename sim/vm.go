@@ -1,0 +1,640 @@
+package sim
+
+import (
+	"context"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/ddms"
+	"github.com/alloctrack/alloctrack/jdwp"
+)
+
+// PreInitialized is the app name a VM reports before its app is named.
+const PreInitialized = "<pre-initialized>"
+
+// AppConfig describes a simulated app process.
+type AppConfig struct {
+	PID     int
+	Package string // package and process name
+	API     int    // Android API level; the device's when zero
+	UserID  uint32
+	// Depth is the number of frames recorded per allocation: 16 by
+	// default; up to 128 on API 24+, always 16 before.
+	Depth int
+	// MaxEntries is how many of the newest records a report holds
+	// (65,535 by default, as ART 7+).
+	MaxEntries int
+	// NameAfter keeps the app "<pre-initialized>" for this long after the
+	// VM starts; then it is named and an APNM goes to a connected client.
+	NameAfter time.Duration
+	// WaitingForDebugger makes the VM send WAIT after each handshake.
+	WaitingForDebugger bool
+	Workload           Workload
+}
+
+// Faults are misbehaviours injected into one VM. Counts apply to the next
+// that many REAL requests; -1 means every one.
+type Faults struct {
+	// Latency delays every reply.
+	Latency time.Duration
+	// DebuggerAttached makes the VM accept and at once close every new JDWP
+	// connection, as when Android Studio holds it.
+	DebuggerAttached bool
+	// HangREAL: REAL requests never answered.
+	HangREAL int
+	// DropREAL: REAL replies cut in the middle, then the connection closed.
+	DropREAL int
+	// CorruptREAL: reports with an out-of-range class index.
+	CorruptREAL int
+	// TruncateREAL: reports cut short inside well-formed packets.
+	TruncateREAL int
+}
+
+// Stats count what a VM was sent.
+type Stats struct {
+	Connections  int            // JDWP connections served (handshake done)
+	Refused      int            // connections closed at once (second debugger, bad handshake)
+	Chunks       map[string]int // DDM requests by chunk type
+	NonDDM       int            // JDWP commands that were not DDM: should stay 0
+	Enables      int            // REAE 1 received
+	Disables     int            // REAE 0 received
+	ReportsSent  int            // REAL replies sent whole
+	TrackingOn   bool
+	Allocations  uint64 // every allocation made, tracked or not
+	RecordsKept  int    // records now in the tracker
+	WindowsEnded int
+}
+
+type record struct {
+	site   uint32
+	size   uint32
+	thread uint16
+}
+
+// VM is a simulated app process: ART's JDWP/DDM behaviour for the
+// allocation tracker, a seeded workload, and the ground truth of what it
+// allocated while tracking was on.
+type VM struct {
+	cfg   AppConfig
+	prog  *program
+	start time.Time
+
+	mu       sync.Mutex
+	alive    bool
+	named    bool
+	client   net.Conn
+	wmu      sync.Mutex // serialises writes to client
+	faults   Faults
+	stats    Stats
+	rng      *rand.Rand
+	zipf     *rand.Zipf
+	last     time.Time // generated up to here
+	carry    float64
+	paused   bool
+	tracking bool
+	ring     []record
+	head     int // next write position in ring
+	n        int // records in ring
+	truth    *truthAcc
+	reported *truthAcc
+	windows  []Truth
+	total    *truthAcc
+	killed   chan struct{}
+}
+
+// NewVM returns a running VM. api is the device's API level, used when the
+// config has none.
+func NewVM(cfg AppConfig, api int) *VM {
+	if cfg.API == 0 {
+		cfg.API = api
+	}
+	if cfg.API == 0 {
+		cfg.API = 30
+	}
+	switch {
+	case cfg.API < 24 || cfg.Depth <= 0:
+		cfg.Depth = 16
+	case cfg.Depth > 128:
+		cfg.Depth = 128
+	}
+	if cfg.MaxEntries <= 0 || cfg.MaxEntries > alloctrack.MaxEntries {
+		cfg.MaxEntries = alloctrack.MaxEntries
+	}
+	if cfg.Package == "" {
+		cfg.Package = "com.example.app"
+	}
+	prog := newProgram(cfg.Workload, cfg.Package)
+	cfg.Workload = prog.w
+	rng := rand.New(rand.NewPCG(prog.w.Seed, uint64(cfg.PID)))
+	vm := &VM{
+		cfg:      cfg,
+		prog:     prog,
+		start:    time.Now(),
+		alive:    true,
+		named:    cfg.NameAfter <= 0,
+		rng:      rng,
+		zipf:     rand.NewZipf(rng, prog.w.Skew, 1, uint64(len(prog.sites)-1)),
+		ring:     make([]record, cfg.MaxEntries),
+		truth:    newTruthAcc(len(prog.sites)),
+		reported: newTruthAcc(len(prog.sites)),
+		total:    newTruthAcc(len(prog.sites)),
+		killed:   make(chan struct{}),
+		stats:    Stats{Chunks: map[string]int{}},
+	}
+	vm.last = vm.start
+	if cfg.NameAfter > 0 {
+		time.AfterFunc(cfg.NameAfter, vm.name)
+	}
+	return vm
+}
+
+// PID is the process id.
+func (vm *VM) PID() int { return vm.cfg.PID }
+
+// Config returns the VM's configuration with defaults filled in.
+func (vm *VM) Config() AppConfig { return vm.cfg }
+
+// ProcessName is the package name, as ps shows it.
+func (vm *VM) ProcessName() string { return vm.cfg.Package }
+
+// AppName is the name HELO reports now.
+func (vm *VM) AppName() string {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	if !vm.named {
+		return PreInitialized
+	}
+	return vm.cfg.Package
+}
+
+// Alive tells whether the process runs.
+func (vm *VM) Alive() bool {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	return vm.alive
+}
+
+// Tracking tells whether allocation tracking is on.
+func (vm *VM) Tracking() bool {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	return vm.tracking
+}
+
+// SetFaults replaces the VM's faults.
+func (vm *VM) SetFaults(f Faults) {
+	vm.mu.Lock()
+	vm.faults = f
+	vm.mu.Unlock()
+}
+
+// Faults returns the VM's current faults (counts left).
+func (vm *VM) Faults() Faults {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	return vm.faults
+}
+
+// Stats returns what the VM was sent so far.
+func (vm *VM) Stats() Stats {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	s := vm.stats
+	s.Chunks = make(map[string]int, len(vm.stats.Chunks))
+	for k, v := range vm.stats.Chunks {
+		s.Chunks[k] = v
+	}
+	s.TrackingOn = vm.tracking
+	s.RecordsKept = vm.n
+	return s
+}
+
+// Pause stops (true) or resumes (false) the workload's timed allocations.
+func (vm *VM) Pause(p bool) {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	vm.advanceLocked(time.Now())
+	vm.paused = p
+}
+
+// Allocate makes n allocations now, on top of the timed workload.
+func (vm *VM) Allocate(n int) {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	vm.advanceLocked(time.Now())
+	vm.allocLocked(n)
+}
+
+// Kill ends the process: its JDWP connection closes and it stops
+// allocating. The device must be told separately (Device.RemoveVM).
+func (vm *VM) Kill() {
+	vm.mu.Lock()
+	if !vm.alive {
+		vm.mu.Unlock()
+		return
+	}
+	vm.alive = false
+	c := vm.client
+	close(vm.killed)
+	vm.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+}
+
+// dropClient closes the current JDWP connection, if any.
+func (vm *VM) dropClient() {
+	vm.mu.Lock()
+	c := vm.client
+	vm.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+}
+
+func (vm *VM) name() {
+	vm.mu.Lock()
+	if vm.named || !vm.alive {
+		vm.mu.Unlock()
+		return
+	}
+	vm.named = true
+	c := vm.client
+	vm.mu.Unlock()
+	if c != nil {
+		a := &ddms.AppName{Name: vm.cfg.Package, UserID: vm.cfg.UserID, PackageName: vm.cfg.Package, Optional: 2}
+		vm.writeChunk(c, 0x80000001, false, ddms.APNM, ddms.EncodeAppName(a))
+	}
+}
+
+// advanceLocked makes the allocations the timed workload owes up to now.
+func (vm *VM) advanceLocked(now time.Time) {
+	dt := now.Sub(vm.last).Seconds()
+	vm.last = now
+	if dt <= 0 || vm.paused || !vm.alive || vm.prog.w.Rate <= 0 {
+		return
+	}
+	owed := vm.prog.w.Rate*dt + vm.carry
+	n := int(owed)
+	vm.carry = owed - float64(n)
+	vm.allocLocked(n)
+}
+
+func (vm *VM) allocLocked(n int) {
+	vm.stats.Allocations += uint64(n)
+	if !vm.tracking {
+		// Untracked allocations leave no trace; the generator's state need
+		// not advance for them.
+		return
+	}
+	threads := vm.prog.w.Threads
+	for range n {
+		si := uint32(vm.zipf.Uint64())
+		s := &vm.prog.sites[si]
+		size := s.size
+		if s.arr {
+			size = 16 + 8*uint32(vm.rng.IntN(512))
+		}
+		th := vm.threadID(vm.rng.IntN(threads))
+		vm.ring[vm.head] = record{site: si, size: size, thread: th}
+		vm.head++
+		if vm.head == len(vm.ring) {
+			vm.head = 0
+		}
+		if vm.n < len(vm.ring) {
+			vm.n++
+		}
+		vm.truth.add(si, size)
+		vm.total.add(si, size)
+	}
+}
+
+// threadID is the id a report shows for allocating thread k: a VM thread
+// id before API 24, the Linux tid (cut to 16 bits) from then on.
+func (vm *VM) threadID(k int) uint16 {
+	if vm.cfg.API < 24 {
+		return uint16(1 + k)
+	}
+	return uint16(vm.cfg.PID + k)
+}
+
+// setTrackingLocked applies REAE: enabling starts empty unless already on;
+// disabling clears every record and closes the window.
+func (vm *VM) setTrackingLocked(on bool) {
+	if on {
+		vm.stats.Enables++
+		if vm.tracking {
+			return
+		}
+		vm.tracking = true
+		vm.head, vm.n = 0, 0
+		vm.truth.reset()
+		vm.reported.reset()
+		return
+	}
+	vm.stats.Disables++
+	if !vm.tracking {
+		return
+	}
+	vm.tracking = false
+	vm.head, vm.n = 0, 0
+	vm.closeWindowLocked()
+}
+
+const maxWindows = 4096
+
+func (vm *VM) closeWindowLocked() {
+	w := Truth{Allocated: vm.truth.snapshot(vm.prog, vm.cfg.Depth), Reported: vm.reported.snapshot(vm.prog, vm.cfg.Depth)}
+	if len(vm.windows) == maxWindows {
+		copy(vm.windows, vm.windows[1:])
+		vm.windows = vm.windows[:maxWindows-1]
+	}
+	vm.windows = append(vm.windows, w)
+	vm.stats.WindowsEnded++
+	vm.truth.reset()
+	vm.reported.reset()
+}
+
+// reportLocked encodes the tracker's records, newest first from API 24,
+// oldest first before, each stack cut to the VM's depth. It also notes the
+// records as reported in the window's truth.
+func (vm *VM) reportLocked() []byte {
+	r := vm.prog.tables // copy: tables shared, records our own
+	r.Allocations = make([]alloctrack.Allocation, 0, vm.n)
+	vm.reported.reset()
+	emit := func(rec record) {
+		s := &vm.prog.sites[rec.site]
+		fr := s.frames
+		if len(fr) > vm.cfg.Depth {
+			fr = fr[:vm.cfg.Depth]
+		}
+		r.Append(rec.size, rec.thread, s.class, fr)
+		vm.reported.add(rec.site, rec.size)
+	}
+	oldest := (vm.head - vm.n + len(vm.ring)) % len(vm.ring)
+	if vm.cfg.API >= 24 {
+		for i := vm.n - 1; i >= 0; i-- {
+			emit(vm.ring[(oldest+i)%len(vm.ring)])
+		}
+	} else {
+		for i := range vm.n {
+			emit(vm.ring[(oldest+i)%len(vm.ring)])
+		}
+	}
+	b, err := alloctrack.Encode(&r)
+	if err != nil {
+		panic(err) // the simulator's own tables and records: cannot fail
+	}
+	return b
+}
+
+// ServeJDWP serves one JDWP connection as the app's VM: one client at a
+// time; a second is accepted and closed at once.
+func (vm *VM) ServeJDWP(c net.Conn) {
+	defer c.Close()
+	vm.mu.Lock()
+	if !vm.alive || vm.client != nil || vm.faults.DebuggerAttached {
+		vm.stats.Refused++
+		vm.mu.Unlock()
+		return
+	}
+	vm.client = c
+	vm.mu.Unlock()
+	defer func() {
+		vm.mu.Lock()
+		if vm.client == c {
+			vm.client = nil
+		}
+		vm.mu.Unlock()
+	}()
+
+	if !vm.handshake(c) {
+		vm.mu.Lock()
+		vm.stats.Refused++
+		vm.mu.Unlock()
+		return
+	}
+	vm.mu.Lock()
+	vm.stats.Connections++
+	wait := vm.cfg.WaitingForDebugger
+	vm.mu.Unlock()
+	vmID := uint32(0x80000001)
+	if vm.cfg.API < 28 {
+		vmID = 0x10000000
+	}
+	if wait {
+		vm.writeChunk(c, vmID, false, ddms.WAIT, ddms.EncodeWait(ddms.WaitForDebugger))
+		vmID++
+	}
+	for {
+		p, err := jdwp.ReadPacket(c, 1<<20)
+		if err != nil {
+			return
+		}
+		if !vm.handle(c, &p) {
+			return
+		}
+	}
+}
+
+// handshake reads the client's handshake. From API 28 the 14 bytes must
+// arrive in one read, as ART's adbconnection plugin requires.
+func (vm *VM) handshake(c net.Conn) bool {
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	defer c.SetDeadline(time.Time{})
+	buf := make([]byte, len(jdwp.Handshake))
+	if vm.cfg.API >= 28 {
+		n, err := c.Read(buf)
+		if err != nil || n != len(buf) || string(buf) != jdwp.Handshake {
+			return false
+		}
+		_, err = c.Write(buf)
+		return err == nil
+	}
+	return jdwp.ServerHandshake(context.Background(), c) == nil
+}
+
+// writeChunk writes one packet carrying a chunk: a reply to id, or a
+// VM-originated command.
+func (vm *VM) writeChunk(c net.Conn, id uint32, reply bool, t ddms.Type, payload []byte) error {
+	p := jdwp.Packet{ID: id, Data: ddms.EncodeChunk(t, payload)}
+	if reply {
+		p.Flags = jdwp.FlagReply
+	} else {
+		p.CommandSet, p.Command = ddms.CommandSet, ddms.Command
+	}
+	vm.wmu.Lock()
+	defer vm.wmu.Unlock()
+	return jdwp.WritePacket(c, &p)
+}
+
+func (vm *VM) writeEmptyReply(c net.Conn, id uint32, code uint16) error {
+	vm.wmu.Lock()
+	defer vm.wmu.Unlock()
+	return jdwp.WritePacket(c, &jdwp.Packet{ID: id, Flags: jdwp.FlagReply, ErrorCode: code})
+}
+
+// jdwpNotImplemented is JDWP's NOT_IMPLEMENTED error code.
+const jdwpNotImplemented = 99
+
+// handle answers one packet; false ends the connection.
+func (vm *VM) handle(c net.Conn, p *jdwp.Packet) bool {
+	if p.IsReply() {
+		return true
+	}
+	if !ddms.IsDDM(p.CommandSet, p.Command) {
+		vm.mu.Lock()
+		vm.stats.NonDDM++
+		vm.mu.Unlock()
+		return vm.writeEmptyReply(c, p.ID, jdwpNotImplemented) == nil
+	}
+	ch, err := ddms.DecodeChunk(p.Data)
+	if err != nil {
+		return vm.writeChunk(c, p.ID, true, ddms.FAIL, ddms.EncodeFail(&ddms.FailError{Code: 1, Message: err.Error()})) == nil
+	}
+
+	vm.mu.Lock()
+	vm.advanceLocked(time.Now())
+	vm.stats.Chunks[ch.Type.String()]++
+	latency := vm.faults.Latency
+	api := vm.cfg.API
+	vm.mu.Unlock()
+	if latency > 0 {
+		select {
+		case <-time.After(latency):
+		case <-vm.killed:
+			return false
+		}
+	}
+
+	switch ch.Type {
+	case ddms.HELO:
+		h := vm.hello()
+		return vm.writeChunk(c, p.ID, true, ddms.HELO, ddms.EncodeHello(h)) == nil
+	case ddms.FEAT:
+		return vm.writeChunk(c, p.ID, true, ddms.FEAT, ddms.EncodeFeatures(features)) == nil
+	case ddms.REAE:
+		on, err := ddms.DecodeBool("REAE", ch.Data)
+		if err != nil {
+			return vm.writeChunk(c, p.ID, true, ddms.FAIL, ddms.EncodeFail(&ddms.FailError{Code: 1, Message: err.Error()})) == nil
+		}
+		vm.mu.Lock()
+		vm.advanceLocked(time.Now())
+		vm.setTrackingLocked(on)
+		vm.mu.Unlock()
+		if api >= 28 {
+			return true // Android 9+: REAE has no reply
+		}
+		return vm.writeEmptyReply(c, p.ID, 0) == nil
+	case ddms.REAQ:
+		if api >= 31 {
+			return true // Android 12+: no reply on the DDM-only path
+		}
+		return vm.writeChunk(c, p.ID, true, ddms.REAQ, ddms.EncodeBool(vm.Tracking())) == nil
+	case ddms.REAL:
+		if api >= 31 {
+			return true
+		}
+		return vm.serveREAL(c, p.ID)
+	}
+	return vm.writeChunk(c, p.ID, true, ddms.FAIL,
+		ddms.EncodeFail(&ddms.FailError{Code: 1, Message: "unsupported chunk type " + ch.Type.String()})) == nil
+}
+
+var features = []string{
+	"hprof-heap-dump", "hprof-heap-dump-streaming", "method-trace-profiling",
+	"method-trace-profiling-streaming", "view-hierarchy", "method-sample-profiling",
+}
+
+func (vm *VM) hello() *ddms.Hello {
+	h := &ddms.Hello{
+		Version:     1,
+		PID:         uint32(vm.cfg.PID),
+		VMIdent:     "Dalvik v2.1.0",
+		AppName:     vm.AppName(),
+		UserID:      vm.cfg.UserID,
+		ABI:         "64-bit (x86_64)",
+		JVMFlags:    "CheckJNI=false",
+		PackageName: vm.cfg.Package,
+	}
+	// The optional fields arrived over the years (an approximation by API
+	// level; the decoder takes whatever is present).
+	switch api := vm.cfg.API; {
+	case api >= 30:
+		h.Optional = 5
+	case api >= 24:
+		h.Optional = 4
+	case api >= 21:
+		h.Optional = 3
+	case api >= 17:
+		h.Optional = 1
+	}
+	if vm.cfg.API < 21 {
+		h.VMIdent = "Dalvik v1.6.0"
+	}
+	if h.Optional < 5 {
+		h.PackageName = ""
+	}
+	return h
+}
+
+func take(n *int) bool {
+	switch {
+	case *n < 0:
+		return true
+	case *n > 0:
+		*n--
+		return true
+	}
+	return false
+}
+
+func (vm *VM) serveREAL(c net.Conn, id uint32) bool {
+	vm.mu.Lock()
+	vm.advanceLocked(time.Now())
+	if take(&vm.faults.HangREAL) {
+		vm.mu.Unlock()
+		return true
+	}
+	// At most one fault per request, so that counts mean requests.
+	drop := take(&vm.faults.DropREAL)
+	corrupt := !drop && take(&vm.faults.CorruptREAL)
+	truncate := !drop && !corrupt && take(&vm.faults.TruncateREAL)
+	var report []byte
+	if vm.tracking {
+		report = vm.reportLocked()
+	} else {
+		report, _ = alloctrack.Encode(&alloctrack.Report{})
+	}
+	if corrupt || truncate || drop {
+		// A bad report is not a delivered one.
+		vm.reported.reset()
+	} else {
+		vm.stats.ReportsSent++
+	}
+	vm.mu.Unlock()
+
+	switch {
+	case corrupt && len(report) >= alloctrack.HeaderLen:
+		report = append([]byte(nil), report...)
+		if len(report) > alloctrack.HeaderLen+alloctrack.EntryHeaderLen {
+			report[alloctrack.HeaderLen+6], report[alloctrack.HeaderLen+7] = 0xff, 0xff // class index
+		} else {
+			report[5], report[6], report[7], report[8] = 0xff, 0xff, 0xff, 0xff // strings offset
+		}
+	case truncate:
+		report = report[:len(report)/2]
+	}
+	if drop {
+		p := jdwp.Packet{ID: id, Flags: jdwp.FlagReply, Data: ddms.EncodeChunk(ddms.REAL, report)}
+		b := jdwp.AppendPacket(nil, &p)
+		vm.wmu.Lock()
+		c.Write(b[:len(b)/2])
+		vm.wmu.Unlock()
+		return false
+	}
+	return vm.writeChunk(c, id, true, ddms.REAL, report) == nil
+}

@@ -1,0 +1,505 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/ddms"
+	"github.com/alloctrack/alloctrack/jdwp"
+)
+
+// newTestDevice returns a device with one VM whose workload allocates only
+// when told to.
+func newTestDevice(t *testing.T, api int, cfg AppConfig) (*Device, *VM) {
+	t.Helper()
+	d := NewDevice(DeviceConfig{Serial: "sim-test", API: api})
+	if cfg.PID == 0 {
+		cfg.PID = 4242
+	}
+	if cfg.Package == "" {
+		cfg.Package = "com.example.test"
+	}
+	cfg.Workload.Rate = 0
+	vm := NewVM(cfg, api)
+	d.AddVM(vm)
+	t.Cleanup(d.Close)
+	return d, vm
+}
+
+func dial(t *testing.T, d *Device, pid int) (*ddms.Client, *jdwp.Conn) {
+	t.Helper()
+	c, err := d.OpenService("jdwp:" + itoa(pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := jdwp.Open(ctx, c, jdwp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return ddms.NewClient(conn), conn
+}
+
+func itoa(i int) string {
+	if i < 10 {
+		return string(rune('0' + i))
+	}
+	return itoa(i/10) + string(rune('0'+i%10))
+}
+
+func ctx5(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// reportCounts tallies a parsed report into per-class and per-site counts
+// keyed as the simulator's truth is.
+func reportCounts(r *alloctrack.Report) Counts {
+	c := Counts{ByClass: map[string]alloctrack.Count{}, BySite: map[string]alloctrack.Count{}}
+	for i := range r.Allocations {
+		a := &r.Allocations[i]
+		n := alloctrack.Count{Allocations: 1, Bytes: uint64(a.Size)}
+		addCount(c.ByClass, r.ClassName(a), n)
+		st := r.Stack(a)
+		names := make([]string, st.Len())
+		for j, f := range st.All() {
+			names[j] = r.FrameString(f)
+		}
+		addCount(c.BySite, SiteKey(r.ClassName(a), names), n)
+		c.Total.Allocations++
+		c.Total.Bytes += uint64(a.Size)
+	}
+	return c
+}
+
+func sameCounts(t *testing.T, what string, got, want Counts) {
+	t.Helper()
+	if got.Total != want.Total {
+		t.Fatalf("%s: total %+v, want %+v", what, got.Total, want.Total)
+	}
+	if len(got.ByClass) != len(want.ByClass) || len(got.BySite) != len(want.BySite) {
+		t.Fatalf("%s: %d classes %d sites, want %d and %d", what, len(got.ByClass), len(got.BySite), len(want.ByClass), len(want.BySite))
+	}
+	for k, v := range want.ByClass {
+		if got.ByClass[k] != v {
+			t.Fatalf("%s: class %s: %+v, want %+v", what, k, got.ByClass[k], v)
+		}
+	}
+	for k, v := range want.BySite {
+		if got.BySite[k] != v {
+			t.Fatalf("%s: site %q: %+v, want %+v", what, k, got.BySite[k], v)
+		}
+	}
+}
+
+func TestWindowMatchesGroundTruth(t *testing.T) {
+	d, vm := newTestDevice(t, 30, AppConfig{})
+	c, conn := dial(t, d, vm.PID())
+	ctx := ctx5(t)
+	h, err := c.Hello(ctx)
+	if err != nil || h.PID != uint32(vm.PID()) || h.AppName != "com.example.test" || h.Optional != 5 || h.VMIdent != "Dalvik v2.1.0" {
+		t.Fatalf("HELO %+v %v", h, err)
+	}
+	vm.Allocate(500) // not tracked
+	if err := c.SetAllocTracking(true); err != nil {
+		t.Fatal(err)
+	}
+	if on, err := c.AllocTracking(ctx); err != nil || !on {
+		t.Fatalf("REAQ %v %v", on, err)
+	}
+	vm.Allocate(3000)
+	payload, err := c.Allocations(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := alloctrack.Parse(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truth := vm.CurrentWindow()
+	if truth.Allocated.Total.Allocations != 3000 {
+		t.Fatalf("truth counts %d allocations", truth.Allocated.Total.Allocations)
+	}
+	sameCounts(t, "report vs allocated", reportCounts(r), truth.Allocated)
+	sameCounts(t, "report vs reported", reportCounts(r), truth.Reported)
+	// Newest first with Linux tids.
+	for i := range r.Allocations {
+		if th := r.Allocations[i].Thread; th < uint16(vm.PID()) || th >= uint16(vm.PID()+vm.Config().Workload.Threads) {
+			t.Fatalf("thread %d is not one of the app's tids", th)
+		}
+		if n := r.Stack(&r.Allocations[i]).Len(); n > 16 {
+			t.Fatalf("depth %d > 16", n)
+		}
+	}
+	// Disable clears: the window is recorded and a new REAL is empty.
+	if err := c.SetAllocTracking(false); err != nil {
+		t.Fatal(err)
+	}
+	if on, err := c.AllocTracking(ctx); err != nil || on {
+		t.Fatalf("REAQ after disable %v %v", on, err)
+	}
+	w := vm.Windows()
+	if len(w) != 1 || w[0].Allocated.Total.Allocations != 3000 {
+		t.Fatalf("windows %+v", w)
+	}
+	payload, err = c.Allocations(ctx)
+	if err != nil || len(payload) != alloctrack.HeaderLen {
+		t.Fatalf("report when disabled: %d bytes, %v", len(payload), err)
+	}
+	if st := vm.Stats(); st.NonDDM != 0 || st.Enables != 1 || st.Disables != 1 || st.ReportsSent != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	_ = conn
+}
+
+func TestNewestFirstCapAndOverflow(t *testing.T) {
+	d, vm := newTestDevice(t, 30, AppConfig{MaxEntries: 100})
+	c, _ := dial(t, d, vm.PID())
+	ctx := ctx5(t)
+	c.SetAllocTracking(true)
+	c.AllocTracking(ctx)
+	vm.Allocate(250)
+	payload, err := c.Allocations(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := alloctrack.Parse(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Allocations) != 100 {
+		t.Fatalf("%d entries, want the newest 100", len(r.Allocations))
+	}
+	truth := vm.CurrentWindow()
+	if truth.Allocated.Total.Allocations != 250 || truth.Reported.Total.Allocations != 100 {
+		t.Fatalf("truth allocated %d reported %d", truth.Allocated.Total.Allocations, truth.Reported.Total.Allocations)
+	}
+	sameCounts(t, "report vs reported", reportCounts(r), truth.Reported)
+
+	// The same records, oldest first, from an API 23 VM; thread ids are VM ids.
+	d2, vm2 := newTestDevice(t, 23, AppConfig{MaxEntries: 100})
+	c2, _ := dial(t, d2, vm2.PID())
+	c2.SetAllocTracking(true)
+	c2.AllocTracking(ctx)
+	vm2.Allocate(250)
+	p2, err := c2.Allocations(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := alloctrack.Parse(p2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r2.Allocations) != 100 {
+		t.Fatalf("API 23: %d entries", len(r2.Allocations))
+	}
+	for i := range r.Allocations {
+		a, b := r.Allocations[i], r2.Allocations[len(r2.Allocations)-1-i]
+		if a.Size != b.Size || r.ClassName(&a) != r2.ClassName(&b) {
+			t.Fatalf("entry %d: API 30 newest-first and API 23 oldest-first disagree", i)
+		}
+		if b.Thread < 1 || b.Thread > 4 {
+			t.Fatalf("API 23 thread id %d", b.Thread)
+		}
+	}
+}
+
+func TestDepth(t *testing.T) {
+	for _, tc := range []struct{ api, depth, want int }{{30, 128, 24}, {30, 4, 4}, {23, 64, 16}, {30, 0, 16}} {
+		wl := Workload{MinDepth: 24, MaxDepth: 24}
+		d, vm := newTestDevice(t, tc.api, AppConfig{Depth: tc.depth, Workload: wl})
+		c, _ := dial(t, d, vm.PID())
+		ctx := ctx5(t)
+		c.SetAllocTracking(true)
+		c.AllocTracking(ctx)
+		vm.Allocate(50)
+		p, _ := c.Allocations(ctx)
+		r, err := alloctrack.Parse(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range r.Allocations {
+			if n := r.Stack(&r.Allocations[i]).Len(); n != tc.want {
+				t.Fatalf("API %d depth %d: stack of %d, want %d", tc.api, tc.depth, n, tc.want)
+			}
+		}
+	}
+}
+
+func TestEnableWhileOnKeepsRecords(t *testing.T) {
+	d, vm := newTestDevice(t, 30, AppConfig{})
+	c, _ := dial(t, d, vm.PID())
+	ctx := ctx5(t)
+	c.SetAllocTracking(true)
+	c.AllocTracking(ctx)
+	vm.Allocate(10)
+	c.SetAllocTracking(true)
+	c.AllocTracking(ctx)
+	p, _ := c.Allocations(ctx)
+	r, _ := alloctrack.Parse(p)
+	if len(r.Allocations) != 10 {
+		t.Fatalf("%d records after a second enable, want 10", len(r.Allocations))
+	}
+}
+
+func TestReplyBehaviourByAPI(t *testing.T) {
+	t.Run("API 27 answers REAE with an empty reply", func(t *testing.T) {
+		d, vm := newTestDevice(t, 27, AppConfig{})
+		c, _ := dial(t, d, vm.PID())
+		_, err := c.Request(ctx5(t), ddms.REAE, []byte{1})
+		if !errors.Is(err, ddms.ErrEmptyReply) {
+			t.Fatalf("err = %v, want an empty reply", err)
+		}
+	})
+	t.Run("API 30 never answers REAE", func(t *testing.T) {
+		d, vm := newTestDevice(t, 30, AppConfig{})
+		c, _ := dial(t, d, vm.PID())
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		if _, err := c.Request(ctx, ddms.REAE, []byte{1}); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v, want no reply", err)
+		}
+		if !vm.Tracking() {
+			t.Fatal("REAE 1 did not enable tracking")
+		}
+	})
+	t.Run("API 31 answers none of REAE, REAQ, REAL", func(t *testing.T) {
+		d, vm := newTestDevice(t, 31, AppConfig{})
+		c, _ := dial(t, d, vm.PID())
+		for _, typ := range []ddms.Type{ddms.REAE, ddms.REAQ, ddms.REAL} {
+			ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+			_, err := c.Request(ctx, typ, []byte{1})
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("%v: err = %v, want no reply", typ, err)
+			}
+		}
+		if _, err := c.Hello(ctx5(t)); err != nil {
+			t.Fatalf("HELO still answered: %v", err)
+		}
+	})
+	t.Run("non-DDM commands are counted", func(t *testing.T) {
+		d, vm := newTestDevice(t, 30, AppConfig{})
+		_, conn := dial(t, d, vm.PID())
+		_, err := conn.Request(ctx5(t), 1, 1, nil) // VirtualMachine.Version
+		var re *jdwp.ReplyError
+		if !errors.As(err, &re) || re.Code != jdwpNotImplemented {
+			t.Fatalf("err = %v", err)
+		}
+		if vm.Stats().NonDDM != 1 {
+			t.Fatal("non-DDM command not counted")
+		}
+	})
+}
+
+func TestSecondDebuggerIsClosed(t *testing.T) {
+	d, vm := newTestDevice(t, 30, AppConfig{})
+	c, _ := dial(t, d, vm.PID())
+	if _, err := c.Hello(ctx5(t)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := d.OpenService("jdwp:" + itoa(vm.PID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = jdwp.Open(ctx5(t), s, jdwp.Options{})
+	if err == nil {
+		t.Fatal("second debugger got a handshake")
+	}
+	// The first still works.
+	if _, err := c.Hello(ctx5(t)); err != nil {
+		t.Fatalf("first client broken: %v", err)
+	}
+	if vm.Stats().Refused != 1 {
+		t.Fatalf("refused %d", vm.Stats().Refused)
+	}
+}
+
+func TestSplitHandshakeDroppedFromAPI28(t *testing.T) {
+	for _, api := range []int{27, 28} {
+		d, vm := newTestDevice(t, api, AppConfig{})
+		s, err := d.OpenService("jdwp:" + itoa(vm.PID()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.SetDeadline(time.Now().Add(2 * time.Second))
+		s.Write([]byte(jdwp.Handshake[:4]))
+		s.Write([]byte(jdwp.Handshake[4:]))
+		buf := make([]byte, 14)
+		n, _ := s.Read(buf)
+		s.Close()
+		if api < 28 && n == 0 {
+			t.Fatalf("API %d: split handshake not echoed", api)
+		}
+		if api >= 28 && n != 0 {
+			t.Fatalf("API %d: split handshake echoed", api)
+		}
+	}
+}
+
+func TestPreInitializedThenAPNM(t *testing.T) {
+	d := NewDevice(DeviceConfig{Serial: "s", API: 30})
+	defer d.Close()
+	vm := NewVM(AppConfig{PID: 77, Package: "com.late", NameAfter: 300 * time.Millisecond, WaitingForDebugger: true}, 30)
+	d.AddVM(vm)
+	s, err := d.OpenService("jdwp:77")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 4)
+	conn, err := jdwp.Open(ctx5(t), s, jdwp.Options{OnCommand: func(p jdwp.Packet) {
+		ch, err := ddms.DecodeChunk(p.Data)
+		if err != nil {
+			got <- "bad"
+			return
+		}
+		switch ch.Type {
+		case ddms.APNM:
+			a, _ := ddms.DecodeAppName(ch.Data)
+			got <- "APNM " + a.Name
+		case ddms.WAIT:
+			got <- "WAIT"
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	h, err := ddms.NewClient(conn).Hello(ctx5(t))
+	if err != nil || h.AppName != PreInitialized {
+		t.Fatalf("HELO %+v %v", h, err)
+	}
+	for _, want := range []string{"WAIT", "APNM com.late"} {
+		select {
+		case g := <-got:
+			if g != want {
+				t.Fatalf("got %q, want %q", g, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no %s", want)
+		}
+	}
+}
+
+func TestFaults(t *testing.T) {
+	t.Run("hang", func(t *testing.T) {
+		d, vm := newTestDevice(t, 30, AppConfig{})
+		vm.SetFaults(Faults{HangREAL: 1})
+		c, _ := dial(t, d, vm.PID())
+		ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+		defer cancel()
+		if _, err := c.Allocations(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v", err)
+		}
+		if _, err := c.Allocations(ctx5(t)); err != nil {
+			t.Fatalf("second REAL: %v", err)
+		}
+	})
+	t.Run("drop mid-report", func(t *testing.T) {
+		d, vm := newTestDevice(t, 30, AppConfig{})
+		vm.SetFaults(Faults{DropREAL: 1})
+		c, conn := dial(t, d, vm.PID())
+		c.SetAllocTracking(true)
+		c.AllocTracking(ctx5(t))
+		vm.Allocate(100)
+		if _, err := c.Allocations(ctx5(t)); err == nil {
+			t.Fatal("no error")
+		}
+		<-conn.Done()
+		// A new connection works and the records are still there.
+		c2, _ := dial(t, d, vm.PID())
+		p, err := c2.Allocations(ctx5(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := alloctrack.Parse(p); err != nil || len(r.Allocations) != 100 {
+			t.Fatalf("after reconnect: %v", err)
+		}
+	})
+	t.Run("corrupt and truncated reports", func(t *testing.T) {
+		d, vm := newTestDevice(t, 30, AppConfig{})
+		vm.SetFaults(Faults{CorruptREAL: 1, TruncateREAL: 1})
+		c, _ := dial(t, d, vm.PID())
+		c.SetAllocTracking(true)
+		c.AllocTracking(ctx5(t))
+		vm.Allocate(20)
+		for range 2 {
+			p, err := c.Allocations(ctx5(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pe *alloctrack.ParseError
+			if _, err := alloctrack.Parse(p); !errors.As(err, &pe) {
+				t.Fatalf("bad report parsed: %v", err)
+			}
+		}
+		p, _ := c.Allocations(ctx5(t))
+		if _, err := alloctrack.Parse(p); err != nil {
+			t.Fatalf("third report: %v", err)
+		}
+	})
+	t.Run("latency", func(t *testing.T) {
+		d, vm := newTestDevice(t, 30, AppConfig{})
+		vm.SetFaults(Faults{Latency: 100 * time.Millisecond})
+		c, _ := dial(t, d, vm.PID())
+		start := time.Now()
+		c.Hello(ctx5(t))
+		if time.Since(start) < 100*time.Millisecond {
+			t.Fatal("no latency")
+		}
+	})
+	t.Run("debugger attached", func(t *testing.T) {
+		d, vm := newTestDevice(t, 30, AppConfig{})
+		vm.SetFaults(Faults{DebuggerAttached: true})
+		s, err := d.OpenService("jdwp:" + itoa(vm.PID()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := jdwp.Open(ctx5(t), s, jdwp.Options{}); err == nil {
+			t.Fatal("handshake with a held app")
+		}
+	})
+	t.Run("death", func(t *testing.T) {
+		d, vm := newTestDevice(t, 30, AppConfig{})
+		_, conn := dial(t, d, vm.PID())
+		vm.Kill()
+		d.RemoveVM(vm.PID())
+		<-conn.Done()
+		if _, err := d.OpenService("jdwp:" + itoa(vm.PID())); !errors.Is(err, ErrRefused) {
+			t.Fatalf("dead pid: %v", err)
+		}
+	})
+}
+
+func TestTimedWorkloadIsDeterministicPerSite(t *testing.T) {
+	a := newProgram(DefaultWorkload(), "com.x")
+	b := newProgram(DefaultWorkload(), "com.x")
+	if len(a.sites) != 200 || len(a.tables.Classes) != len(b.tables.Classes) {
+		t.Fatal("programs differ")
+	}
+	for i := range a.sites {
+		if a.sites[i].class != b.sites[i].class || len(a.sites[i].frames) != len(b.sites[i].frames) {
+			t.Fatalf("site %d differs", i)
+		}
+	}
+	d := NewDevice(DeviceConfig{Serial: "s"})
+	defer d.Close()
+	wl := DefaultWorkload()
+	wl.Rate = 20000
+	vm := NewVM(AppConfig{PID: 9, Workload: wl}, 30)
+	d.AddVM(vm)
+	vm.mu.Lock()
+	vm.setTrackingLocked(true)
+	vm.mu.Unlock()
+	time.Sleep(100 * time.Millisecond)
+	n := vm.CurrentWindow().Allocated.Total.Allocations
+	if n < 1000 {
+		t.Fatalf("%d allocations in 100 ms at 20000/s", n)
+	}
+}
