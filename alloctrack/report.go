@@ -379,4 +379,3 @@ func DescriptorToDot(s string) string {
 	}
 	return t + strings.Repeat("[]", dims)
 }
-
