@@ -38,6 +38,13 @@ func (t *truthAcc) add(site uint32, size uint32) {
 
 func (t *truthAcc) reset() { clear(t.sites) }
 
+func (t *truthAcc) addAll(o *truthAcc) {
+	for i, c := range o.sites {
+		t.sites[i].Allocations += c.Allocations
+		t.sites[i].Bytes += c.Bytes
+	}
+}
+
 func (t *truthAcc) snapshot(p *program, depth int) Counts { return p.counts(t.sites, depth) }
 
 // counts turns per-site counts into named Counts, stacks cut to depth
@@ -97,4 +104,18 @@ func (vm *VM) TotalTracked() Counts {
 	defer vm.mu.Unlock()
 	vm.advanceLocked(time.Now())
 	return vm.total.snapshot(vm.prog, vm.cfg.Depth)
+}
+
+// TotalReported counts the records of every whole report the VM sent: the
+// last report of each window, over the VM's life. A client that counted
+// every report it was sent has exactly these counts. TotalTracked minus
+// TotalReported is what was lost: overflowed windows, and allocations made
+// between a window's last REAL and the REAE 0 that ended it.
+func (vm *VM) TotalReported() Counts {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	acc := newTruthAcc(len(vm.prog.sites))
+	acc.addAll(vm.closedReported)
+	acc.addAll(vm.reported)
+	return acc.snapshot(vm.prog, vm.cfg.Depth)
 }

@@ -82,27 +82,28 @@ type VM struct {
 	prog  *program
 	start time.Time
 
-	mu       sync.Mutex
-	alive    bool
-	named    bool
-	client   net.Conn
-	wmu      sync.Mutex // serialises writes to client
-	faults   Faults
-	stats    Stats
-	rng      *rand.Rand
-	zipf     *rand.Zipf
-	last     time.Time // generated up to here
-	carry    float64
-	paused   bool
-	tracking bool
-	ring     []record
-	head     int // next write position in ring
-	n        int // records in ring
-	truth    *truthAcc
-	reported *truthAcc
-	windows  []Truth
-	total    *truthAcc
-	killed   chan struct{}
+	mu             sync.Mutex
+	alive          bool
+	named          bool
+	client         net.Conn
+	wmu            sync.Mutex // serialises writes to client
+	faults         Faults
+	stats          Stats
+	rng            *rand.Rand
+	zipf           *rand.Zipf
+	last           time.Time // generated up to here
+	carry          float64
+	paused         bool
+	tracking       bool
+	ring           []record
+	head           int // next write position in ring
+	n              int // records in ring
+	truth          *truthAcc
+	reported       *truthAcc
+	windows        []Truth
+	total          *truthAcc
+	closedReported *truthAcc // Reported of every closed window
+	killed         chan struct{}
 }
 
 // NewVM returns a running VM. api is the device's API level, used when the
@@ -130,19 +131,20 @@ func NewVM(cfg AppConfig, api int) *VM {
 	cfg.Workload = prog.w
 	rng := rand.New(rand.NewPCG(prog.w.Seed, uint64(cfg.PID)))
 	vm := &VM{
-		cfg:      cfg,
-		prog:     prog,
-		start:    time.Now(),
-		alive:    true,
-		named:    cfg.NameAfter <= 0,
-		rng:      rng,
-		zipf:     rand.NewZipf(rng, prog.w.Skew, 1, uint64(len(prog.sites)-1)),
-		ring:     make([]record, cfg.MaxEntries),
-		truth:    newTruthAcc(len(prog.sites)),
-		reported: newTruthAcc(len(prog.sites)),
-		total:    newTruthAcc(len(prog.sites)),
-		killed:   make(chan struct{}),
-		stats:    Stats{Chunks: map[string]int{}},
+		cfg:            cfg,
+		prog:           prog,
+		start:          time.Now(),
+		alive:          true,
+		named:          cfg.NameAfter <= 0,
+		rng:            rng,
+		zipf:           rand.NewZipf(rng, prog.w.Skew, 1, uint64(len(prog.sites)-1)),
+		ring:           make([]record, cfg.MaxEntries),
+		truth:          newTruthAcc(len(prog.sites)),
+		reported:       newTruthAcc(len(prog.sites)),
+		total:          newTruthAcc(len(prog.sites)),
+		closedReported: newTruthAcc(len(prog.sites)),
+		killed:         make(chan struct{}),
+		stats:          Stats{Chunks: map[string]int{}},
 	}
 	vm.last = vm.start
 	if cfg.NameAfter > 0 {
@@ -353,6 +355,7 @@ func (vm *VM) closeWindowLocked() {
 		vm.windows = vm.windows[:maxWindows-1]
 	}
 	vm.windows = append(vm.windows, w)
+	vm.closedReported.addAll(vm.reported)
 	vm.stats.WindowsEnded++
 	vm.truth.reset()
 	vm.reported.reset()

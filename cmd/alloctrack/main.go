@@ -2,6 +2,8 @@
 //
 // Subcommands:
 //
+//	serve            the daemon: track apps through adb servers, export Prometheus metrics
+//	sim              serve simulated devices and apps (to a real adb server or as one)
 //	report FILE...   summarise saved allocation reports (.alloc / REAL payloads)
 package main
 
@@ -11,6 +13,7 @@ import (
 	"os"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/common/version"
 )
 
 // Exit statuses.
@@ -33,6 +36,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	app.HelpFlag.Short('h')
 
 	rep := newReportCmd(app)
+	srv := newServeCmd(app)
+	sm := newSimCmd(app)
+	app.Version(version.Print("alloctrack"))
 
 	cmd, err := app.Parse(args)
 	if err != nil {
@@ -42,6 +48,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch cmd {
 	case rep.cmd.FullCommand():
 		return rep.run(stdout, stderr)
+	case srv.cmd.FullCommand():
+		return srv.run(stderr)
+	case sm.cmd.FullCommand():
+		return sm.run(stdout, stderr)
 	case "":
 		// --help or --version already printed.
 		return exitOK

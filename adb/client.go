@@ -1,0 +1,313 @@
+package adb
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultPort is the adb server's port when nothing says otherwise.
+const DefaultPort = 5037
+
+// maxReply bounds the length a server may declare for one hex-prefixed
+// reply (device lists, FAIL reasons, pid lists).
+const maxReply = 1 << 20
+
+// Errors callers branch on; FailError wraps them when the reason matches.
+var (
+	// ErrDeviceNotFound: the server does not know the serial.
+	ErrDeviceNotFound = errors.New("adb: device not found")
+	// ErrDeviceOffline: the device is known but not online.
+	ErrDeviceOffline = errors.New("adb: device offline")
+	// ErrServiceClosed: the device closed the service before accepting it;
+	// for jdwp:<pid> the process is gone, not debuggable, or frozen.
+	ErrServiceClosed = errors.New("adb: service closed by the device")
+	// ErrProtocol: the server sent something that is not the host protocol.
+	ErrProtocol = errors.New("adb: protocol error")
+)
+
+// FailError is a FAIL reply from the server.
+type FailError struct {
+	Request string
+	Reason  string
+}
+
+func (e *FailError) Error() string {
+	return fmt.Sprintf("adb: %s: server says %q", e.Request, e.Reason)
+}
+
+// Unwrap maps the server's reason to a sentinel.
+func (e *FailError) Unwrap() error {
+	switch r := e.Reason; {
+	case r == "closed":
+		return ErrServiceClosed
+	case strings.HasPrefix(r, "device '") && strings.HasSuffix(r, "' not found"),
+		r == "no devices/emulators found", strings.HasPrefix(r, "device not found"):
+		return ErrDeviceNotFound
+	case strings.Contains(r, "offline"):
+		return ErrDeviceOffline
+	}
+	return nil
+}
+
+// DefaultAddress is the adb server address from the environment:
+// ADB_SERVER_SOCKET=tcp:host:port, else ANDROID_ADB_SERVER_PORT, else
+// 127.0.0.1:5037.
+func DefaultAddress() string {
+	if s := os.Getenv("ADB_SERVER_SOCKET"); strings.HasPrefix(s, "tcp:") {
+		return strings.TrimPrefix(s, "tcp:")
+	}
+	if p := os.Getenv("ANDROID_ADB_SERVER_PORT"); p != "" {
+		if n, err := strconv.Atoi(p); err == nil && n > 0 && n < 65536 {
+			return net.JoinHostPort("127.0.0.1", p)
+		}
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(DefaultPort))
+}
+
+// Client talks to one adb server.
+type Client struct {
+	addr   string
+	dialer net.Dialer
+}
+
+// NewClient returns a client of the server at addr (host:port).
+func NewClient(addr string) *Client { return &Client{addr: addr} }
+
+// Addr is the server's address.
+func (c *Client) Addr() string { return c.addr }
+
+// conn is a connection to the server with its context watched.
+type conn struct {
+	net.Conn
+	r    *bufio.Reader
+	stop func() bool
+}
+
+func (c *Client) dial(ctx context.Context) (*conn, error) {
+	nc, err := c.dialer.DialContext(ctx, "tcp", c.addr)
+	if err != nil {
+		return nil, fmt.Errorf("adb: connecting to the server at %s: %w", c.addr, err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		nc.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
+	return &conn{Conn: nc, r: bufio.NewReader(nc), stop: stop}, nil
+}
+
+func (c *conn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+func (c *conn) Close() error {
+	c.stop()
+	return c.Conn.Close()
+}
+
+// send writes one request, framed as 4 hex digits of length, in one write,
+// and reads the OKAY/FAIL status.
+func (c *conn) send(req string) error {
+	if len(req) > 0xffff {
+		return fmt.Errorf("adb: request of %d bytes is too long", len(req))
+	}
+	if _, err := c.Conn.Write([]byte(fmt.Sprintf("%04x%s", len(req), req))); err != nil {
+		return fmt.Errorf("adb: sending %s: %w", req, err)
+	}
+	var st [4]byte
+	if _, err := io.ReadFull(c.r, st[:]); err != nil {
+		return fmt.Errorf("adb: reading status of %s: %w", req, err)
+	}
+	switch string(st[:]) {
+	case "OKAY":
+		return nil
+	case "FAIL":
+		msg, err := c.readHex(req + " failure reason")
+		if err != nil {
+			return err
+		}
+		return &FailError{Request: req, Reason: string(msg)}
+	}
+	return fmt.Errorf("%w: %s: status %q", ErrProtocol, req, st[:])
+}
+
+// readHex reads 4 hex digits of length and that many bytes.
+func (c *conn) readHex(what string) ([]byte, error) {
+	var h [4]byte
+	if _, err := io.ReadFull(c.r, h[:]); err != nil {
+		return nil, fmt.Errorf("adb: reading length of %s: %w", what, err)
+	}
+	n, err := strconv.ParseUint(string(h[:]), 16, 32)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: length %q is not 4 hex digits", ErrProtocol, what, h[:])
+	}
+	if n > maxReply {
+		return nil, fmt.Errorf("%w: %s: length %d over %d", ErrProtocol, what, n, maxReply)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(c.r, b); err != nil {
+		return nil, fmt.Errorf("adb: reading %d bytes of %s: %w", n, what, err)
+	}
+	return b, nil
+}
+
+// Version asks the server for its protocol version (41 for adb 29).
+func (c *Client) Version(ctx context.Context) (int, error) {
+	cn, err := c.dial(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer cn.Close()
+	if err := cn.send("host:version"); err != nil {
+		return 0, err
+	}
+	b, err := cn.readHex("version")
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseUint(string(b), 16, 32)
+	if err != nil {
+		return 0, fmt.Errorf("%w: version %q", ErrProtocol, b)
+	}
+	return int(v), nil
+}
+
+// DeviceState is one line of a device list.
+type DeviceState struct {
+	Serial string
+	State  string // "device" when online; "offline", "unauthorized", …
+}
+
+// ParseDevices parses a host:devices / host:track-devices list:
+// "serial<TAB>state" lines. Lines it cannot read are an error.
+func ParseDevices(b []byte) ([]DeviceState, error) {
+	var out []DeviceState
+	for _, line := range strings.Split(string(b), "\n") {
+		if line == "" {
+			continue
+		}
+		serial, state, ok := strings.Cut(line, "\t")
+		if !ok || serial == "" {
+			return nil, fmt.Errorf("%w: device list line %q", ErrProtocol, line)
+		}
+		out = append(out, DeviceState{Serial: serial, State: strings.TrimSpace(state)})
+	}
+	return out, nil
+}
+
+// TrackDevices follows host:track-devices, calling fn with each new list,
+// until ctx ends or the connection breaks; it returns the reason.
+func (c *Client) TrackDevices(ctx context.Context, fn func([]DeviceState)) error {
+	cn, err := c.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer cn.Close()
+	cn.SetDeadline(time.Time{}) // a list comes only on change
+	if err := cn.send("host:track-devices"); err != nil {
+		return err
+	}
+	for {
+		b, err := cn.readHex("device list")
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+		list, err := ParseDevices(b)
+		if err != nil {
+			return err
+		}
+		fn(list)
+	}
+}
+
+// transport opens a connection switched to the device with serial.
+func (c *Client) transport(ctx context.Context, serial string) (*conn, error) {
+	cn, err := c.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := cn.send("host:transport:" + serial); err != nil {
+		cn.Close()
+		return nil, err
+	}
+	return cn, nil
+}
+
+// ParsePIDs parses a track-jdwp list: one decimal pid per line.
+func ParsePIDs(b []byte) ([]int, error) {
+	var out []int
+	for _, line := range strings.Split(string(b), "\n") {
+		if line == "" {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(line))
+		if err != nil || pid <= 0 {
+			return nil, fmt.Errorf("%w: pid list line %q", ErrProtocol, line)
+		}
+		out = append(out, pid)
+	}
+	return out, nil
+}
+
+// TrackJDWP follows track-jdwp on a device, calling fn with each list of
+// debuggable pids, until ctx ends or the stream breaks.
+func (c *Client) TrackJDWP(ctx context.Context, serial string, fn func([]int)) error {
+	cn, err := c.transport(ctx, serial)
+	if err != nil {
+		return err
+	}
+	defer cn.Close()
+	cn.SetDeadline(time.Time{})
+	if err := cn.send("track-jdwp"); err != nil {
+		return err
+	}
+	for {
+		b, err := cn.readHex("pid list")
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+		pids, err := ParsePIDs(b)
+		if err != nil {
+			return err
+		}
+		fn(pids)
+	}
+}
+
+// OpenJDWP opens jdwp:<pid> on a device and returns the raw JDWP stream.
+// The context bounds only the opening; the returned conn has no deadline.
+func (c *Client) OpenJDWP(ctx context.Context, serial string, pid int) (net.Conn, error) {
+	cn, err := c.transport(ctx, serial)
+	if err != nil {
+		return nil, err
+	}
+	if err := cn.send("jdwp:" + strconv.Itoa(pid)); err != nil {
+		cn.Close()
+		return nil, err
+	}
+	cn.stop()
+	cn.SetDeadline(time.Time{})
+	if cn.r.Buffered() > 0 {
+		// Bytes that came with the OKAY belong to the stream.
+		return &bufferedConn{Conn: cn.Conn, r: cn.r}, nil
+	}
+	return cn.Conn, nil
+}
+
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (b *bufferedConn) Read(p []byte) (int, error) { return b.r.Read(p) }

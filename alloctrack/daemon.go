@@ -1,0 +1,570 @@
+package alloctrack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/alloctrack/alloctrack/adb"
+)
+
+// Source is an adb server as the daemon uses it; *adb.Client is one.
+type Source interface {
+	Addr() string
+	TrackDevices(ctx context.Context, fn func([]adb.DeviceState)) error
+	TrackJDWP(ctx context.Context, serial string, fn func([]int)) error
+	OpenJDWP(ctx context.Context, serial string, pid int) (net.Conn, error)
+	Prop(ctx context.Context, serial, name string) (string, error)
+}
+
+var _ Source = (*adb.Client)(nil)
+
+// Filter selects names by anchored regular expressions: a name passes when
+// it matches some Include (or there are none) and no Exclude.
+type Filter struct {
+	Include, Exclude []*regexp.Regexp
+}
+
+// NewFilter compiles include and exclude patterns; each must match the
+// whole name.
+func NewFilter(include, exclude []string) (Filter, error) {
+	var f Filter
+	for _, p := range include {
+		re, err := regexp.Compile("^(?:" + p + ")$")
+		if err != nil {
+			return f, fmt.Errorf("pattern %q: %w", p, err)
+		}
+		f.Include = append(f.Include, re)
+	}
+	for _, p := range exclude {
+		re, err := regexp.Compile("^(?:" + p + ")$")
+		if err != nil {
+			return f, fmt.Errorf("pattern %q: %w", p, err)
+		}
+		f.Exclude = append(f.Exclude, re)
+	}
+	return f, nil
+}
+
+// Match tells whether name passes the filter.
+func (f Filter) Match(name string) bool {
+	if len(f.Include) > 0 && !slices.ContainsFunc(f.Include, func(re *regexp.Regexp) bool { return re.MatchString(name) }) {
+		return false
+	}
+	return !slices.ContainsFunc(f.Exclude, func(re *regexp.Regexp) bool { return re.MatchString(name) })
+}
+
+// DaemonConfig configures a Daemon.
+type DaemonConfig struct {
+	Serials, Packages Filter
+	Session           SessionConfig
+	Aggregate         AggregateConfig
+	ReportsPerDevice  int           // concurrent REAL transfers per device (default 2)
+	BackoffMin        time.Duration // first retry delay (default 1 s)
+	BackoffMax        time.Duration // retry delay cap (default 1 min)
+	Reprobe           time.Duration // re-probe of an unsupported app (default 30 min)
+	LogEvery          time.Duration // identical errors are logged at most this often (default 1 min)
+}
+
+func (c *DaemonConfig) fill() {
+	if c.ReportsPerDevice <= 0 {
+		c.ReportsPerDevice = 2
+	}
+	if c.BackoffMin <= 0 {
+		c.BackoffMin = time.Second
+	}
+	if c.BackoffMax < c.BackoffMin {
+		c.BackoffMax = max(time.Minute, c.BackoffMin)
+	}
+	if c.Reprobe <= 0 {
+		c.Reprobe = 30 * time.Minute
+	}
+	if c.LogEvery <= 0 {
+		c.LogEvery = time.Minute
+	}
+	c.Session.fill()
+	c.Aggregate.fill()
+}
+
+// StateExited: the app's process is gone; its counters stay.
+const StateExited = "exited"
+
+type appKey struct{ serial, app string }
+
+type appEntry struct {
+	counters *Counters
+	stats    *AppStats
+}
+
+type deviceEntry struct {
+	server, serial, state string
+	api                   int
+	cancel                context.CancelFunc // nil when not followed
+	done                  chan struct{}
+}
+
+type serverEntry struct {
+	up     bool
+	errors uint64
+}
+
+// Daemon follows devices and debuggable apps on adb servers and runs a
+// Session for each process that passes the filters.
+type Daemon struct {
+	cfg     DaemonConfig
+	sources []Source
+	log     *zap.Logger
+	logs    *rateLog
+
+	mu      sync.Mutex
+	servers map[string]*serverEntry
+	devices map[string]*deviceEntry // by server + "/" + serial
+	apps    map[appKey]*appEntry
+	devErrs map[string]map[string]uint64 // serial -> stage -> count, before an app is named
+	ready   atomic.Bool
+}
+
+// NewDaemon returns a daemon over the given adb servers.
+func NewDaemon(cfg DaemonConfig, sources []Source, log *zap.Logger) *Daemon {
+	cfg.fill()
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Daemon{
+		cfg: cfg, sources: sources, log: log,
+		logs:    newRateLog(cfg.LogEvery),
+		servers: map[string]*serverEntry{},
+		devices: map[string]*deviceEntry{},
+		apps:    map[appKey]*appEntry{},
+		devErrs: map[string]map[string]uint64{},
+	}
+}
+
+// Ready tells whether every adb server has answered at least once.
+func (d *Daemon) Ready() bool { return d.ready.Load() }
+
+// Run follows every server until ctx ends, then waits for every session
+// to disable tracking and end.
+func (d *Daemon) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, src := range d.sources {
+		d.mu.Lock()
+		d.servers[src.Addr()] = &serverEntry{}
+		d.mu.Unlock()
+		wg.Go(func() { d.runServer(ctx, src) })
+	}
+	wg.Wait()
+	return nil
+}
+
+func (d *Daemon) backoff(attempt int) time.Duration {
+	b := d.cfg.BackoffMin << min(attempt, 16)
+	if b > d.cfg.BackoffMax || b <= 0 {
+		b = d.cfg.BackoffMax
+	}
+	// Full jitter over the upper half.
+	return b/2 + time.Duration(rand.Int64N(int64(b/2)+1))
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (d *Daemon) runServer(ctx context.Context, src Source) {
+	addr := src.Addr()
+	log := d.log.With(zap.String("adb_server", addr))
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		err := src.TrackDevices(ctx, func(list []adb.DeviceState) {
+			attempt = 0
+			d.mu.Lock()
+			d.servers[addr].up = true
+			d.mu.Unlock()
+			d.updateReady()
+			d.onDevices(ctx, src, list, log)
+		})
+		if ctx.Err() != nil {
+			break
+		}
+		d.mu.Lock()
+		d.servers[addr].up = false
+		d.servers[addr].errors++
+		d.mu.Unlock()
+		d.logs.warn(log, "adb/"+addr, "adb server unreachable or track-devices ended; retrying", err)
+		// The server is gone: its devices and their streams with it.
+		d.onDevices(ctx, src, nil, log)
+		if !sleepCtx(ctx, d.backoff(attempt)) {
+			break
+		}
+	}
+	d.onDevices(ctx, src, nil, log)
+	d.waitDevices(addr)
+}
+
+func (d *Daemon) updateReady() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, s := range d.servers {
+		if !s.up {
+			return
+		}
+	}
+	d.ready.Store(true)
+}
+
+// onDevices reconciles the followed devices of one server with a list.
+func (d *Daemon) onDevices(ctx context.Context, src Source, list []adb.DeviceState, log *zap.Logger) {
+	addr := src.Addr()
+	seen := map[string]bool{}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, ds := range list {
+		key := addr + "/" + ds.Serial
+		seen[key] = true
+		e := d.devices[key]
+		if e == nil {
+			e = &deviceEntry{server: addr, serial: ds.Serial}
+			d.devices[key] = e
+		}
+		if e.state != ds.State {
+			log.Info("device state", zap.String("serial", ds.Serial), zap.String("state", ds.State))
+		}
+		e.state = ds.State
+		follow := ds.State == "device" && d.cfg.Serials.Match(ds.Serial)
+		switch {
+		case follow && e.cancel == nil:
+			dctx, cancel := context.WithCancel(ctx)
+			prev, done := e.done, make(chan struct{})
+			e.cancel, e.done = cancel, done
+			go func() {
+				defer close(done)
+				if prev != nil {
+					<-prev // the last follower of this device has let go of its apps
+				}
+				d.runDevice(dctx, src, e, log.With(zap.String("serial", e.serial)))
+			}()
+		case !follow && e.cancel != nil:
+			e.cancel()
+			e.cancel = nil
+		}
+	}
+	for key, e := range d.devices {
+		if e.server == addr && !seen[key] {
+			if e.cancel != nil {
+				e.cancel()
+				e.cancel = nil
+			}
+			if e.state != "gone" {
+				log.Info("device gone", zap.String("serial", e.serial))
+			}
+			e.state = "gone"
+		}
+	}
+}
+
+func (d *Daemon) waitDevices(addr string) {
+	d.mu.Lock()
+	var dones []chan struct{}
+	for _, e := range d.devices {
+		if e.server == addr && e.done != nil {
+			dones = append(dones, e.done)
+		}
+	}
+	d.mu.Unlock()
+	for _, ch := range dones {
+		<-ch
+	}
+}
+
+type pidRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (d *Daemon) runDevice(ctx context.Context, src Source, e *deviceEntry, log *zap.Logger) {
+	pctx, cancel := context.WithTimeout(ctx, d.cfg.Session.RequestTimeout)
+	if v, err := src.Prop(pctx, e.serial, "ro.build.version.sdk"); err == nil {
+		if api, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+			d.mu.Lock()
+			e.api = api
+			d.mu.Unlock()
+		}
+	}
+	cancel()
+
+	slots := make(chan struct{}, d.cfg.ReportsPerDevice)
+	runs := map[int]*pidRun{}
+	var mu sync.Mutex
+	reconcile := func(pids []int) {
+		mu.Lock()
+		defer mu.Unlock()
+		alive := map[int]bool{}
+		for _, pid := range pids {
+			alive[pid] = true
+			if runs[pid] == nil {
+				rctx, cancel := context.WithCancel(ctx)
+				r := &pidRun{cancel: cancel, done: make(chan struct{})}
+				runs[pid] = r
+				go func() {
+					defer close(r.done)
+					d.runPID(rctx, src, e.serial, pid, slots, log.With(zap.Int("pid", pid)))
+				}()
+			}
+		}
+		for pid, r := range runs {
+			if !alive[pid] {
+				r.cancel()
+				delete(runs, pid)
+			}
+		}
+	}
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		err := src.TrackJDWP(ctx, e.serial, func(pids []int) {
+			attempt = 0
+			reconcile(pids)
+		})
+		if ctx.Err() != nil {
+			break
+		}
+		d.countDeviceError(e.serial, "track-jdwp")
+		d.logs.warn(log, "track-jdwp/"+e.server+"/"+e.serial, "track-jdwp ended; retrying", err)
+		if !sleepCtx(ctx, d.backoff(attempt)) {
+			break
+		}
+	}
+	mu.Lock()
+	var dones []chan struct{}
+	for pid, r := range runs {
+		r.cancel()
+		dones = append(dones, r.done)
+		delete(runs, pid)
+	}
+	mu.Unlock()
+	for _, ch := range dones {
+		<-ch
+	}
+}
+
+func (d *Daemon) countDeviceError(serial, stage string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m := d.devErrs[serial]
+	if m == nil {
+		m = map[string]uint64{}
+		d.devErrs[serial] = m
+	}
+	m[stage]++
+}
+
+// bind returns the shared counters and stats of an app on a device.
+func (d *Daemon) bind(serial, app string) (*Counters, *AppStats) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k := appKey{serial, app}
+	e := d.apps[k]
+	if e == nil {
+		e = &appEntry{counters: NewCounters(d.cfg.Aggregate), stats: NewAppStats(serial, 0)}
+		e.stats.s.Package, e.stats.s.AppName = app, app
+		d.apps[k] = e
+	}
+	return e.counters, e.stats
+}
+
+// runPID runs sessions for one process until ctx ends (the pid is gone,
+// the device left, or the daemon stops).
+func (d *Daemon) runPID(ctx context.Context, src Source, serial string, pid int, slots chan struct{}, log *zap.Logger) {
+	var stats *AppStats
+	key := fmt.Sprintf("%s/%s/%d", src.Addr(), serial, pid)
+	defer d.logs.forget(key)
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		s := &Session{
+			Serial: serial, PID: pid,
+			Open: func(ctx context.Context) (io.ReadWriteCloser, error) {
+				return src.OpenJDWP(ctx, serial, pid)
+			},
+			Accept: d.cfg.Packages.Match,
+			Bind: func(app string) (*Counters, *AppStats) {
+				c, st := d.bind(serial, app)
+				stats = st
+				return c, st
+			},
+			Config: d.cfg.Session,
+			Slots:  slots,
+			Log:    log,
+		}
+		began := time.Now()
+		err := s.Run(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		if time.Since(began) > 2*d.cfg.BackoffMax {
+			attempt = 0 // it ran well for a while
+		}
+		wait := d.backoff(attempt)
+		switch {
+		case errors.Is(err, ErrFiltered):
+			log.Debug("app excluded by the package filter")
+			<-ctx.Done()
+			return
+		case errors.Is(err, ErrUnsupported):
+			log.Info("allocation tracking not supported (no REAQ reply; Android 12+); re-probing later", zap.Duration("reprobe", d.cfg.Reprobe))
+			wait = d.cfg.Reprobe
+		case errors.Is(err, ErrHeld):
+			if stats != nil {
+				stats.SetState(StateHeld)
+			}
+			d.countDeviceError(serial, StageHello)
+			d.logs.warn(log, key, "another debugger holds the app; retrying", err)
+		case errors.Is(err, adb.ErrServiceClosed):
+			// The process died, is not debuggable, or is frozen; track-jdwp
+			// will tell if it is gone.
+			d.countDeviceError(serial, StageConnect)
+			d.logs.warn(log, key, "jdwp stream refused by the device; retrying", err)
+		default:
+			if stats == nil {
+				stage := strings.SplitN(fmt.Sprint(err), ":", 2)[0]
+				if stage != StageConnect && stage != StageHello {
+					stage = StageHello
+				}
+				d.countDeviceError(serial, stage)
+			}
+			d.logs.warn(log, key, "session ended; retrying", err)
+		}
+		if stats != nil && !errors.Is(err, ErrUnsupported) && !errors.Is(err, ErrHeld) {
+			stats.SetState(StateBackoff)
+		}
+		if !sleepCtx(ctx, wait) {
+			break
+		}
+	}
+	if stats != nil {
+		st := stats.Snapshot()
+		if st.PID == pid {
+			stats.SetState(StateExited)
+		}
+	}
+}
+
+// DeviceStatus describes a device as the daemon sees it.
+type DeviceStatus struct {
+	Server, Serial, State string
+	API                   int
+	Errors                map[string]uint64 // by stage, before an app is named
+}
+
+// ServerStatus describes an adb server.
+type ServerStatus struct {
+	Addr   string
+	Up     bool
+	Errors uint64
+}
+
+// AppSnapshot is one app's stats and counters.
+type AppSnapshot struct {
+	AppStatus
+	Counts AppCounts
+}
+
+// Snapshot is a consistent copy of everything the daemon knows.
+type Snapshot struct {
+	Servers []ServerStatus
+	Devices []DeviceStatus
+	Apps    []AppSnapshot
+}
+
+// Snapshot copies the daemon's state for the exporter; it does no I/O.
+func (d *Daemon) Snapshot() Snapshot {
+	d.mu.Lock()
+	var s Snapshot
+	for addr, e := range d.servers {
+		s.Servers = append(s.Servers, ServerStatus{Addr: addr, Up: e.up, Errors: e.errors})
+	}
+	for _, e := range d.devices {
+		ds := DeviceStatus{Server: e.server, Serial: e.serial, State: e.state, API: e.api, Errors: map[string]uint64{}}
+		for k, v := range d.devErrs[e.serial] {
+			ds.Errors[k] = v
+		}
+		s.Devices = append(s.Devices, ds)
+	}
+	apps := make([]*appEntry, 0, len(d.apps))
+	for _, e := range d.apps {
+		apps = append(apps, e)
+	}
+	d.mu.Unlock()
+	for _, e := range apps {
+		s.Apps = append(s.Apps, AppSnapshot{AppStatus: e.stats.Snapshot(), Counts: e.counters.Snapshot()})
+	}
+	slices.SortFunc(s.Servers, func(a, b ServerStatus) int { return strings.Compare(a.Addr, b.Addr) })
+	slices.SortFunc(s.Devices, func(a, b DeviceStatus) int {
+		return strings.Compare(a.Server+"/"+a.Serial, b.Server+"/"+b.Serial)
+	})
+	slices.SortFunc(s.Apps, func(a, b AppSnapshot) int {
+		return strings.Compare(a.Serial+"/"+a.Package, b.Serial+"/"+b.Package)
+	})
+	return s
+}
+
+// rateLog logs identical warnings at most once per interval per key,
+// saying how many were suppressed.
+type rateLog struct {
+	every time.Duration
+	mu    sync.Mutex
+	seen  map[string]*rateEntry
+}
+
+type rateEntry struct {
+	last       time.Time
+	msg        string
+	suppressed int
+}
+
+func newRateLog(every time.Duration) *rateLog {
+	return &rateLog{every: every, seen: map[string]*rateEntry{}}
+}
+
+func (r *rateLog) warn(log *zap.Logger, key, msg string, err error) {
+	text := msg + ": " + fmt.Sprint(err)
+	now := time.Now()
+	r.mu.Lock()
+	e := r.seen[key]
+	if e != nil && e.msg == text && now.Sub(e.last) < r.every {
+		e.suppressed++
+		r.mu.Unlock()
+		return
+	}
+	n := 0
+	if e != nil && e.msg == text {
+		n = e.suppressed
+	}
+	r.seen[key] = &rateEntry{last: now, msg: text}
+	r.mu.Unlock()
+	fields := []zap.Field{zap.Error(err)}
+	if n > 0 {
+		fields = append(fields, zap.Int("repeated", n))
+	}
+	log.Warn(msg, fields...)
+}
+
+func (r *rateLog) forget(key string) {
+	r.mu.Lock()
+	delete(r.seen, key)
+	r.mu.Unlock()
+}

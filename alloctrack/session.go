@@ -1,0 +1,330 @@
+package alloctrack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/alloctrack/alloctrack/ddms"
+	"github.com/alloctrack/alloctrack/jdwp"
+)
+
+// Errors a session ends with on purpose.
+var (
+	// ErrUnsupported: the VM never answered REAQ (Android 12+ on the
+	// DDM-only path), so allocation tracking cannot be used.
+	ErrUnsupported = errors.New("alloctrack: allocation tracking not supported by this VM (no REAQ reply; Android 12+)")
+	// ErrFiltered: the app is excluded by the package filter.
+	ErrFiltered = errors.New("alloctrack: app excluded by the package filter")
+	// ErrHeld: the VM closed the connection during the handshake, as it
+	// does when another debugger (Android Studio) holds the app.
+	ErrHeld = errors.New("alloctrack: the app closed the JDWP connection during the handshake (another debugger holds it?)")
+)
+
+// SessionConfig holds the timings of a session.
+type SessionConfig struct {
+	Window         time.Duration // window length (default 10 s)
+	MinWindow      time.Duration // shortest window after overflows (default 1 s)
+	RequestTimeout time.Duration // handshake, HELO and the REAQ probe (default 5 s)
+	ReportTimeout  time.Duration // REAL reply (default 30 s)
+	NameTimeout    time.Duration // wait for APNM while "<pre-initialized>" (default 30 s)
+	DisableTimeout time.Duration // REAE 0 and its confirmation on the way out (default 2 s)
+	MaxPacketSize  int           // JDWP packet limit (default jdwp.DefaultMaxPacketSize)
+}
+
+func (c *SessionConfig) fill() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.Window, 10*time.Second)
+	def(&c.MinWindow, time.Second)
+	if c.MinWindow > c.Window {
+		c.MinWindow = c.Window
+	}
+	def(&c.RequestTimeout, 5*time.Second)
+	def(&c.ReportTimeout, 30*time.Second)
+	def(&c.NameTimeout, 30*time.Second)
+	def(&c.DisableTimeout, 2*time.Second)
+}
+
+// Window is what a session knows of one finished window.
+type Window struct {
+	Start, End time.Time
+	RTT        time.Duration // REAL request to reply
+	Raw        []byte        // the REAL payload
+	Report     *Report       // nil when the payload did not parse
+	ParseErr   error
+}
+
+// Session tracks allocations of one process until its context ends: it
+// speaks only DDM, cycles the tracker in windows and counts each report.
+type Session struct {
+	Serial string
+	PID    int
+	// Open opens the process's JDWP stream (jdwp:<pid> through adb).
+	Open func(ctx context.Context) (io.ReadWriteCloser, error)
+	// Accept decides from the app name whether to track it (nil: all).
+	Accept func(app string) bool
+	// Bind is called once the app is named; it returns the counters and
+	// stats to update (shared by every process of the same app).
+	Bind   func(app string) (*Counters, *AppStats)
+	Config SessionConfig
+	// Slots limits concurrent REAL transfers on the device (nil: none).
+	Slots chan struct{}
+	// OnWindow, if set, sees every window (capture uses it).
+	OnWindow func(w *Window)
+	Log      *zap.Logger
+	now      func() time.Time
+}
+
+// Run opens the session and runs windows until ctx ends (nil is returned)
+// or something fails. On the way out it disables tracking, bounded by
+// DisableTimeout, whatever the reason.
+func (s *Session) Run(ctx context.Context) (err error) {
+	cfg := s.Config
+	cfg.fill()
+	log := s.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+
+	openCtx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
+	rwc, err := s.Open(openCtx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("%s: opening jdwp:%d: %w", StageConnect, s.PID, err)
+	}
+	names := make(chan string, 4)
+	conn, err := s.handshake(ctx, rwc, cfg, names)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	client := ddms.NewClient(conn)
+
+	app, err := s.hello(ctx, client, cfg, names)
+	if err != nil {
+		return err
+	}
+	if s.Accept != nil && !s.Accept(app) {
+		return ErrFiltered
+	}
+	counters, stats := s.Bind(app)
+	stats.update(func(st *AppStatus) { st.PID, st.AppName, st.Package = s.PID, app, app })
+	log = log.With(zap.String("package", app))
+
+	// Probe: a VM that never answers REAQ cannot track (Android 12+).
+	pctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
+	on, err := client.AllocTracking(pctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ddms.ErrEmptyReply) {
+			stats.SetState(StateUnsupported)
+			return ErrUnsupported
+		}
+		stats.CountError(StageProbe)
+		return fmt.Errorf("%s: %w", StageProbe, err)
+	}
+	defer func() {
+		if derr := s.disable(ctx, client, cfg); derr != nil {
+			stats.CountError(StageDisable)
+			log.Warn("could not confirm tracking is off", zap.Error(derr))
+		} else {
+			log.Debug("tracking disabled")
+		}
+	}()
+	if on {
+		// Left on by an earlier client: its records are not ours.
+		log.Info("allocation tracking was already on; restarting it")
+		if err := client.SetAllocTracking(false); err != nil {
+			return fmt.Errorf("%s: %w", StageProbe, err)
+		}
+	}
+	if err := client.SetAllocTracking(true); err != nil {
+		return fmt.Errorf("%s: %w", StageProbe, err)
+	}
+	stats.SetState(StateTracking)
+	log.Info("tracking allocations", zap.Duration("window", cfg.Window))
+
+	window := cfg.Window
+	start := s.now()
+	timer := time.NewTimer(window)
+	defer timer.Stop()
+	for {
+		stats.update(func(st *AppStatus) { st.Window = window })
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-conn.Done():
+			stats.CountError(StageReport)
+			return fmt.Errorf("%s: %w", StageReport, conn.Err())
+		case <-timer.C:
+		}
+		if s.Slots != nil {
+			select {
+			case s.Slots <- struct{}{}:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		w, err := s.cycle(ctx, client, cfg)
+		if s.Slots != nil {
+			<-s.Slots
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			stats.CountError(StageReport)
+			return fmt.Errorf("%s: %w", StageReport, err)
+		}
+		w.Start = start
+		start = w.End
+		if w.ParseErr != nil {
+			stats.CountError(StageParse)
+			log.Warn("report did not parse; window lost", zap.Error(w.ParseErr), zap.Int("bytes", len(w.Raw)))
+		} else {
+			counters.Add(w.Report, w.End)
+			n := len(w.Report.Allocations)
+			over := w.Report.Overflowed()
+			stats.update(func(st *AppStatus) {
+				st.Windows++
+				if over {
+					st.Overflowed++
+				}
+				st.LastReportEntries = n
+				st.RTT.Observe(w.RTT.Seconds())
+			})
+			switch {
+			case over:
+				window = max(window/2, cfg.MinWindow)
+				log.Debug("report overflowed; shorter window", zap.Duration("window", window))
+			case n < MaxEntries/4 && window < cfg.Window:
+				window = min(window*3/2, cfg.Window)
+			}
+		}
+		stats.update(func(st *AppStatus) { st.ReportBytes += uint64(len(w.Raw)) })
+		if s.OnWindow != nil {
+			s.OnWindow(w)
+		}
+		timer.Reset(window)
+	}
+}
+
+// handshake opens JDWP on the stream. A VM that closes the stream during
+// the handshake is held by another debugger.
+func (s *Session) handshake(ctx context.Context, rwc io.ReadWriteCloser, cfg SessionConfig, names chan<- string) (*jdwp.Conn, error) {
+	hctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
+	defer cancel()
+	conn, err := jdwp.Open(hctx, rwc, jdwp.Options{
+		MaxPacketSize: cfg.MaxPacketSize,
+		OnCommand: func(p jdwp.Packet) {
+			if !ddms.IsDDM(p.CommandSet, p.Command) {
+				return
+			}
+			ch, err := ddms.DecodeChunk(p.Data)
+			if err != nil || ch.Type != ddms.APNM {
+				return
+			}
+			if a, err := ddms.DecodeAppName(ch.Data); err == nil {
+				name := a.Name
+				if a.PackageName != "" && (name == "" || name == PreInitialized) {
+					name = a.PackageName
+				}
+				select {
+				case names <- name:
+				default:
+				}
+			}
+		},
+	})
+	if err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, fmt.Errorf("%s: %w", StageHello, ErrHeld)
+		}
+		return nil, fmt.Errorf("%s: JDWP handshake: %w", StageHello, err)
+	}
+	return conn, nil
+}
+
+// PreInitialized is the name a VM reports before its app is named.
+const PreInitialized = "<pre-initialized>"
+
+func (s *Session) hello(ctx context.Context, c *ddms.Client, cfg SessionConfig, names <-chan string) (string, error) {
+	hctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
+	h, err := c.Hello(hctx)
+	cancel()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", StageHello, err)
+	}
+	app := h.AppName
+	if app == "" || app == PreInitialized {
+		app = ""
+	}
+	if app == "" {
+		select {
+		case app = <-names:
+		case <-time.After(cfg.NameTimeout):
+			return "", fmt.Errorf("%s: app not named within %v (still %q)", StageHello, cfg.NameTimeout, h.AppName)
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	return app, nil
+}
+
+// cycle runs the end of one window: REAL, REAE 0 and REAE 1 written in one
+// burst (the VM handles them in order, so the next window starts as soon as
+// the report is built), then the REAL reply awaited and parsed.
+func (s *Session) cycle(ctx context.Context, c *ddms.Client, cfg SessionConfig) (*Window, error) {
+	t0 := s.now()
+	wait, err := c.StartAllocations()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.SetAllocTracking(false); err != nil {
+		return nil, err
+	}
+	if err := c.SetAllocTracking(true); err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, cfg.ReportTimeout)
+	raw, err := wait(rctx)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	w := &Window{End: t0, RTT: s.now().Sub(t0), Raw: raw}
+	w.Report, w.ParseErr = Parse(raw)
+	return w, nil
+}
+
+// disable turns tracking off and confirms it, within DisableTimeout even
+// when ctx has ended.
+func (s *Session) disable(ctx context.Context, c *ddms.Client, cfg SessionConfig) error {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.DisableTimeout)
+	defer cancel()
+	if err := c.SetAllocTracking(false); err != nil {
+		return err
+	}
+	on, err := c.AllocTracking(dctx)
+	if err != nil {
+		return err
+	}
+	if on {
+		return errors.New("tracking still on after REAE 0")
+	}
+	return nil
+}

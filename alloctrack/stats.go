@@ -1,0 +1,119 @@
+package alloctrack
+
+import (
+	"maps"
+	"sync"
+	"time"
+)
+
+// App states, as the exporter shows them.
+const (
+	StateConnecting  = "connecting"
+	StateTracking    = "tracking"
+	StateUnsupported = "unsupported" // Android 12+: no answer to REAQ
+	StateFiltered    = "filtered"    // excluded by --package
+	StateBackoff     = "backoff"     // waiting to retry after an error
+	StateHeld        = "held"        // another debugger holds the app
+)
+
+// Error stages counted per app.
+const (
+	StageConnect = "connect" // opening jdwp:<pid> through adb
+	StageHello   = "hello"   // handshake, HELO, app name
+	StageProbe   = "probe"   // REAQ
+	StageReport  = "report"  // REAL request and reply
+	StageParse   = "parse"   // malformed report
+	StageDisable = "disable" // REAE 0 on the way out
+)
+
+// Histogram is a cumulative bucketed histogram, kept here so that this
+// package needs no metrics library; the exporter turns it into a metric.
+type Histogram struct {
+	Bounds []float64 // upper bounds, ascending; +Inf is implied
+	Counts []uint64  // cumulative count per bound
+	Count  uint64
+	Sum    float64
+}
+
+// NewHistogram returns an empty histogram with the given upper bounds.
+func NewHistogram(bounds []float64) Histogram {
+	return Histogram{Bounds: bounds, Counts: make([]uint64, len(bounds))}
+}
+
+// Observe adds v.
+func (h *Histogram) Observe(v float64) {
+	for i, b := range h.Bounds {
+		if v <= b {
+			h.Counts[i]++
+		}
+	}
+	h.Count++
+	h.Sum += v
+}
+
+func (h Histogram) clone() Histogram {
+	h.Counts = append([]uint64(nil), h.Counts...)
+	return h
+}
+
+// RTTBuckets are the REAL round-trip buckets, in seconds.
+var RTTBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
+// AppStats is what one app's session reports about itself. It is safe for
+// concurrent use; Snapshot copies it.
+type AppStats struct {
+	mu sync.Mutex
+	s  AppStatus
+}
+
+// AppStatus is a copy of an app's stats.
+type AppStatus struct {
+	Serial, Package, AppName string
+	PID                      int
+	State                    string
+	Tracking                 bool
+	Window                   time.Duration // current window length
+	Windows                  uint64        // windows whose report was counted
+	Overflowed               uint64        // windows whose report was full
+	ReportBytes              uint64        // bytes of reports received
+	LastReportEntries        int
+	Errors                   map[string]uint64 // by stage
+	RTT                      Histogram         // REAL round trips, seconds
+	Since                    time.Time         // state since
+}
+
+// NewAppStats returns stats for the app with pid on a device.
+func NewAppStats(serial string, pid int) *AppStats {
+	return &AppStats{s: AppStatus{Serial: serial, PID: pid, State: StateConnecting, Errors: map[string]uint64{}, RTT: NewHistogram(RTTBuckets), Since: time.Now()}}
+}
+
+func (a *AppStats) update(f func(s *AppStatus)) {
+	a.mu.Lock()
+	f(&a.s)
+	a.mu.Unlock()
+}
+
+// SetState records a state change.
+func (a *AppStats) SetState(state string) {
+	a.update(func(s *AppStatus) {
+		if s.State != state {
+			s.State, s.Since = state, time.Now()
+		}
+		s.Tracking = state == StateTracking
+	})
+}
+
+// CountError counts an error at a stage.
+func (a *AppStats) CountError(stage string) {
+	a.update(func(s *AppStatus) { s.Errors[stage]++ })
+}
+
+// Snapshot returns a copy.
+func (a *AppStats) Snapshot() AppStatus {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := a.s
+	s.Errors = maps.Clone(a.s.Errors)
+	s.RTT = a.s.RTT.clone()
+	return s
+}

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+	"go.uber.org/zap"
+
+	"github.com/alloctrack/alloctrack/adb"
+	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/exporter"
+	"github.com/alloctrack/alloctrack/sim"
+)
+
+// DefaultListenAddress is where serve listens unless told otherwise.
+const DefaultListenAddress = ":9853"
+
+type serveCmd struct {
+	cmd             *kingpin.CmdClause
+	web             *web.FlagConfig
+	log             *logFlags
+	adbAddrs        *[]string
+	serials         *[]string
+	serialsExclude  *[]string
+	packages        *[]string
+	packagesExclude *[]string
+	window          *time.Duration
+	windowMin       *time.Duration
+	topClasses      *int
+	topSites        *int
+	topExpiry       *time.Duration
+	requestTimeout  *time.Duration
+	reportTimeout   *time.Duration
+	reportsPerDev   *int
+	reprobe         *time.Duration
+	shutdownTimeout *time.Duration
+	simulate        *bool
+	simDevices      *int
+	simApps         *int
+	simRate         *float64
+}
+
+func newServeCmd(app *kingpin.Application) *serveCmd {
+	c := &serveCmd{cmd: app.Command("serve", "Run the daemon: follow devices and debuggable apps through adb servers, track allocations in windows, export Prometheus metrics.")}
+	f := c.cmd.Flag
+	c.web = kingpinflag.AddFlags(c.cmd, DefaultListenAddress)
+	c.log = addLogFlags(c.cmd)
+	c.adbAddrs = f("adb.address", "adb server address host:port; repeat to watch several servers. Default: $ADB_SERVER_SOCKET (tcp:host:port), $ANDROID_ADB_SERVER_PORT, 127.0.0.1:5037.").Strings()
+	c.serials = f("serial", "Track only devices whose serial matches this regular expression (whole serial); repeatable.").Strings()
+	c.serialsExclude = f("serial.exclude", "Skip devices whose serial matches this regular expression; repeatable.").Strings()
+	c.packages = f("package", "Track only apps whose name matches this regular expression (whole name); repeatable.").Strings()
+	c.packagesExclude = f("package.exclude", "Skip apps whose name matches this regular expression; repeatable.").Strings()
+	c.window = f("window", "Length of a tracking window: how often each app's report is fetched.").Default("10s").Duration()
+	c.windowMin = f("window.min", "Shortest window after reports overflow (65,535 entries).").Default("1s").Duration()
+	c.topClasses = f("top.classes", "Classes per app with a series of their own; the rest count as class=\"other\".").Default("100").Int()
+	c.topSites = f("top.sites", "Allocation sites per app with a series of their own; the rest count as site=\"other\".").Default("200").Int()
+	c.topExpiry = f("top.expiry", "Drop a class or site series idle this long, making room for others (0: never).").Default("1h").Duration()
+	c.requestTimeout = f("request.timeout", "Timeout of the JDWP handshake, HELO, and the REAQ probe (no answer: tracking unsupported, Android 12+).").Default("5s").Duration()
+	c.reportTimeout = f("report.timeout", "Timeout of a REAL (allocation report) request.").Default("30s").Duration()
+	c.reportsPerDev = f("reports.per-device", "Concurrent report transfers per device (USB bandwidth).").Default("2").Int()
+	c.reprobe = f("reprobe.interval", "How often an app without tracking support is probed again.").Default("30m").Duration()
+	c.shutdownTimeout = f("shutdown.timeout", "On SIGINT/SIGTERM, how long to wait while every app's tracking is turned off. A second signal exits at once.").Default("10s").Duration()
+	c.simulate = f("simulate", "Serve a simulated farm instead of real devices: an in-process adb server with simulated devices and apps (its control API is at /sim/devices).").Bool()
+	c.simDevices = f("simulate.devices", "Simulated devices (with --simulate).").Default("3").Int()
+	c.simApps = f("simulate.apps", "Simulated apps per device (with --simulate).").Default("2").Int()
+	c.simRate = f("simulate.rate", "Allocations per second of each simulated app (with --simulate).").Default("500").Float64()
+	return c
+}
+
+func (c *serveCmd) validate() error {
+	switch {
+	case *c.window <= 0:
+		return fmt.Errorf("--window must be positive, got %v", *c.window)
+	case *c.windowMin <= 0 || *c.windowMin > *c.window:
+		return fmt.Errorf("--window.min must be positive and at most --window (%v), got %v", *c.window, *c.windowMin)
+	case *c.topClasses < 1 || *c.topSites < 1:
+		return fmt.Errorf("--top.classes and --top.sites must be at least 1")
+	case *c.topExpiry < 0:
+		return fmt.Errorf("--top.expiry must not be negative")
+	case *c.requestTimeout <= 0 || *c.reportTimeout <= 0 || *c.reprobe <= 0 || *c.shutdownTimeout <= 0:
+		return fmt.Errorf("timeouts and intervals must be positive")
+	case *c.reportsPerDev < 1:
+		return fmt.Errorf("--reports.per-device must be at least 1")
+	case *c.simulate && (*c.simDevices < 1 || *c.simApps < 0 || *c.simRate < 0):
+		return fmt.Errorf("--simulate.devices must be at least 1, --simulate.apps and --simulate.rate not negative")
+	}
+	return nil
+}
+
+func (c *serveCmd) run(stderr io.Writer) int {
+	if err := c.validate(); err != nil {
+		fmt.Fprintf(stderr, "alloctrack serve: %v\n", err)
+		return exitUsage
+	}
+	serials, err := alloctrack.NewFilter(*c.serials, *c.serialsExclude)
+	if err != nil {
+		fmt.Fprintf(stderr, "alloctrack serve: --serial: %v\n", err)
+		return exitUsage
+	}
+	packages, err := alloctrack.NewFilter(*c.packages, *c.packagesExclude)
+	if err != nil {
+		fmt.Fprintf(stderr, "alloctrack serve: --package: %v\n", err)
+		return exitUsage
+	}
+	log, slogger, err := c.log.newLogger(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "alloctrack serve: %v\n", err)
+		return exitUsage
+	}
+	defer log.Sync()
+
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		s, ok := <-sigs
+		if !ok {
+			return
+		}
+		log.Info("signal received; turning tracking off in every app", zap.String("signal", s.String()), zap.Duration("timeout", *c.shutdownTimeout))
+		stop()
+		if _, ok := <-sigs; ok {
+			log.Warn("second signal: exiting at once")
+			os.Exit(exitFailure)
+		}
+	}()
+
+	extra := map[string]http.Handler{}
+	var links []web.LandingLinks
+	addrs := *c.adbAddrs
+	if *c.simulate {
+		farm := sim.NewFarm(sim.FarmConfig{
+			Devices: *c.simDevices, AppsPerDevice: *c.simApps,
+			APIs:     []int{30, 28, 31},
+			Workload: simWorkload(*c.simRate),
+		})
+		defer farm.Close()
+		a, err := farm.ServeHost("127.0.0.1:0")
+		if err != nil {
+			log.Error("starting the simulated adb server", zap.Error(err))
+			return exitFailure
+		}
+		addrs = []string{a.String()}
+		extra["/sim/"] = http.StripPrefix("/sim", farm.Handler())
+		links = append(links, web.LandingLinks{Address: "sim/devices", Text: "Simulated devices (control API)"})
+		log.Info("simulated farm", zap.String("adb_server", a.String()), zap.Int("devices", *c.simDevices), zap.Int("apps_per_device", *c.simApps))
+	}
+	if len(addrs) == 0 {
+		addrs = []string{adb.DefaultAddress()}
+	}
+	var sources []alloctrack.Source
+	for _, a := range addrs {
+		sources = append(sources, adb.NewClient(a))
+	}
+
+	d := alloctrack.NewDaemon(alloctrack.DaemonConfig{
+		Serials: serials, Packages: packages,
+		Session: alloctrack.SessionConfig{
+			Window: *c.window, MinWindow: *c.windowMin,
+			RequestTimeout: *c.requestTimeout, ReportTimeout: *c.reportTimeout,
+		},
+		Aggregate:        alloctrack.AggregateConfig{TopClasses: *c.topClasses, TopSites: *c.topSites, Expiry: *c.topExpiry},
+		ReportsPerDevice: *c.reportsPerDev,
+		Reprobe:          *c.reprobe,
+	}, sources, log)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		versioncollector.NewCollector("alloctrack"),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		exporter.NewCollector(d),
+	)
+	handler, err := exporter.NewHandler(reg, exporter.HandlerConfig{Version: version.Info(), Ready: d.Ready, Extra: extra, ExtraLinks: links})
+	if err != nil {
+		log.Error("building the HTTP handler", zap.Error(err))
+		return exitFailure
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srvErr := make(chan error, 1)
+	go func() { srvErr <- web.ListenAndServe(srv, c.web, slogger) }()
+
+	log.Info("starting alloctrack", zap.String("version", version.Info()), zap.Strings("adb_servers", addrs), zap.Duration("window", *c.window))
+	daemonDone := make(chan struct{})
+	go func() {
+		d.Run(ctx)
+		close(daemonDone)
+	}()
+
+	status := exitOK
+	select {
+	case err := <-srvErr:
+		if !errors.Is(err, http.ErrServerClosed) {
+			log.Error("HTTP server failed", zap.Error(err))
+			status = exitFailure
+		}
+		stop()
+	case <-ctx.Done():
+	}
+	select {
+	case <-daemonDone:
+		log.Info("every session ended; tracking is off")
+	case <-time.After(*c.shutdownTimeout):
+		log.Warn("shutdown timeout: some apps may still have tracking on", zap.Duration("timeout", *c.shutdownTimeout))
+		status = exitFailure
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	srv.Shutdown(sctx)
+	cancel()
+	return status
+}
+
+func simWorkload(rate float64) sim.Workload {
+	w := sim.DefaultWorkload()
+	w.Rate = rate
+	return w
+}

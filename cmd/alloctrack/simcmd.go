@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/alloctrack/alloctrack/sim"
+)
+
+type simCmd struct {
+	cmd       *kingpin.CmdClause
+	log       *logFlags
+	devices   *int
+	apps      *int
+	apis      *[]int
+	rate      *float64
+	sites     *int
+	threads   *int
+	skew      *float64
+	depth     *int
+	seed      *uint64
+	listen    *string
+	adbServer *string
+	control   *string
+}
+
+func newSimCmd(app *kingpin.Application) *simCmd {
+	c := &simCmd{cmd: app.Command("sim", "Serve simulated Android devices and debuggable apps: as adbd endpoints for a real adb server (--listen), or as a self-contained adb server (--adb-server).")}
+	f := c.cmd.Flag
+	c.log = addLogFlags(c.cmd)
+	c.devices = f("devices", "Number of simulated devices.").Default("2").Int()
+	c.apps = f("apps", "Apps per device.").Default("2").Int()
+	c.apis = f("api", "API level of the devices, used in turn; repeatable (31+ shows Android 12's missing tracker).").Default("30").Ints()
+	c.rate = f("rate", "Allocations per second of each app.").Default("2000").Float64()
+	c.sites = f("sites", "Distinct allocation sites per app.").Default("200").Int()
+	c.threads = f("threads", "Allocating threads per app.").Default("4").Int()
+	c.skew = f("skew", "Zipf exponent over sites (> 1; higher is more skewed).").Default("1.2").Float64()
+	c.depth = f("depth", "Recorded stack depth (16 by default; up to 128 on API 24+).").Default("16").Int()
+	c.seed = f("seed", "Workload seed.").Default("1").Uint64()
+	c.listen = f("listen", "Serve each device over the adbd wire protocol, device i on port PORT+i of HOST (HOST:PORT); attach with `adb connect`.").String()
+	c.adbServer = f("adb-server", "Serve the devices through a simulated adb server on HOST:PORT.").String()
+	c.control = f("control", "Serve the control API (add/remove apps, inject faults) on HOST:PORT.").Default("127.0.0.1:0").String()
+	return c
+}
+
+func (c *simCmd) run(stdout, stderr io.Writer) int {
+	if *c.listen == "" && *c.adbServer == "" {
+		fmt.Fprintln(stderr, "alloctrack sim: give --listen HOST:PORT (adbd endpoints for a real adb server) and/or --adb-server HOST:PORT")
+		return exitUsage
+	}
+	if *c.devices < 1 || *c.apps < 0 || *c.rate < 0 || *c.sites < 1 || *c.threads < 1 || *c.skew <= 1 || *c.depth < 1 || *c.depth > 128 {
+		fmt.Fprintln(stderr, "alloctrack sim: need --devices ≥ 1, --apps ≥ 0, --rate ≥ 0, --sites ≥ 1, --threads ≥ 1, --skew > 1, 1 ≤ --depth ≤ 128")
+		return exitUsage
+	}
+	for _, api := range *c.apis {
+		if api < 1 || api > 99 {
+			fmt.Fprintf(stderr, "alloctrack sim: --api %d is not an Android API level\n", api)
+			return exitUsage
+		}
+	}
+	log, _, err := c.log.newLogger(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "alloctrack sim: %v\n", err)
+		return exitUsage
+	}
+	defer log.Sync()
+
+	w := sim.DefaultWorkload()
+	w.Rate, w.Sites, w.Threads, w.Skew, w.Seed = *c.rate, *c.sites, *c.threads, *c.skew, *c.seed
+	farm := sim.NewFarm(sim.FarmConfig{Devices: *c.devices, AppsPerDevice: *c.apps, APIs: *c.apis, Workload: w, Depth: *c.depth})
+	defer farm.Close()
+
+	if *c.adbServer != "" {
+		a, err := farm.ServeHost(*c.adbServer)
+		if err != nil {
+			fmt.Fprintf(stderr, "alloctrack sim: --adb-server %s: %v\n", *c.adbServer, err)
+			return exitFailure
+		}
+		_, port, _ := net.SplitHostPort(a.String())
+		fmt.Fprintf(stdout, "adb server (simulated) on %s: ANDROID_ADB_SERVER_PORT=%s adb devices -l\n", a, port)
+	}
+	if *c.listen != "" {
+		host, port, err := net.SplitHostPort(*c.listen)
+		p, perr := strconv.Atoi(port)
+		if err != nil || perr != nil || p < 0 || p > 65535 {
+			fmt.Fprintf(stderr, "alloctrack sim: --listen %q is not HOST:PORT\n", *c.listen)
+			return exitUsage
+		}
+		addrs, err := farm.ServeAdbd(host, p)
+		if err != nil {
+			fmt.Fprintf(stderr, "alloctrack sim: --listen %s: %v\n", *c.listen, err)
+			return exitFailure
+		}
+		for i, a := range addrs {
+			fmt.Fprintf(stdout, "device %s (adbd) on %s: adb connect %s\n", farm.Devices()[i].Serial(), a, a)
+		}
+	}
+	for _, d := range farm.Devices() {
+		for _, vm := range d.VMs() {
+			fmt.Fprintf(stdout, "  %s API %d: pid %d %s\n", d.Serial(), vm.Config().API, vm.PID(), vm.ProcessName())
+		}
+	}
+
+	cl, err := net.Listen("tcp", *c.control)
+	if err != nil {
+		fmt.Fprintf(stderr, "alloctrack sim: --control %s: %v\n", *c.control, err)
+		return exitFailure
+	}
+	srv := &http.Server{Handler: farm.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(cl)
+	fmt.Fprintf(stdout, "control API on http://%s/devices\n", cl.Addr())
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+	log.Info("stopping the simulator")
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	srv.Shutdown(sctx)
+	cancel()
+	return exitOK
+}

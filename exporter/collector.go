@@ -1,0 +1,175 @@
+package exporter
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/alloctrack/alloctrack/alloctrack"
+)
+
+// Namespace prefixes every metric.
+const Namespace = "alloctrack"
+
+// Source gives the collector its snapshot. It must not do I/O.
+type Source interface {
+	Snapshot() alloctrack.Snapshot
+}
+
+// AppStates are the app states the collector reports, one series each.
+var AppStates = []string{
+	alloctrack.StateConnecting, alloctrack.StateTracking, alloctrack.StateUnsupported,
+	alloctrack.StateBackoff, alloctrack.StateHeld, alloctrack.StateExited,
+}
+
+// DeviceStates are the device states reported, one series each; a state
+// adb reports that is not listed shows as "other".
+var DeviceStates = []string{"device", "offline", "unauthorized", "authorizing", "connecting", "recovery", "sideload", "bootloader", "gone", "other"}
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", name), help, labels, nil)
+}
+
+var (
+	app = []string{"serial", "package"}
+
+	descServerUp     = desc("adb_server_up", "Whether the adb server answered track-devices (1) or not (0).", "server")
+	descServerErrors = desc("adb_server_errors_total", "Times the connection to the adb server failed or ended.", "server")
+	descDeviceState  = desc("device_state", "Device state as adb reports it: 1 for the current state.", "server", "serial", "state")
+	descDeviceAPI    = desc("device_api_level", "Android API level of the device (ro.build.version.sdk); absent until read.", "server", "serial")
+	descDeviceErrors = desc("device_errors_total", "Errors on a device before an app was named, by stage.", "serial", "stage")
+
+	descAppState       = desc("app_state", "App session state: 1 for the current state. unsupported means Android 12+ (no allocation tracker over DDM).", "serial", "package", "state")
+	descAppTracking    = desc("app_tracking", "Whether allocation tracking is on for the app (1) or not (0).", app...)
+	descAppPID         = desc("app_pid", "Process id of the app's newest process.", app...)
+	descWindows        = desc("windows_total", "Windows whose report was counted.", app...)
+	descOverflowed     = desc("overflowed_windows_total", "Windows whose report held 65,535 entries, so older allocations were lost.", app...)
+	descWindowSeconds  = desc("window_seconds", "Current window length; shorter after overflowed windows.", app...)
+	descRTT            = desc("report_round_trip_seconds", "Time from REAL request to reply; the app's allocating threads stall while the VM builds it.", app...)
+	descReportBytes    = desc("report_bytes_total", "Bytes of allocation reports received.", app...)
+	descLastEntries    = desc("last_report_entries", "Entries in the app's last report.", app...)
+	descAppErrors      = desc("app_errors_total", "Errors of the app's sessions, by stage.", "serial", "package", "stage")
+	descAppAllocs      = desc("app_allocations_total", "Allocations counted for the app: the exact total, never reduced by series expiry.", app...)
+	descAppBytes       = desc("app_allocated_bytes_total", "Bytes allocated by counted allocations of the app: the exact total.", app...)
+	descClassAllocs    = desc("allocations_total", "Allocations per allocated class; classes without a series of their own count into class=\"other\".", "serial", "package", "class")
+	descClassBytes     = desc("allocated_bytes_total", "Bytes allocated per allocated class; see alloctrack_allocations_total.", "serial", "package", "class")
+	descSiteAllocs     = desc("site_allocations_total", "Allocations per allocation site (allocated class and whole stack); others count into site=\"other\".", "serial", "package", "class", "site", "frame")
+	descSiteBytes      = desc("site_allocated_bytes_total", "Bytes allocated per allocation site; see alloctrack_site_allocations_total.", "serial", "package", "class", "site", "frame")
+	descSiteInfo       = desc("site_info", "The frames of an allocation site, top first (capped in length); join on site.", "site", "stack")
+	descSnapshotApps   = desc("apps", "Apps the daemon has counters for.")
+	descSnapshotSeries = desc("site_series", "Site series currently exported across all apps.")
+)
+
+// Collector turns a snapshot into metrics.
+type Collector struct {
+	src Source
+}
+
+// NewCollector returns a collector over src.
+func NewCollector(src Source) *Collector { return &Collector{src: src} }
+
+var _ prometheus.Collector = (*Collector)(nil)
+
+// Describe sends every descriptor.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		descServerUp, descServerErrors, descDeviceState, descDeviceAPI, descDeviceErrors,
+		descAppState, descAppTracking, descAppPID, descWindows, descOverflowed, descWindowSeconds,
+		descRTT, descReportBytes, descLastEntries, descAppErrors, descAppAllocs, descAppBytes,
+		descClassAllocs, descClassBytes, descSiteAllocs, descSiteBytes, descSiteInfo,
+		descSnapshotApps, descSnapshotSeries,
+	} {
+		ch <- d
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Collect builds the metrics from one snapshot.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.src.Snapshot()
+	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
+	m := prometheus.MustNewConstMetric
+	for _, sv := range s.Servers {
+		ch <- m(descServerUp, gauge, b2f(sv.Up), sv.Addr)
+		ch <- m(descServerErrors, counter, float64(sv.Errors), sv.Addr)
+	}
+	seenDevErr := map[string]bool{}
+	for _, d := range s.Devices {
+		state := d.State
+		known := false
+		for _, st := range DeviceStates {
+			if st == state {
+				known = true
+			}
+		}
+		if !known {
+			state = "other"
+		}
+		for _, st := range DeviceStates {
+			ch <- m(descDeviceState, gauge, b2f(st == state), d.Server, d.Serial, st)
+		}
+		if d.API > 0 {
+			ch <- m(descDeviceAPI, gauge, float64(d.API), d.Server, d.Serial)
+		}
+		if !seenDevErr[d.Serial] { // a serial seen through two servers counts once
+			seenDevErr[d.Serial] = true
+			for stage, n := range d.Errors {
+				ch <- m(descDeviceErrors, counter, float64(n), d.Serial, stage)
+			}
+		}
+	}
+	sites := map[string]string{}
+	nSites := 0
+	for _, a := range s.Apps {
+		l := []string{a.Serial, a.Package}
+		for _, st := range AppStates {
+			ch <- m(descAppState, gauge, b2f(st == a.State), a.Serial, a.Package, st)
+		}
+		ch <- m(descAppTracking, gauge, b2f(a.Tracking), l...)
+		ch <- m(descAppPID, gauge, float64(a.PID), l...)
+		ch <- m(descWindows, counter, float64(a.Windows), l...)
+		ch <- m(descOverflowed, counter, float64(a.Overflowed), l...)
+		ch <- m(descWindowSeconds, gauge, a.Window.Seconds(), l...)
+		ch <- m(descReportBytes, counter, float64(a.ReportBytes), l...)
+		ch <- m(descLastEntries, gauge, float64(a.LastReportEntries), l...)
+		buckets := make(map[float64]uint64, len(a.RTT.Bounds))
+		for i, b := range a.RTT.Bounds {
+			buckets[b] = a.RTT.Counts[i]
+		}
+		ch <- prometheus.MustNewConstHistogram(descRTT, a.RTT.Count, a.RTT.Sum, buckets, l...)
+		for stage, n := range a.Errors {
+			ch <- m(descAppErrors, counter, float64(n), a.Serial, a.Package, stage)
+		}
+		ct := a.Counts
+		ch <- m(descAppAllocs, counter, float64(ct.Total.Allocations), l...)
+		ch <- m(descAppBytes, counter, float64(ct.Total.Bytes), l...)
+		for _, cc := range ct.Classes {
+			ch <- m(descClassAllocs, counter, float64(cc.Allocations), a.Serial, a.Package, cc.Class)
+			ch <- m(descClassBytes, counter, float64(cc.Bytes), a.Serial, a.Package, cc.Class)
+		}
+		ch <- m(descClassAllocs, counter, float64(ct.ClassOther.Allocations), a.Serial, a.Package, alloctrack.Other)
+		ch <- m(descClassBytes, counter, float64(ct.ClassOther.Bytes), a.Serial, a.Package, alloctrack.Other)
+		for _, sc := range ct.Sites {
+			frame := sc.Frame
+			if frame == "" {
+				frame = "none"
+			}
+			ch <- m(descSiteAllocs, counter, float64(sc.Allocations), a.Serial, a.Package, sc.Class, sc.ID, frame)
+			ch <- m(descSiteBytes, counter, float64(sc.Bytes), a.Serial, a.Package, sc.Class, sc.ID, frame)
+			sites[sc.ID] = sc.Stack
+			nSites++
+		}
+		ch <- m(descSiteAllocs, counter, float64(ct.SiteOther.Allocations), a.Serial, a.Package, alloctrack.Other, alloctrack.Other, alloctrack.Other)
+		ch <- m(descSiteBytes, counter, float64(ct.SiteOther.Bytes), a.Serial, a.Package, alloctrack.Other, alloctrack.Other, alloctrack.Other)
+	}
+	for id, stack := range sites {
+		ch <- m(descSiteInfo, gauge, 1, id, stack)
+	}
+	ch <- m(descSnapshotApps, gauge, float64(len(s.Apps)))
+	ch <- m(descSnapshotSeries, gauge, float64(nSites))
+}
+

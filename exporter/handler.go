@@ -1,0 +1,61 @@
+package exporter
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/exporter-toolkit/web"
+)
+
+// HandlerConfig configures the HTTP endpoints.
+type HandlerConfig struct {
+	Version string
+	// Ready reports readiness for /-/ready (nil: always ready).
+	Ready func() bool
+	// Extra routes (pprof endpoints, for instance), by pattern.
+	Extra map[string]http.Handler
+	// ExtraLinks are added to the landing page.
+	ExtraLinks []web.LandingLinks
+}
+
+// NewHandler serves /metrics from reg, /-/healthy, /-/ready and a landing
+// page at /.
+func NewHandler(reg *prometheus.Registry, cfg HandlerConfig) (http.Handler, error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorHandling:     promhttp.ContinueOnError,
+		EnableOpenMetrics: true,
+		Registry:          reg,
+	}))
+	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "Healthy")
+	})
+	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, r *http.Request) {
+		if cfg.Ready != nil && !cfg.Ready() {
+			http.Error(w, "Not ready: no adb server has answered yet", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "Ready")
+	})
+	for p, h := range cfg.Extra {
+		mux.Handle(p, h)
+	}
+	links := append([]web.LandingLinks{
+		{Address: "metrics", Text: "Metrics"},
+		{Address: "-/healthy", Text: "Health"},
+		{Address: "-/ready", Text: "Readiness"},
+	}, cfg.ExtraLinks...)
+	landing, err := web.NewLandingPage(web.LandingConfig{
+		Name:        "alloctrack",
+		Description: "Java heap allocations of debuggable Android apps, from the VM's allocation tracker over adb and JDWP/DDM",
+		Version:     cfg.Version,
+		Links:       links,
+	})
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle("/", landing)
+	return mux, nil
+}
