@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -251,8 +252,8 @@ func (s *Session) handshake(ctx context.Context, rwc io.ReadWriteCloser, cfg Ses
 		},
 	})
 	if err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, fmt.Errorf("%s: %w", StageHello, ErrHeld)
+		if closedByPeer(err) {
+			return nil, fmt.Errorf("%s: %w (%v)", StageHello, ErrHeld, err)
 		}
 		return nil, fmt.Errorf("%s: JDWP handshake: %w", StageHello, err)
 	}
@@ -327,4 +328,10 @@ func (s *Session) disable(ctx context.Context, c *ddms.Client, cfg SessionConfig
 		return errors.New("tracking still on after REAE 0")
 	}
 	return nil
+}
+
+// closedByPeer tells whether err means the other end closed the stream.
+func closedByPeer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.ErrClosedPipe) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
 }

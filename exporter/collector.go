@@ -172,4 +172,3 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- m(descSnapshotApps, gauge, float64(len(s.Apps)))
 	ch <- m(descSnapshotSeries, gauge, float64(nSites))
 }
-

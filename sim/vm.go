@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -104,6 +105,26 @@ type VM struct {
 	total          *truthAcc
 	closedReported *truthAcc // Reported of every closed window
 	killed         chan struct{}
+	trace          []string // the newest requests, oldest first
+}
+
+const maxTrace = 256
+
+// Trace returns the newest requests the VM was sent (up to 256), oldest
+// first: chunk types, with REAE shown as "REAE 1" or "REAE 0", and
+// non-DDM commands as "JDWP set/cmd".
+func (vm *VM) Trace() []string {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	return append([]string(nil), vm.trace...)
+}
+
+func (vm *VM) traceLocked(s string) {
+	if len(vm.trace) == maxTrace {
+		copy(vm.trace, vm.trace[1:])
+		vm.trace = vm.trace[:maxTrace-1]
+	}
+	vm.trace = append(vm.trace, s)
 }
 
 // NewVM returns a running VM. api is the device's API level, used when the
@@ -491,6 +512,7 @@ func (vm *VM) handle(c net.Conn, p *jdwp.Packet) bool {
 	if !ddms.IsDDM(p.CommandSet, p.Command) {
 		vm.mu.Lock()
 		vm.stats.NonDDM++
+		vm.traceLocked(fmt.Sprintf("JDWP %d/%d", p.CommandSet, p.Command))
 		vm.mu.Unlock()
 		return vm.writeEmptyReply(c, p.ID, jdwpNotImplemented) == nil
 	}
@@ -502,6 +524,11 @@ func (vm *VM) handle(c net.Conn, p *jdwp.Packet) bool {
 	vm.mu.Lock()
 	vm.advanceLocked(time.Now())
 	vm.stats.Chunks[ch.Type.String()]++
+	if ch.Type == ddms.REAE && len(ch.Data) == 1 {
+		vm.traceLocked(fmt.Sprintf("REAE %d", ch.Data[0]))
+	} else {
+		vm.traceLocked(ch.Type.String())
+	}
 	latency := vm.faults.Latency
 	api := vm.cfg.API
 	vm.mu.Unlock()

@@ -1,0 +1,271 @@
+package alloctrack_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/sim"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type fixture struct {
+	dev      *sim.Device
+	vm       *sim.VM
+	counters *alloctrack.Counters
+	stats    *alloctrack.AppStats
+	session  *alloctrack.Session
+}
+
+func newFixture(t *testing.T, api int, app sim.AppConfig, cfg alloctrack.SessionConfig) *fixture {
+	t.Helper()
+	d := sim.NewDevice(sim.DeviceConfig{Serial: "s1", API: api})
+	if app.PID == 0 {
+		app.PID = 321
+	}
+	if app.Package == "" {
+		app.Package = "com.example.fix"
+	}
+	vm := sim.NewVM(app, api)
+	d.AddVM(vm)
+	t.Cleanup(d.Close)
+	f := &fixture{dev: d, vm: vm, counters: alloctrack.NewCounters(alloctrack.AggregateConfig{TopClasses: 1000, TopSites: 10000}),
+		stats: alloctrack.NewAppStats("s1", app.PID)}
+	f.session = &alloctrack.Session{
+		Serial: "s1", PID: app.PID,
+		Open: func(ctx context.Context) (io.ReadWriteCloser, error) {
+			return d.OpenService("jdwp:" + strconv.Itoa(app.PID))
+		},
+		Bind: func(name string) (*alloctrack.Counters, *alloctrack.AppStats) {
+			return f.counters, f.stats
+		},
+		Config: cfg,
+	}
+	return f
+}
+
+// run starts the session and returns a function that stops it and
+// returns its error.
+func (f *fixture) run(t *testing.T) (stop func() error, done <-chan error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- f.session.Run(ctx) }()
+	var once bool
+	var err error
+	stop = func() error {
+		if !once {
+			once = true
+			cancel()
+			select {
+			case err = <-errc:
+			case <-time.After(10 * time.Second):
+				t.Fatal("session did not end within 10 s of cancel")
+			}
+		}
+		return err
+	}
+	t.Cleanup(func() { stop() })
+	return stop, errc
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (f *fixture) windows() uint64 {
+	return f.stats.Snapshot().Windows
+}
+
+func TestSessionWindowOrderAndCleanExit(t *testing.T) {
+	wl := sim.DefaultWorkload()
+	wl.Rate = 5000
+	f := newFixture(t, 30, sim.AppConfig{Workload: wl}, alloctrack.SessionConfig{Window: 50 * time.Millisecond})
+	stop, _ := f.run(t)
+	waitFor(t, "3 windows", func() bool { return f.windows() >= 3 })
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	tr := f.vm.Trace()
+	want := []string{"HELO", "REAQ", "REAE 1"}
+	if !slices.Equal(tr[:3], want) {
+		t.Fatalf("trace starts %q, want %q", tr[:3], want)
+	}
+	body := tr[3 : len(tr)-2]
+	if len(body)%3 != 0 || len(body) < 9 {
+		t.Fatalf("window part of the trace: %q", body)
+	}
+	for i := 0; i < len(body); i += 3 {
+		if !slices.Equal(body[i:i+3], []string{"REAL", "REAE 0", "REAE 1"}) {
+			t.Fatalf("window %d sent %q, want REAL, REAE 0, REAE 1", i/3, body[i:i+3])
+		}
+	}
+	if end := tr[len(tr)-2:]; !slices.Equal(end, []string{"REAE 0", "REAQ"}) {
+		t.Fatalf("trace ends %q, want REAE 0 then REAQ", end)
+	}
+	if f.vm.Tracking() {
+		t.Fatal("tracking still on after the session ended")
+	}
+	if n := f.vm.Stats().NonDDM; n != 0 {
+		t.Fatalf("%d non-DDM JDWP commands sent", n)
+	}
+	// Every whole report the VM sent was counted, exactly.
+	got := f.counters.Snapshot()
+	want2 := f.vm.TotalReported()
+	if got.Total != want2.Total || got.Total.Allocations == 0 {
+		t.Fatalf("counted %+v, VM reported %+v", got.Total, want2.Total)
+	}
+	for _, c := range got.Classes {
+		if want2.ByClass[c.Class] != c.Count {
+			t.Fatalf("class %s: counted %+v, reported %+v", c.Class, c.Count, want2.ByClass[c.Class])
+		}
+	}
+}
+
+func TestSessionOverflowShrinksWindow(t *testing.T) {
+	wl := sim.DefaultWorkload()
+	wl.Rate = 300000 // 120,000 allocations in a 400 ms window: the report overflows
+	f := newFixture(t, 30, sim.AppConfig{Workload: wl},
+		alloctrack.SessionConfig{Window: 400 * time.Millisecond, MinWindow: 50 * time.Millisecond})
+	f.run(t)
+	waitFor(t, "an overflowed window and a shorter window", func() bool {
+		st := f.stats.Snapshot()
+		return st.Overflowed > 0 && st.Window < 400*time.Millisecond
+	})
+	// The app calms down: windows grow back.
+	f.vm.Pause(true)
+	waitFor(t, "window back at 400 ms", func() bool { return f.stats.Snapshot().Window == 400*time.Millisecond })
+}
+
+func TestSessionUnsupportedOnAPI31(t *testing.T) {
+	f := newFixture(t, 31, sim.AppConfig{}, alloctrack.SessionConfig{RequestTimeout: 200 * time.Millisecond})
+	err := f.session.Run(context.Background())
+	if !errors.Is(err, alloctrack.ErrUnsupported) {
+		t.Fatalf("err = %v, want ErrUnsupported", err)
+	}
+	if f.stats.Snapshot().State != alloctrack.StateUnsupported {
+		t.Fatalf("state %q", f.stats.Snapshot().State)
+	}
+	for _, s := range f.vm.Trace() {
+		if strings.HasPrefix(s, "REAE") {
+			t.Fatalf("sent %s to an unsupported VM", s)
+		}
+	}
+}
+
+func TestSessionRestartsTrackingLeftOn(t *testing.T) {
+	f := newFixture(t, 30, sim.AppConfig{}, alloctrack.SessionConfig{Window: 50 * time.Millisecond})
+	// A client that died left tracking on.
+	s := f.session
+	s2 := *s
+	s2.Config.Window = time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		waitFor(t, "tracking on", f.vm.Tracking)
+		f.dev.Disconnect() // the first client's stream dies; no disable reaches the VM
+		cancel()
+	}()
+	s2.Run(ctx)
+	if !f.vm.Tracking() {
+		t.Fatal("precondition: tracking should still be on")
+	}
+	n := len(f.vm.Trace())
+	stop, _ := f.run(t)
+	waitFor(t, "a window", func() bool { return f.windows() >= 1 })
+	stop()
+	tr := f.vm.Trace()[n:]
+	if !slices.Equal(tr[:4], []string{"HELO", "REAQ", "REAE 0", "REAE 1"}) {
+		t.Fatalf("trace %q, want HELO, REAQ, REAE 0, REAE 1", tr[:4])
+	}
+}
+
+func TestSessionHeldByAnotherDebugger(t *testing.T) {
+	f := newFixture(t, 30, sim.AppConfig{}, alloctrack.SessionConfig{})
+	f.vm.SetFaults(sim.Faults{DebuggerAttached: true})
+	if err := f.session.Run(context.Background()); !errors.Is(err, alloctrack.ErrHeld) {
+		t.Fatalf("err = %v, want ErrHeld", err)
+	}
+}
+
+func TestSessionPackageFilter(t *testing.T) {
+	f := newFixture(t, 30, sim.AppConfig{Package: "com.other"}, alloctrack.SessionConfig{})
+	f.session.Accept = func(app string) bool { return app == "com.wanted" }
+	if err := f.session.Run(context.Background()); !errors.Is(err, alloctrack.ErrFiltered) {
+		t.Fatalf("err = %v, want ErrFiltered", err)
+	}
+	if tr := f.vm.Trace(); !slices.Equal(tr, []string{"HELO"}) {
+		t.Fatalf("a filtered app was sent %q", tr)
+	}
+}
+
+func TestSessionWaitsForAppName(t *testing.T) {
+	f := newFixture(t, 30, sim.AppConfig{Package: "com.late", NameAfter: 200 * time.Millisecond}, alloctrack.SessionConfig{Window: 50 * time.Millisecond})
+	named := make(chan string, 1)
+	bind := f.session.Bind
+	f.session.Bind = func(app string) (*alloctrack.Counters, *alloctrack.AppStats) {
+		named <- app
+		return bind(app)
+	}
+	f.run(t)
+	waitFor(t, "a window", func() bool { return f.windows() >= 1 })
+	if n := <-named; n != "com.late" {
+		t.Fatalf("bound to %q, want com.late (from APNM)", n)
+	}
+}
+
+func TestSessionCorruptReportIsCountedAndSkipped(t *testing.T) {
+	wl := sim.DefaultWorkload()
+	wl.Rate = 2000
+	f := newFixture(t, 30, sim.AppConfig{Workload: wl}, alloctrack.SessionConfig{Window: 50 * time.Millisecond})
+	f.vm.SetFaults(sim.Faults{CorruptREAL: 1, TruncateREAL: 1})
+	stop, _ := f.run(t)
+	waitFor(t, "4 windows", func() bool { return f.windows() >= 4 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.stats.Snapshot().Errors[alloctrack.StageParse]; n != 2 {
+		t.Fatalf("%d parse errors counted, want 2", n)
+	}
+	if got, want := f.counters.Snapshot().Total, f.vm.TotalReported().Total; got != want {
+		t.Fatalf("counted %+v, VM reported %+v", got, want)
+	}
+}
+
+func TestSessionHungReportEndsSessionAndDisables(t *testing.T) {
+	f := newFixture(t, 30, sim.AppConfig{}, alloctrack.SessionConfig{Window: 20 * time.Millisecond, ReportTimeout: 200 * time.Millisecond})
+	f.vm.SetFaults(sim.Faults{HangREAL: 1})
+	err := f.session.Run(context.Background())
+	if err == nil || !strings.HasPrefix(err.Error(), alloctrack.StageReport) {
+		t.Fatalf("err = %v, want a report-stage error", err)
+	}
+	if f.stats.Snapshot().Errors[alloctrack.StageReport] != 1 {
+		t.Fatal("report error not counted")
+	}
+	if f.vm.Tracking() {
+		t.Fatal("tracking left on after a failed session")
+	}
+}
+
+func TestSessionDroppedConnection(t *testing.T) {
+	f := newFixture(t, 30, sim.AppConfig{}, alloctrack.SessionConfig{Window: 20 * time.Millisecond})
+	f.vm.SetFaults(sim.Faults{DropREAL: 1})
+	err := f.session.Run(context.Background())
+	if err == nil || !strings.HasPrefix(err.Error(), alloctrack.StageReport) {
+		t.Fatalf("err = %v, want a report-stage error", err)
+	}
+}
