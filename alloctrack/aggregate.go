@@ -44,6 +44,8 @@ type SiteInfo struct {
 	Class string // allocated class
 	Frame string // first app frame (see AppFrame), or the top frame
 	Stack string // every frame, top first, "; "-separated, capped
+	// Frames are the site's frames by names, top first.
+	Frames []FrameRef
 }
 
 // ClassCount and SiteCount are admitted series and their counts.
@@ -52,7 +54,8 @@ type (
 		SiteInfo
 		Count
 	}
-	// AppCounts is a consistent copy of one app's counters.
+	// AppCounts is a consistent copy of one app's counters. Sites share
+	// their SiteInfo (frames included) with the counters: do not modify.
 	AppCounts struct {
 		Total      Count
 		Classes    []ClassCount // admitted, by name
@@ -192,6 +195,10 @@ func (c *Counters) siteInfo(r *Report, a *Allocation, h uint64) SiteInfo {
 	info := SiteInfo{ID: SiteID(h), Class: r.ClassName(a)}
 	if j := r.AppFrame(st); j >= 0 {
 		info.Frame = r.FrameString(st.At(j))
+	}
+	info.Frames = make([]FrameRef, st.Len())
+	for j, f := range st.All() {
+		info.Frames[j] = r.Ref(f)
 	}
 	var b strings.Builder
 	for j, f := range st.All() {

@@ -80,6 +80,10 @@ type Session struct {
 	Slots chan struct{}
 	// OnWindow, if set, sees every window (capture uses it).
 	OnWindow func(w *Window)
+	// Stop, when closed, ends the session gracefully: one last report is
+	// fetched for the window under way, then tracking is turned off and
+	// Run returns nil. Cancelling Run's context instead drops that window.
+	Stop <-chan struct{}
 	Log      *zap.Logger
 	now      func() time.Time
 }
@@ -165,12 +169,15 @@ func (s *Session) Run(ctx context.Context) (err error) {
 	defer timer.Stop()
 	for {
 		stats.update(func(st *AppStatus) { st.Window = window })
+		last := false
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-conn.Done():
 			stats.CountError(StageReport)
 			return fmt.Errorf("%s: %w", StageReport, conn.Err())
+		case <-s.Stop:
+			last = true
 		case <-timer.C:
 		}
 		if s.Slots != nil {
@@ -180,7 +187,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 				return nil
 			}
 		}
-		w, err := s.cycle(ctx, client, cfg)
+		w, err := s.cycle(ctx, client, cfg, !last)
 		if s.Slots != nil {
 			<-s.Slots
 		}
@@ -219,6 +226,9 @@ func (s *Session) Run(ctx context.Context) (err error) {
 		stats.update(func(st *AppStatus) { st.ReportBytes += uint64(len(w.Raw)) })
 		if s.OnWindow != nil {
 			s.OnWindow(w)
+		}
+		if last {
+			return nil
 		}
 		timer.Reset(window)
 	}
@@ -288,8 +298,9 @@ func (s *Session) hello(ctx context.Context, c *ddms.Client, cfg SessionConfig, 
 
 // cycle runs the end of one window: REAL, REAE 0 and REAE 1 written in one
 // burst (the VM handles them in order, so the next window starts as soon as
-// the report is built), then the REAL reply awaited and parsed.
-func (s *Session) cycle(ctx context.Context, c *ddms.Client, cfg SessionConfig) (*Window, error) {
+// the report is built), then the REAL reply awaited and parsed. The last
+// window of a session leaves REAE 1 out.
+func (s *Session) cycle(ctx context.Context, c *ddms.Client, cfg SessionConfig, again bool) (*Window, error) {
 	t0 := s.now()
 	wait, err := c.StartAllocations()
 	if err != nil {
@@ -298,8 +309,10 @@ func (s *Session) cycle(ctx context.Context, c *ddms.Client, cfg SessionConfig) 
 	if err := c.SetAllocTracking(false); err != nil {
 		return nil, err
 	}
-	if err := c.SetAllocTracking(true); err != nil {
-		return nil, err
+	if again {
+		if err := c.SetAllocTracking(true); err != nil {
+			return nil, err
+		}
 	}
 	rctx, cancel := context.WithTimeout(ctx, cfg.ReportTimeout)
 	raw, err := wait(rctx)

@@ -1,0 +1,164 @@
+package alloctrack
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/google/pprof/profile"
+)
+
+// FrameRef is a stack frame by names (dotted), independent of any report's
+// tables.
+type FrameRef struct {
+	Class, Method, File string
+	Line               int
+}
+
+// Function is the frame's function name: Class.method.
+func (f FrameRef) Function() string { return f.Class + "." + f.Method }
+
+// Ref returns frame f of r by names.
+func (r *Report) Ref(f Frame) FrameRef {
+	return FrameRef{Class: r.Classes[f.Class], Method: r.Methods[f.Method], File: r.Files[f.File], Line: int(f.Line)}
+}
+
+// noStack stands for the empty stack, so that every sample has a location.
+var noStack = FrameRef{Class: "<no stack>", Method: "<unknown>"}
+
+// ProfileBuilder builds a pprof allocation profile: sample types
+// alloc_objects/count and alloc_space/bytes, one location per distinct frame
+// with a stable, unique, non-zero synthetic address (profile consumers such
+// as Grafana Alloy tell stacks apart by addresses), and sample labels for the
+// allocated class and, when known, the thread.
+type ProfileBuilder struct {
+	p       *profile.Profile
+	mapping *profile.Mapping
+	locs    map[FrameRef]*profile.Location
+	addrs   map[uint64]FrameRef
+	funcs   map[[2]string]*profile.Function
+	samples map[sampleKey]*profile.Sample
+}
+
+type sampleKey struct {
+	site   uint64
+	class  string
+	thread int
+}
+
+// NewProfileBuilder returns an empty builder.
+func NewProfileBuilder() *ProfileBuilder {
+	m := &profile.Mapping{ID: 1, Start: 0x1000, Limit: ^uint64(0), File: "[java]", HasFunctions: true, HasFilenames: true, HasLineNumbers: true}
+	return &ProfileBuilder{
+		p: &profile.Profile{
+			SampleType: []*profile.ValueType{
+				{Type: "alloc_objects", Unit: "count"},
+				{Type: "alloc_space", Unit: "bytes"},
+			},
+			DefaultSampleType: "alloc_space",
+			PeriodType:        &profile.ValueType{Type: "space", Unit: "bytes"},
+			Period:            1,
+			Mapping:           []*profile.Mapping{m},
+		},
+		mapping: m,
+		locs:    map[FrameRef]*profile.Location{},
+		addrs:   map[uint64]FrameRef{},
+		funcs:   map[[2]string]*profile.Function{},
+		samples: map[sampleKey]*profile.Sample{},
+	}
+}
+
+// FrameAddress is the synthetic address of a frame before collision
+// handling: a hash of function, file and line, inside the mapping.
+func FrameAddress(f FrameRef) uint64 {
+	h := xxhash.Sum64String(f.Function() + "\x00" + f.File + "\x00" + strconv.Itoa(f.Line))
+	return h | 0x1000 // never zero, never below the mapping
+}
+
+func (b *ProfileBuilder) location(f FrameRef) *profile.Location {
+	if l := b.locs[f]; l != nil {
+		return l
+	}
+	addr := FrameAddress(f)
+	for {
+		other, taken := b.addrs[addr]
+		if !taken || other == f {
+			break
+		}
+		addr = (addr + 0x10) | 0x1000 // a collision: probe on, deterministically
+	}
+	b.addrs[addr] = f
+	fk := [2]string{f.Function(), f.File}
+	fn := b.funcs[fk]
+	if fn == nil {
+		fn = &profile.Function{ID: uint64(len(b.p.Function) + 1), Name: fk[0], SystemName: fk[0], Filename: f.File}
+		b.funcs[fk] = fn
+		b.p.Function = append(b.p.Function, fn)
+	}
+	line := int64(f.Line)
+	if line < 0 {
+		line = 0 // -1 unknown, -2 native: pprof has no such lines
+	}
+	l := &profile.Location{ID: uint64(len(b.p.Location) + 1), Mapping: b.mapping, Address: addr, Line: []profile.Line{{Function: fn, Line: line}}}
+	b.locs[f] = l
+	b.p.Location = append(b.p.Location, l)
+	return l
+}
+
+// AddSite adds count allocations of bytes at a site (frames top first).
+// thread < 0 means unknown.
+func (b *ProfileBuilder) AddSite(class string, frames []FrameRef, thread int, count, bytes uint64) {
+	if count == 0 && bytes == 0 {
+		return
+	}
+	h := uint64(0x9e3779b97f4a7c15)
+	for _, f := range frames {
+		h = mix(h, FrameAddress(f))
+	}
+	k := sampleKey{site: h, class: class, thread: thread}
+	s := b.samples[k]
+	if s == nil {
+		if len(frames) == 0 {
+			frames = []FrameRef{noStack}
+		}
+		locs := make([]*profile.Location, len(frames))
+		for i, f := range frames {
+			locs[i] = b.location(f)
+		}
+		s = &profile.Sample{Location: locs, Value: []int64{0, 0}, Label: map[string][]string{"class": {class}}}
+		if thread >= 0 {
+			s.Label["thread"] = []string{strconv.Itoa(thread)}
+		}
+		b.samples[k] = s
+		b.p.Sample = append(b.p.Sample, s)
+	}
+	s.Value[0] += int64(count)
+	s.Value[1] += int64(bytes)
+}
+
+// AddReport adds every allocation of r, with its thread.
+func (b *ProfileBuilder) AddReport(r *Report) {
+	refs := map[Frame]FrameRef{}
+	var frames []FrameRef
+	for i := range r.Allocations {
+		a := &r.Allocations[i]
+		frames = frames[:0]
+		for _, f := range r.Stack(a).All() {
+			ref, ok := refs[f]
+			if !ok {
+				ref = r.Ref(f)
+				refs[f] = ref
+			}
+			frames = append(frames, ref)
+		}
+		b.AddSite(r.ClassName(a), frames, int(a.Thread), 1, uint64(a.Size))
+	}
+}
+
+// Profile returns the profile built so far, stamped with a time and a
+// duration.
+func (b *ProfileBuilder) Profile(start time.Time, d time.Duration) *profile.Profile {
+	b.p.TimeNanos = start.UnixNano()
+	b.p.DurationNanos = int64(d)
+	return b.p
+}
