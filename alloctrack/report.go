@@ -61,9 +61,10 @@ type Report struct {
 	// parser (like ddmlib 25) ignores.
 	TrailingBytes int
 
-	frames []byte // frame bytes in wire layout: the payload, or built ones
-	stride int    // bytes per frame in frames; 0 means FrameLen
-	nFrame int    // number of frames of all allocations
+	nums   []int32 // ddmlib numbers when the report is a filtered subset
+	frames []byte  // frame bytes in wire layout: the payload, or built ones
+	stride int     // bytes per frame in frames; 0 means FrameLen
+	nFrame int     // number of frames of all allocations
 }
 
 // Stack is the frames of one allocation, top of stack first. It reads them
@@ -105,7 +106,29 @@ func (s Stack) Frames() []Frame {
 
 // Num is ddmlib's allocation number of the entry at index i: the first
 // entry gets the highest number, the last gets 1.
-func (r *Report) Num(i int) int { return len(r.Allocations) - i }
+func (r *Report) Num(i int) int {
+	if r.nums != nil {
+		return int(r.nums[i])
+	}
+	return len(r.Allocations) - i
+}
+
+// Filter returns a report holding the allocations keep accepts, sharing
+// r's tables and frame bytes. Allocation numbers stay those of r.
+func (r *Report) Filter(keep func(r *Report, i int) bool) *Report {
+	out := *r
+	out.Allocations = nil
+	out.nums = nil
+	out.nFrame = 0
+	for i := range r.Allocations {
+		if keep(r, i) {
+			out.Allocations = append(out.Allocations, r.Allocations[i])
+			out.nums = append(out.nums, int32(r.Num(i)))
+			out.nFrame += int(r.Allocations[i].Depth)
+		}
+	}
+	return &out
+}
 
 func (r *Report) frameStride() int {
 	if r.stride == 0 {

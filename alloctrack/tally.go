@@ -20,8 +20,9 @@ func (c *Count) add(size uint32) {
 
 // Site is an allocation site: the allocated class and its whole stack.
 type Site struct {
-	Class  string
-	Frames []string // "pkg.Class.method(File.java:12)", top first
+	Class    string
+	Frames   []string // "pkg.Class.method(File.java:12)", top first
+	AppFrame string   // the first frame outside framework packages, or the top frame
 	Count
 }
 
@@ -97,6 +98,9 @@ func (t *Tally) Add(r *Report) {
 		s := t.sites[key.String()]
 		if s == nil {
 			s = &Site{Class: cls, Frames: frames}
+			if j := r.AppFrame(stack); j >= 0 {
+				s.AppFrame = frames[j]
+			}
 			t.sites[key.String()] = s
 		}
 		s.add(a.Size)

@@ -4,7 +4,9 @@
 //
 //	serve            the daemon: track apps through adb servers, export Prometheus metrics
 //	sim              serve simulated devices and apps (to a real adb server or as one)
-//	report FILE...   summarise saved allocation reports (.alloc / REAL payloads)
+//	capture          record one app's allocations for a while into a directory
+//	report INPUT...  summarise reports (.alloc files, capture directories); budgets
+//	diff BASE NEW    compare two runs per class and site
 package main
 
 import (
@@ -20,7 +22,7 @@ import (
 const (
 	exitOK      = 0
 	exitFailure = 1 // runtime failure, including a bad input file
-	exitUsage   = 2 // bad flags or arguments
+	exitUsage   = 2 // bad flags or arguments, or a malformed budget file
 )
 
 func main() {
@@ -38,6 +40,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	rep := newReportCmd(app)
 	srv := newServeCmd(app)
 	sm := newSimCmd(app)
+	df := newDiffCmd(app)
+	cp := newCaptureCmd(app)
 	app.Version(version.Print("alloctrack"))
 
 	cmd, err := app.Parse(args)
@@ -52,6 +56,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return srv.run(stderr)
 	case sm.cmd.FullCommand():
 		return sm.run(stdout, stderr)
+	case df.cmd.FullCommand():
+		return df.run(stdout, stderr)
+	case cp.cmd.FullCommand():
+		return cp.run(stdout, stderr)
 	case "":
 		// --help or --version already printed.
 		return exitOK

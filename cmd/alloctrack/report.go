@@ -2,88 +2,221 @@ package main
 
 import (
 	"bufio"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
 )
 
+// Exit status of a run whose allocations exceed its budget.
+const exitBudget = 3
+
 type reportCmd struct {
 	cmd    *kingpin.CmdClause
-	files  *[]string
+	inputs *[]string
 	format *string
 	top    *int
+	class  *string
+	frame  *string
+	thread *int
+	output *string
+	budget *string
 }
 
 func newReportCmd(app *kingpin.Application) *reportCmd {
-	c := &reportCmd{cmd: app.Command("report", "Summarise saved allocation reports: raw REAL payloads, the bytes Android Studio saves as .alloc.")}
-	c.format = c.cmd.Flag("format", "Output format: text (summary) or jsonl (one object per allocation, in payload order).").
-		Default("text").Enum("text", "jsonl")
-	c.top = c.cmd.Flag("top", "How many classes and sites to list in the text summary.").Default("10").Int()
-	c.files = c.cmd.Arg("file", "Report files.").Required().Strings()
+	c := &reportCmd{cmd: app.Command("report", "Summarise allocation reports: raw REAL payloads (the bytes Android Studio saves as .alloc) and capture directories.")}
+	c.format = c.cmd.Flag("format", "Output: text (summary per input), jsonl (one object per allocation, in payload order), json (summary of all inputs), csv (one row per site), pprof (profile of all inputs).").
+		Default("text").Enum("text", "jsonl", "json", "csv", "pprof")
+	c.top = c.cmd.Flag("top", "How many classes and sites to list (0: all).").Default("10").Int()
+	c.class = c.cmd.Flag("class", "Only allocations whose class matches this regular expression (anywhere in the dotted name; anchor with ^…$).").String()
+	c.frame = c.cmd.Flag("frame", "Only allocations with a frame (Class.method(File:line)) matching this regular expression.").String()
+	c.thread = c.cmd.Flag("thread", "Only allocations of this thread id.").Default("-1").Int()
+	c.output = c.cmd.Flag("output", "Write to this file instead of standard output.").Short('o').String()
+	c.budget = c.cmd.Flag("budget", "Check the allocations against a budget file (YAML); exit status 3 if it is exceeded.").String()
+	c.inputs = c.cmd.Arg("input", "Report files or capture directories.").Required().Strings()
 	return c
 }
 
+// filters builds the allocation filter of --class, --frame, --thread.
+func filters(class, frame string, thread int) (func(r *alloctrack.Report, i int) bool, error) {
+	var cre, fre *regexp.Regexp
+	var err error
+	if class != "" {
+		if cre, err = regexp.Compile(class); err != nil {
+			return nil, fmt.Errorf("--class: %w", err)
+		}
+	}
+	if frame != "" {
+		if fre, err = regexp.Compile(frame); err != nil {
+			return nil, fmt.Errorf("--frame: %w", err)
+		}
+	}
+	if thread > 0xffff || thread < -1 {
+		return nil, fmt.Errorf("--thread %d: thread ids are 0-65535", thread)
+	}
+	if cre == nil && fre == nil && thread < 0 {
+		return nil, nil
+	}
+	return func(r *alloctrack.Report, i int) bool {
+		a := &r.Allocations[i]
+		if thread >= 0 && int(a.Thread) != thread {
+			return false
+		}
+		if cre != nil && !cre.MatchString(r.ClassName(a)) {
+			return false
+		}
+		if fre != nil {
+			for _, f := range r.Stack(a).All() {
+				if fre.MatchString(r.FrameString(f)) {
+					return true
+				}
+			}
+			return false
+		}
+		return true
+	}, nil
+}
+
 func (c *reportCmd) run(stdout, stderr io.Writer) int {
-	if *c.top < 1 {
-		fmt.Fprintf(stderr, "alloctrack: report: --top must be at least 1, got %d\n", *c.top)
+	if *c.top < 0 {
+		fmt.Fprintf(stderr, "alloctrack report: --top must not be negative, got %d\n", *c.top)
 		return exitUsage
 	}
-	w := bufio.NewWriterSize(stdout, 64<<10)
+	keep, err := filters(*c.class, *c.frame, *c.thread)
+	if err != nil {
+		fmt.Fprintf(stderr, "alloctrack report: %v\n", err)
+		return exitUsage
+	}
+	var bud *alloctrack.Budget
+	if *c.budget != "" {
+		if bud, err = alloctrack.ReadBudget(*c.budget); err != nil {
+			fmt.Fprintf(stderr, "alloctrack report: %v\n", err)
+			return exitUsage
+		}
+	}
+	out := stdout
+	if *c.output != "" {
+		f, err := os.Create(*c.output)
+		if err != nil {
+			fmt.Fprintf(stderr, "alloctrack report: %v\n", err)
+			return exitFailure
+		}
+		defer f.Close()
+		out = f
+	}
+	w := bufio.NewWriterSize(out, 64<<10)
 	defer w.Flush()
+
 	status := exitOK
-	for _, name := range *c.files {
-		r, err := readReport(name)
+	all := alloctrack.NewTally()
+	prof := alloctrack.NewProfileBuilder()
+	var duration time.Duration
+	durationKnown := true
+	for _, name := range *c.inputs {
+		in, err := alloctrack.ReadInput(name)
 		if err != nil {
 			w.Flush()
 			fmt.Fprintf(stderr, "alloctrack report: %v\n", err)
 			status = exitFailure
 			continue
 		}
-		switch *c.format {
-		case "jsonl":
-			var line []byte
-			for i := range r.Allocations {
-				line = r.AppendJSON(line[:0], i)
-				line = append(line, '\n')
-				w.Write(line)
+		if in.Duration > 0 {
+			duration += in.Duration
+		} else {
+			durationKnown = false
+		}
+		t := alloctrack.NewTally()
+		var overflowed, trailing int
+		for _, r := range in.Reports {
+			if keep != nil {
+				r = r.Filter(keep)
 			}
-		default:
-			writeSummary(w, name, r, *c.top)
+			t.Add(r)
+			all.Add(r)
+			if r.Overflowed() {
+				overflowed++
+			}
+			trailing += r.TrailingBytes
+			switch *c.format {
+			case "jsonl":
+				var line []byte
+				for i := range r.Allocations {
+					line = r.AppendJSON(line[:0], i)
+					w.Write(append(line, '\n'))
+				}
+			case "pprof":
+				prof.AddReport(r)
+			}
+		}
+		if *c.format == "text" {
+			writeSummary(w, in, t, overflowed, trailing, *c.top)
+		}
+	}
+	if !durationKnown {
+		duration = 0
+	}
+	switch *c.format {
+	case "json":
+		writeJSONSummary(w, *c.inputs, all, duration, *c.top)
+	case "csv":
+		writeCSV(w, all, *c.top)
+	case "pprof":
+		if err := prof.Profile(time.Now(), duration).Write(w); err != nil {
+			fmt.Fprintf(stderr, "alloctrack report: writing profile: %v\n", err)
+			return exitFailure
 		}
 	}
 	if err := w.Flush(); err != nil {
-		fmt.Fprintf(stderr, "alloctrack: report: writing output: %v\n", err)
+		fmt.Fprintf(stderr, "alloctrack report: writing output: %v\n", err)
 		return exitFailure
+	}
+	if bud != nil && status == exitOK {
+		return checkBudget(stderr, "alloctrack report", bud, all, duration)
 	}
 	return status
 }
 
-func readReport(name string) (*alloctrack.Report, error) {
-	b, err := os.ReadFile(name)
+// checkBudget prints every violation and returns exitBudget if any.
+func checkBudget(stderr io.Writer, who string, bud *alloctrack.Budget, t *alloctrack.Tally, d time.Duration) int {
+	v, err := bud.Check(t, d)
 	if err != nil {
-		return nil, err
+		fmt.Fprintf(stderr, "%s: %v\n", who, err)
+		if errors.Is(err, alloctrack.ErrBudget) {
+			return exitUsage
+		}
+		return exitFailure
 	}
-	r, err := alloctrack.Parse(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+	for _, x := range v {
+		fmt.Fprintf(stderr, "%s: budget exceeded: %s\n", who, x)
 	}
-	return r, nil
+	if len(v) > 0 {
+		return exitBudget
+	}
+	return exitOK
 }
 
-func writeSummary(w io.Writer, name string, r *alloctrack.Report, top int) {
-	t := alloctrack.NewTally()
-	t.Add(r)
-	fmt.Fprintf(w, "%s\n", name)
-	fmt.Fprintf(w, "  allocations %d, bytes %d, classes %d, sites %d\n", t.Total.Allocations, t.Total.Bytes, len(t.Classes), t.Sites())
-	if r.Overflowed() {
-		fmt.Fprintf(w, "  report is full (%d entries): older allocations of this window were lost\n", len(r.Allocations))
+func writeSummary(w io.Writer, in *alloctrack.Input, t *alloctrack.Tally, overflowed, trailing, top int) {
+	fmt.Fprintf(w, "%s\n", in.Name)
+	fmt.Fprintf(w, "  reports %d, allocations %d, bytes %d, classes %d, sites %d\n", len(in.Reports), t.Total.Allocations, t.Total.Bytes, len(t.Classes), t.Sites())
+	if in.Duration > 0 {
+		s := in.Duration.Seconds()
+		fmt.Fprintf(w, "  duration %.1fs: %.1f allocations/s, %.1f bytes/s\n", s, float64(t.Total.Allocations)/s, float64(t.Total.Bytes)/s)
 	}
-	if r.TrailingBytes > 0 {
-		fmt.Fprintf(w, "  %d bytes after the string tables were ignored\n", r.TrailingBytes)
+	if overflowed > 0 {
+		fmt.Fprintf(w, "  %d report(s) full (65,535 entries): older allocations of those windows were lost\n", overflowed)
+	}
+	if trailing > 0 {
+		fmt.Fprintf(w, "  %d bytes after the string tables were ignored\n", trailing)
 	}
 	for _, by := range []struct {
 		title string
@@ -94,9 +227,12 @@ func writeSummary(w io.Writer, name string, r *alloctrack.Report, top int) {
 			fmt.Fprintf(w, "  %8d %10d  %s\n", cc.Allocations, cc.Bytes, cc.Class)
 		}
 	}
-	fmt.Fprintf(w, "\n  top allocation sites by count\n  %8s %10s  %s\n", "allocs", "bytes", "class / stack")
+	fmt.Fprintf(w, "\n  top allocation sites by count\n  %8s %10s  %s\n", "allocs", "bytes", "class / app frame / stack")
 	for _, s := range t.TopSites(top, false) {
 		fmt.Fprintf(w, "  %8d %10d  %s\n", s.Allocations, s.Bytes, s.Class)
+		if s.AppFrame != "" {
+			fmt.Fprintf(w, "  %19s    app frame %s\n", "", s.AppFrame)
+		}
 		frames := s.Frames
 		const show = 4
 		for _, f := range frames[:min(show, len(frames))] {
@@ -110,4 +246,33 @@ func writeSummary(w io.Writer, name string, r *alloctrack.Report, top int) {
 		}
 	}
 	fmt.Fprintln(w)
+}
+
+type jsonSummary struct {
+	Inputs          []string                  `json:"inputs"`
+	DurationSeconds float64                   `json:"duration_seconds,omitempty"`
+	Allocations     uint64                    `json:"allocations"`
+	Bytes           uint64                    `json:"bytes"`
+	Classes         int                       `json:"classes"`
+	Sites           int                       `json:"sites"`
+	TopClasses      []alloctrack.SummaryClass `json:"top_classes"`
+	TopSites        []alloctrack.SummarySite  `json:"top_sites"`
+}
+
+func writeJSONSummary(w io.Writer, inputs []string, t *alloctrack.Tally, d time.Duration, top int) {
+	s := jsonSummary{Inputs: inputs, DurationSeconds: d.Seconds(), Allocations: t.Total.Allocations, Bytes: t.Total.Bytes,
+		Classes: len(t.Classes), Sites: t.Sites()}
+	s.TopClasses, s.TopSites = t.Summary(top)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(s)
+}
+
+func writeCSV(w io.Writer, t *alloctrack.Tally, top int) {
+	cw := csv.NewWriter(w)
+	cw.Write([]string{"allocations", "bytes", "class", "app_frame", "stack"})
+	for _, s := range t.TopSites(top, false) {
+		cw.Write([]string{strconv.FormatUint(s.Allocations, 10), strconv.FormatUint(s.Bytes, 10), s.Class, s.AppFrame, strings.Join(s.Frames, "; ")})
+	}
+	cw.Flush()
 }

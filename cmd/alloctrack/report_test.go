@@ -101,7 +101,9 @@ func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"report"},
 		{"report", "--format", "xml", realReport},
-		{"report", "--top", "0", realReport},
+		{"report", "--top", "-1", realReport},
+		{"report", "--class", "(", realReport},
+		{"report", "--thread", "70000", realReport},
 		{"nosuchcommand"},
 	} {
 		_, errOut, code := runCmd(t, args...)

@@ -143,6 +143,7 @@ func (c *serveCmd) run(stderr io.Writer) int {
 
 	extra := map[string]http.Handler{}
 	var links []web.LandingLinks
+	started := time.Now()
 	addrs := *c.adbAddrs
 	if *c.simulate {
 		farm := sim.NewFarm(sim.FarmConfig{
@@ -180,6 +181,9 @@ func (c *serveCmd) run(stderr io.Writer) int {
 		Reprobe:          *c.reprobe,
 	}, sources, log)
 
+	extra["/debug/pprof/allocs"] = exporter.ProfileHandler(d, started)
+	extra["/debug/pprof/targets"] = exporter.TargetsHandler(d)
+	links = append(links, web.LandingLinks{Address: "debug/pprof/targets", Text: "Profile targets (Alloy discovery.http)"})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		versioncollector.NewCollector("alloctrack"),

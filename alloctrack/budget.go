@@ -1,0 +1,210 @@
+package alloctrack
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Limits are the maxima a budget entry sets; nil means no limit.
+type Limits struct {
+	MaxAllocationsPerSecond *float64 `yaml:"max_allocations_per_second"`
+	MaxBytesPerSecond       *float64 `yaml:"max_bytes_per_second"`
+	MaxAllocations          *uint64  `yaml:"max_allocations"` // per run
+	MaxBytes                *uint64  `yaml:"max_bytes"`       // per run
+}
+
+func (l Limits) empty() bool {
+	return l.MaxAllocationsPerSecond == nil && l.MaxBytesPerSecond == nil && l.MaxAllocations == nil && l.MaxBytes == nil
+}
+
+func (l Limits) perSecond() bool { return l.MaxAllocationsPerSecond != nil || l.MaxBytesPerSecond != nil }
+
+// BudgetRule limits what a regular expression matches.
+type BudgetRule struct {
+	Match  string `yaml:"match"`
+	Limits `yaml:",inline"`
+	re     *regexp.Regexp
+}
+
+// Budget is an allocation budget:
+//
+//	total:   {max_allocations_per_second: 5000, max_bytes: 10000000}
+//	classes: [{match: 'android\.os\.Message', max_allocations_per_second: 100}]
+//	sites:   [{match: 'MainActivity\.onClick', max_bytes_per_second: 2048}]
+//
+// A class rule's regular expression must match the whole dotted class name;
+// a site rule's matches anywhere in the site's text (allocated class, then
+// each frame as Class.method(File:line), newline-separated). A rule limits
+// the sum over everything it matches.
+type Budget struct {
+	Total   *Limits      `yaml:"total"`
+	Classes []BudgetRule `yaml:"classes"`
+	Sites   []BudgetRule `yaml:"sites"`
+}
+
+// ErrBudget wraps every error about a budget file itself.
+var ErrBudget = errors.New("budget")
+
+// ReadBudget reads and checks a budget file. Unknown keys, bad regular
+// expressions, negative or empty limits are errors naming where.
+func ReadBudget(path string) (*Budget, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBudget, err)
+	}
+	return ParseBudget(path, b)
+}
+
+// ParseBudget parses budget YAML; name is used in errors.
+func ParseBudget(name string, data []byte) (*Budget, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var bud Budget
+	if err := dec.Decode(&bud); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%w: %s: the file is empty", ErrBudget, name)
+		}
+		return nil, fmt.Errorf("%w: %s: %v", ErrBudget, name, err)
+	}
+	var extra any
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: %s: more than one YAML document", ErrBudget, name)
+	}
+	if bud.Total == nil && len(bud.Classes) == 0 && len(bud.Sites) == 0 {
+		return nil, fmt.Errorf("%w: %s: no limits (give total, classes or sites)", ErrBudget, name)
+	}
+	check := func(where string, l Limits) error {
+		if l.empty() {
+			return fmt.Errorf("%w: %s: %s sets no limit", ErrBudget, name, where)
+		}
+		for _, v := range []*float64{l.MaxAllocationsPerSecond, l.MaxBytesPerSecond} {
+			if v != nil && *v < 0 {
+				return fmt.Errorf("%w: %s: %s has a negative limit", ErrBudget, name, where)
+			}
+		}
+		return nil
+	}
+	if bud.Total != nil {
+		if err := check("total", *bud.Total); err != nil {
+			return nil, err
+		}
+	}
+	for kind, rules := range map[string][]BudgetRule{"classes": bud.Classes, "sites": bud.Sites} {
+		for i := range rules {
+			r := &rules[i]
+			where := fmt.Sprintf("%s[%d]", kind, i)
+			if r.Match == "" {
+				return nil, fmt.Errorf("%w: %s: %s has no match", ErrBudget, name, where)
+			}
+			expr := r.Match
+			if kind == "classes" {
+				expr = "^(?:" + expr + ")$"
+			}
+			re, err := regexp.Compile(expr)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %s: %s match %q: %v", ErrBudget, name, where, r.Match, err)
+			}
+			r.re = re
+			if err := check(where, r.Limits); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return &bud, nil
+}
+
+// NeedsDuration tells whether the budget has per-second limits.
+func (b *Budget) NeedsDuration() bool {
+	if b.Total != nil && b.Total.perSecond() {
+		return true
+	}
+	for _, r := range append(append([]BudgetRule(nil), b.Classes...), b.Sites...) {
+		if r.perSecond() {
+			return true
+		}
+	}
+	return false
+}
+
+// Violation is one limit exceeded.
+type Violation struct {
+	Rule  string  // "total", "classes[0] 'regex'", …
+	What  string  // "allocations per second", …
+	Value float64 // measured
+	Limit float64
+}
+
+func (v Violation) String() string {
+	over := v.Value - v.Limit
+	ratio := ""
+	if v.Limit > 0 {
+		ratio = fmt.Sprintf(", %.2f× the limit", v.Value/v.Limit)
+	}
+	return fmt.Sprintf("%s: %s %s exceeds the limit %s by %s%s", v.Rule, num(v.Value), v.What, num(v.Limit), num(over), ratio)
+}
+
+func num(v float64) string {
+	if v == float64(int64(v)) {
+		return fmt.Sprintf("%d", int64(v))
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+// Check measures t over a run of duration d (0 if unknown) against the
+// budget. Per-second limits with an unknown duration are an error.
+func (b *Budget) Check(t *Tally, d time.Duration) ([]Violation, error) {
+	if d <= 0 && b.NeedsDuration() {
+		return nil, fmt.Errorf("%w: per-second limits need the run's duration: give a capture directory (its summary.json has it), not bare report files", ErrBudget)
+	}
+	var out []Violation
+	eval := func(rule string, l Limits, c Count) {
+		sec := d.Seconds()
+		if l.MaxAllocationsPerSecond != nil && float64(c.Allocations)/sec > *l.MaxAllocationsPerSecond {
+			out = append(out, Violation{rule, "allocations per second", float64(c.Allocations) / sec, *l.MaxAllocationsPerSecond})
+		}
+		if l.MaxBytesPerSecond != nil && float64(c.Bytes)/sec > *l.MaxBytesPerSecond {
+			out = append(out, Violation{rule, "bytes per second", float64(c.Bytes) / sec, *l.MaxBytesPerSecond})
+		}
+		if l.MaxAllocations != nil && c.Allocations > *l.MaxAllocations {
+			out = append(out, Violation{rule, "allocations", float64(c.Allocations), float64(*l.MaxAllocations)})
+		}
+		if l.MaxBytes != nil && c.Bytes > *l.MaxBytes {
+			out = append(out, Violation{rule, "bytes", float64(c.Bytes), float64(*l.MaxBytes)})
+		}
+	}
+	if b.Total != nil {
+		eval("total", *b.Total, t.Total)
+	}
+	for i, r := range b.Classes {
+		var c Count
+		for name, n := range t.Classes {
+			if r.re.MatchString(name) {
+				c.Allocations += n.Allocations
+				c.Bytes += n.Bytes
+			}
+		}
+		eval(fmt.Sprintf("classes[%d] %q", i, r.Match), r.Limits, c)
+	}
+	if len(b.Sites) > 0 {
+		sites := t.TopSites(0, false)
+		for i, r := range b.Sites {
+			var c Count
+			for _, s := range sites {
+				if r.re.MatchString(s.Class + "\n" + strings.Join(s.Frames, "\n")) {
+					c.Allocations += s.Allocations
+					c.Bytes += s.Bytes
+				}
+			}
+			eval(fmt.Sprintf("sites[%d] %q", i, r.Match), r.Limits, c)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"go.uber.org/zap"
+
+	"github.com/alloctrack/alloctrack/adb"
+	"github.com/alloctrack/alloctrack/alloctrack"
+)
+
+type captureCmd struct {
+	cmd            *kingpin.CmdClause
+	log            *logFlags
+	adbAddr        *string
+	serial         *string
+	pkg            *string
+	pid            *int
+	duration       *time.Duration
+	out            *string
+	window         *time.Duration
+	windowMin      *time.Duration
+	requestTimeout *time.Duration
+	reportTimeout  *time.Duration
+	top            *int
+	budget         *string
+}
+
+func newCaptureCmd(app *kingpin.Application) *captureCmd {
+	c := &captureCmd{cmd: app.Command("capture", "Record one app's allocations for a while: each window's report as <n>.alloc, then summary.json and profile.pb.gz, in a directory.")}
+	f := c.cmd.Flag
+	c.log = addLogFlags(c.cmd)
+	c.adbAddr = f("adb.address", "adb server address host:port. Default: $ADB_SERVER_SOCKET (tcp:host:port), $ANDROID_ADB_SERVER_PORT, 127.0.0.1:5037.").String()
+	c.serial = f("serial", "Device serial (as `adb devices` lists it); may be left out when only one device is attached.").String()
+	c.pkg = f("package", "App to record, by package (process) name.").String()
+	c.pid = f("pid", "App to record, by process id (instead of --package).").Int()
+	c.duration = f("duration", "How long to record.").Default("30s").Duration()
+	c.out = f("out", "Directory to write into (created; must not hold a capture already).").Required().String()
+	c.window = f("window", "Window length: how often the report is fetched (shorter windows stall the app less).").Default("10s").Duration()
+	c.windowMin = f("window.min", "Shortest window after reports overflow.").Default("1s").Duration()
+	c.requestTimeout = f("request.timeout", "Timeout of the handshake, HELO and the REAQ probe.").Default("5s").Duration()
+	c.reportTimeout = f("report.timeout", "Timeout of a REAL request.").Default("30s").Duration()
+	c.top = f("top", "Classes and sites listed in summary.json.").Default("20").Int()
+	c.budget = f("budget", "Check the capture against a budget file (YAML); exit status 3 if it is exceeded.").String()
+	return c
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func (c *captureCmd) run(stdout, stderr io.Writer) int {
+	fail := func(code int, format string, args ...any) int {
+		fmt.Fprintf(stderr, "alloctrack capture: "+format+"\n", args...)
+		return code
+	}
+	switch {
+	case (*c.pkg == "") == (*c.pid == 0):
+		return fail(exitUsage, "give exactly one of --package and --pid")
+	case *c.pid < 0:
+		return fail(exitUsage, "--pid %d is not a process id", *c.pid)
+	case *c.duration <= 0 || *c.window <= 0 || *c.windowMin <= 0 || *c.windowMin > *c.window:
+		return fail(exitUsage, "--duration and --window must be positive, --window.min positive and at most --window")
+	case *c.requestTimeout <= 0 || *c.reportTimeout <= 0 || *c.top < 1:
+		return fail(exitUsage, "timeouts must be positive and --top at least 1")
+	}
+	var bud *alloctrack.Budget
+	if *c.budget != "" {
+		var err error
+		if bud, err = alloctrack.ReadBudget(*c.budget); err != nil {
+			return fail(exitUsage, "%v", err)
+		}
+	}
+	log, _, err := c.log.newLogger(stderr)
+	if err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	defer log.Sync()
+
+	addr := *c.adbAddr
+	if addr == "" {
+		addr = adb.DefaultAddress()
+	}
+	client := adb.NewClient(addr)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lookup, lcancel := context.WithTimeout(ctx, 2**c.requestTimeout)
+	defer lcancel()
+
+	// The device.
+	devs, err := client.Devices(lookup)
+	if err != nil {
+		return fail(exitFailure, "listing devices at the adb server %s: %v", addr, err)
+	}
+	var serials []string
+	model := ""
+	for _, d := range devs {
+		serials = append(serials, d.Serial)
+		if d.Serial == *c.serial {
+			model = d.Model
+		}
+	}
+	serial := *c.serial
+	switch {
+	case serial == "" && len(devs) == 1:
+		serial, model = devs[0].Serial, devs[0].Model
+	case serial == "":
+		return fail(exitUsage, "%d devices are attached (%s): choose one with --serial", len(devs), strings.Join(serials, ", "))
+	case !slices.Contains(serials, serial):
+		return fail(exitFailure, "no such device %q at the adb server %s (attached: %s)", serial, addr, strings.Join(serials, ", "))
+	}
+	api := 0
+	if v, err := client.Prop(lookup, serial, "ro.build.version.sdk"); err == nil {
+		api, _ = strconv.Atoi(v)
+	}
+
+	// The process.
+	pid := *c.pid
+	if pid == 0 {
+		out, err := client.Shell(lookup, serial, "pidof", *c.pkg)
+		if err != nil {
+			return fail(exitFailure, "looking up %s on %s: %v", *c.pkg, serial, err)
+		}
+		f := strings.Fields(out)
+		if len(f) == 0 {
+			return fail(exitFailure, "app %s is not running on %s", *c.pkg, serial)
+		}
+		if pid, err = strconv.Atoi(f[0]); err != nil {
+			return fail(exitFailure, "pidof %s on %s printed %q", *c.pkg, serial, strings.TrimSpace(out))
+		}
+	}
+	debuggable := make(chan []int, 1)
+	tctx, tcancel := context.WithCancel(lookup)
+	go client.TrackJDWP(tctx, serial, func(p []int) {
+		select {
+		case debuggable <- p:
+		default:
+		}
+		tcancel()
+	})
+	select {
+	case pids := <-debuggable:
+		if !slices.Contains(pids, pid) {
+			return fail(exitFailure, "pid %d on %s is not a debuggable process (not in the device's JDWP list; is the app built debuggable?)", pid, serial)
+		}
+	case <-lookup.Done():
+		tcancel()
+		return fail(exitFailure, "listing debuggable processes on %s: no answer from the adb server", serial)
+	}
+	tcancel()
+
+	start := time.Now()
+	meta := alloctrack.CaptureMeta{Serial: serial, Model: model, API: api, Package: *c.pkg, PID: pid}
+	w, err := alloctrack.NewCaptureWriter(*c.out, meta, start)
+	if err != nil {
+		return fail(exitFailure, "%v", err)
+	}
+
+	// Ctrl-C once: finish the window under way, turn tracking off, write
+	// what was collected. Twice: stop at once (tracking is still turned off).
+	stop := make(chan struct{})
+	var interrupted atomic.Bool
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	timer := time.NewTimer(*c.duration)
+	defer timer.Stop()
+	go func() {
+		select {
+		case <-timer.C:
+		case <-sigs:
+			interrupted.Store(true)
+			fmt.Fprintln(stderr, "\nalloctrack capture: interrupted; fetching the last window and turning tracking off (Ctrl-C again to stop at once)")
+		case <-ctx.Done():
+			return
+		}
+		close(stop)
+		select {
+		case <-sigs:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+
+	progress := isTerminal(stderr)
+	var writeErr error
+	s := &alloctrack.Session{
+		Serial: serial, PID: pid,
+		Open: func(ctx context.Context) (io.ReadWriteCloser, error) { return client.OpenJDWP(ctx, serial, pid) },
+		Bind: func(app string) (*alloctrack.Counters, *alloctrack.AppStats) {
+			if meta.Package == "" {
+				meta.Package = app
+			}
+			return alloctrack.NewCounters(alloctrack.AggregateConfig{TopClasses: 1, TopSites: 1}), alloctrack.NewAppStats(serial, pid)
+		},
+		Config: alloctrack.SessionConfig{Window: *c.window, MinWindow: *c.windowMin, RequestTimeout: *c.requestTimeout, ReportTimeout: *c.reportTimeout},
+		Stop:   stop,
+		Log:    log,
+		OnWindow: func(win *alloctrack.Window) {
+			if err := w.Window(win); err != nil && writeErr == nil {
+				writeErr = err
+				cancel()
+			}
+			if win.ParseErr != nil {
+				log.Warn("window report did not parse; kept as written", zap.Int("window", w.Windows()), zap.Error(win.ParseErr))
+			}
+			if progress {
+				t := w.Total()
+				fmt.Fprintf(stderr, "\r%d windows, %d allocations, %d bytes, %s", w.Windows(), t.Allocations, t.Bytes, time.Since(start).Round(time.Second))
+			}
+		},
+	}
+	runErr := s.Run(ctx)
+	if progress {
+		fmt.Fprintln(stderr)
+	}
+	if writeErr != nil {
+		runErr = writeErr
+	}
+	sum, err := w.Close(time.Now(), interrupted.Load(), runErr, *c.top)
+	if err != nil {
+		return fail(exitFailure, "%v", err)
+	}
+	fmt.Fprintf(stdout, "%s: %d windows (%d overflowed), %d allocations, %d bytes in %.1fs\n",
+		*c.out, sum.Windows, sum.Overflowed, sum.Allocations, sum.Bytes, sum.DurationSeconds)
+	if runErr != nil {
+		switch {
+		case errors.Is(runErr, alloctrack.ErrHeld):
+			return fail(exitFailure, "another debugger (Android Studio?) holds pid %d on %s: close it and retry", pid, serial)
+		case errors.Is(runErr, alloctrack.ErrUnsupported):
+			return fail(exitFailure, "pid %d on %s does not answer the allocation tracker (Android 12 and later, API %d): allocation tracking over DDM is not available there", pid, serial, api)
+		case errors.Is(runErr, adb.ErrServiceClosed):
+			return fail(exitFailure, "the device refused jdwp:%d on %s: the app died, is not debuggable, or is frozen", pid, serial)
+		}
+		return fail(exitFailure, "%v", runErr)
+	}
+	if bud != nil {
+		t := alloctrack.NewTally()
+		in, err := alloctrack.ReadInput(*c.out)
+		if err != nil {
+			return fail(exitFailure, "%v", err)
+		}
+		for _, r := range in.Reports {
+			t.Add(r)
+		}
+		return checkBudget(stderr, "alloctrack capture", bud, t, in.Duration)
+	}
+	return exitOK
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/alloctrack/alloctrack/alloctrack"
+)
+
+type diffCmd struct {
+	cmd    *kingpin.CmdClause
+	base   *string
+	new    *string
+	format *string
+	top    *int
+}
+
+func newDiffCmd(app *kingpin.Application) *diffCmd {
+	c := &diffCmd{cmd: app.Command("diff", "Compare two runs (report files or capture directories) per class and per allocation site, sorted by regression.")}
+	c.format = c.cmd.Flag("format", "Output: text or json.").Default("text").Enum("text", "json")
+	c.top = c.cmd.Flag("top", "How many classes and sites to list (0: all).").Default("20").Int()
+	c.base = c.cmd.Arg("base", "The baseline: a report file or capture directory.").Required().String()
+	c.new = c.cmd.Arg("new", "The run to compare: a report file or capture directory.").Required().String()
+	return c
+}
+
+func readTally(path string) (*alloctrack.Tally, *alloctrack.Input, error) {
+	in, err := alloctrack.ReadInput(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	t := alloctrack.NewTally()
+	for _, r := range in.Reports {
+		t.Add(r)
+	}
+	return t, in, nil
+}
+
+func (c *diffCmd) run(stdout, stderr io.Writer) int {
+	if *c.top < 0 {
+		fmt.Fprintf(stderr, "alloctrack diff: --top must not be negative, got %d\n", *c.top)
+		return exitUsage
+	}
+	bt, bin, err := readTally(*c.base)
+	if err != nil {
+		fmt.Fprintf(stderr, "alloctrack diff: base: %v\n", err)
+		return exitFailure
+	}
+	nt, nin, err := readTally(*c.new)
+	if err != nil {
+		fmt.Fprintf(stderr, "alloctrack diff: new: %v\n", err)
+		return exitFailure
+	}
+	d := alloctrack.Compare(bt, nt, bin.Duration, nin.Duration)
+	if *c.top > 0 {
+		d.Classes = d.Classes[:min(*c.top, len(d.Classes))]
+		d.Sites = d.Sites[:min(*c.top, len(d.Sites))]
+	}
+	w := bufio.NewWriter(stdout)
+	defer w.Flush()
+	if *c.format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(d)
+		return exitOK
+	}
+	unit := "per run (a duration is known only for capture directories)"
+	if d.PerSecond {
+		unit = "per second"
+	}
+	fmt.Fprintf(w, "base %s\nnew  %s\nrates %s\n\n", *c.base, *c.new, unit)
+	fmt.Fprintf(w, "total: allocations %s -> %s (%s), bytes %s -> %s (%s)\n",
+		f1(d.Base.Allocations), f1(d.New.Allocations), signed(d.New.Allocations-d.Base.Allocations),
+		f1(d.Base.Bytes), f1(d.New.Bytes), signed(d.New.Bytes-d.Base.Bytes))
+	header := fmt.Sprintf("  %12s %12s %12s %14s %14s %14s  %s\n", "base allocs", "new allocs", "change", "base bytes", "new bytes", "change", "")
+	fmt.Fprint(w, "\nclasses, largest regression first\n"+header)
+	for _, r := range d.Classes {
+		fmt.Fprintf(w, "  %12s %12s %12s %14s %14s %14s  %s\n", f1(r.Base.Allocations), f1(r.New.Allocations), signed(r.Change.Allocations),
+			f1(r.Base.Bytes), f1(r.New.Bytes), signed(r.Change.Bytes), r.Class)
+	}
+	fmt.Fprint(w, "\nsites, largest regression first\n"+header)
+	for _, r := range d.Sites {
+		where := r.AppFrame
+		if where == "" {
+			where = "(no stack)"
+		}
+		fmt.Fprintf(w, "  %12s %12s %12s %14s %14s %14s  %s at %s\n", f1(r.Base.Allocations), f1(r.New.Allocations), signed(r.Change.Allocations),
+			f1(r.Base.Bytes), f1(r.New.Bytes), signed(r.Change.Bytes), r.Class, where)
+	}
+	return exitOK
+}
+
+func f1(v float64) string { return fmt.Sprintf("%.1f", v) }
+
+func signed(v float64) string { return fmt.Sprintf("%+.1f", v) }
