@@ -30,6 +30,7 @@ type (
 		Bytes       uint64 `json:"bytes"`
 	}
 	SummarySite struct {
+		ID          string   `json:"site"`
 		Class       string   `json:"class"`
 		AppFrame    string   `json:"app_frame"`
 		Frames      []string `json:"frames"`
@@ -172,7 +173,7 @@ func (t *Tally) Summary(top int) ([]SummaryClass, []SummarySite) {
 	}
 	var sites []SummarySite
 	for _, s := range t.TopSites(top, true) {
-		sites = append(sites, SummarySite{Class: s.Class, AppFrame: s.AppFrame, Frames: s.Frames, Allocations: s.Allocations, Bytes: s.Bytes})
+		sites = append(sites, SummarySite{ID: s.ID, Class: s.Class, AppFrame: s.AppFrame, Frames: s.Frames, Allocations: s.Allocations, Bytes: s.Bytes})
 	}
 	return classes, sites
 }

@@ -15,6 +15,7 @@ type Rate struct {
 
 // DiffRow compares one class or site between two runs.
 type DiffRow struct {
+	Site     string   `json:"site,omitempty"` // site id, for site rows
 	Class    string   `json:"class"`
 	AppFrame string   `json:"app_frame,omitempty"`
 	Frames   []string `json:"frames,omitempty"`
@@ -69,7 +70,7 @@ func Compare(base, nw *Tally, bd, nd time.Duration) *Diff {
 		k := s.Class + "\n" + strings.Join(s.Frames, "\n")
 		r := sites[k]
 		if r == nil {
-			r = &DiffRow{Class: s.Class, AppFrame: s.AppFrame, Frames: s.Frames}
+			r = &DiffRow{Site: s.ID, Class: s.Class, AppFrame: s.AppFrame, Frames: s.Frames}
 			sites[k] = r
 		}
 		if isNew {

@@ -20,6 +20,7 @@ func (c *Count) add(size uint32) {
 
 // Site is an allocation site: the allocated class and its whole stack.
 type Site struct {
+	ID       string // the site label the daemon exports (SiteID of its hash)
 	Class    string
 	Frames   []string // "pkg.Class.method(File.java:12)", top first
 	AppFrame string   // the first frame outside framework packages, or the top frame
@@ -69,6 +70,7 @@ func (t *Tally) Add(r *Report) {
 	// Frames repeat a lot; format each distinct (class, method, file, line)
 	// of this report once.
 	names := map[Frame]string{}
+	var sh *siteHasher
 	var key strings.Builder
 	for i := range r.Allocations {
 		a := &r.Allocations[i]
@@ -97,7 +99,10 @@ func (t *Tally) Add(r *Report) {
 		}
 		s := t.sites[key.String()]
 		if s == nil {
-			s = &Site{Class: cls, Frames: frames}
+			if sh == nil {
+				sh = newSiteHasher(r)
+			}
+			s = &Site{ID: SiteID(sh.site(a, stack)), Class: cls, Frames: frames}
 			if j := r.AppFrame(stack); j >= 0 {
 				s.AppFrame = frames[j]
 			}

@@ -88,8 +88,8 @@ func (c *diffCmd) run(stdout, stderr io.Writer) int {
 		if where == "" {
 			where = "(no stack)"
 		}
-		fmt.Fprintf(w, "  %12s %12s %12s %14s %14s %14s  %s at %s\n", f1(r.Base.Allocations), f1(r.New.Allocations), signed(r.Change.Allocations),
-			f1(r.Base.Bytes), f1(r.New.Bytes), signed(r.Change.Bytes), r.Class, where)
+		fmt.Fprintf(w, "  %12s %12s %12s %14s %14s %14s  %s %s at %s\n", f1(r.Base.Allocations), f1(r.New.Allocations), signed(r.Change.Allocations),
+			f1(r.Base.Bytes), f1(r.New.Bytes), signed(r.Change.Bytes), r.Site, r.Class, where)
 	}
 	return exitOK
 }

@@ -229,7 +229,7 @@ func writeSummary(w io.Writer, in *alloctrack.Input, t *alloctrack.Tally, overfl
 	}
 	fmt.Fprintf(w, "\n  top allocation sites by count\n  %8s %10s  %s\n", "allocs", "bytes", "class / app frame / stack")
 	for _, s := range t.TopSites(top, false) {
-		fmt.Fprintf(w, "  %8d %10d  %s\n", s.Allocations, s.Bytes, s.Class)
+		fmt.Fprintf(w, "  %8d %10d  %s  [site %s]\n", s.Allocations, s.Bytes, s.Class, s.ID)
 		if s.AppFrame != "" {
 			fmt.Fprintf(w, "  %19s    app frame %s\n", "", s.AppFrame)
 		}
@@ -270,9 +270,9 @@ func writeJSONSummary(w io.Writer, inputs []string, t *alloctrack.Tally, d time.
 
 func writeCSV(w io.Writer, t *alloctrack.Tally, top int) {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"allocations", "bytes", "class", "app_frame", "stack"})
+	cw.Write([]string{"allocations", "bytes", "class", "site", "app_frame", "stack"})
 	for _, s := range t.TopSites(top, false) {
-		cw.Write([]string{strconv.FormatUint(s.Allocations, 10), strconv.FormatUint(s.Bytes, 10), s.Class, s.AppFrame, strings.Join(s.Frames, "; ")})
+		cw.Write([]string{strconv.FormatUint(s.Allocations, 10), strconv.FormatUint(s.Bytes, 10), s.Class, s.ID, s.AppFrame, strings.Join(s.Frames, "; ")})
 	}
 	cw.Flush()
 }
