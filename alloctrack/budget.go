@@ -25,7 +25,9 @@ func (l Limits) empty() bool {
 	return l.MaxAllocationsPerSecond == nil && l.MaxBytesPerSecond == nil && l.MaxAllocations == nil && l.MaxBytes == nil
 }
 
-func (l Limits) perSecond() bool { return l.MaxAllocationsPerSecond != nil || l.MaxBytesPerSecond != nil }
+func (l Limits) perSecond() bool {
+	return l.MaxAllocationsPerSecond != nil || l.MaxBytesPerSecond != nil
+}
 
 // BudgetRule limits what a regular expression matches.
 type BudgetRule struct {

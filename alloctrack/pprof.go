@@ -12,7 +12,7 @@ import (
 // tables.
 type FrameRef struct {
 	Class, Method, File string
-	Line               int
+	Line                int
 }
 
 // Function is the frame's function name: Class.method.

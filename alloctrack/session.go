@@ -84,8 +84,8 @@ type Session struct {
 	// fetched for the window under way, then tracking is turned off and
 	// Run returns nil. Cancelling Run's context instead drops that window.
 	Stop <-chan struct{}
-	Log      *zap.Logger
-	now      func() time.Time
+	Log  *zap.Logger
+	now  func() time.Time
 }
 
 // Run opens the session and runs windows until ctx ends (nil is returned)
