@@ -658,7 +658,7 @@ func TestAdbdWireBadHeaderDrops(t *testing.T) {
 	})
 }
 
-// TestAdbdWireSlowStream: a service that does not read holds up its own
+// TestAdbdWireSlowStream: a service that stops reading holds up its own
 // stream only.
 func TestAdbdWireSlowStream(t *testing.T) {
 	p, _, d := dialAdbd(t, AppConfig{PID: 100})
@@ -682,10 +682,28 @@ func TestAdbdWireSlowStream(t *testing.T) {
 	}
 	helo := jdwp.AppendPacket(nil, &jdwp.Packet{ID: 1, CommandSet: ddms.CommandSet, Command: ddms.Command,
 		Data: ddms.EncodeChunk(ddms.HELO, ddms.EncodeHelloRequest(1))})
-	p.send(cmdWRTE, 1, slow, string(helo)) // read, then the VM sleeps
-	p.expect(cmdOKAY, slow, 1, "")
+	// The VM reads ahead a few packets, then stops reading while each waits
+	// out its 3 s: keep writing, one WRTE in flight, until one is not
+	// acknowledged.
+	blocked := false
+	for i := 0; i < 64 && !blocked; i++ {
+		p.send(cmdWRTE, 1, slow, string(helo))
+		p.c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		m, err := readAdbMessage(p.c, AdbMaxPayload, false)
+		var ne net.Error
+		switch {
+		case errors.As(err, &ne) && ne.Timeout():
+			blocked = true
+		case err != nil:
+			t.Fatal(err)
+		case m.cmd != cmdOKAY || m.arg0 != slow:
+			t.Fatalf("got %s(%d, %d, %q)", adbCommandName(m.cmd), m.arg0, m.arg1, m.data)
+		}
+	}
+	if !blocked {
+		t.Fatal("the slow stream never stopped acknowledging")
+	}
 	start := time.Now()
-	p.send(cmdWRTE, 1, slow, string(helo)) // not read for 3 s
 	p.send(cmdOPEN, 2, 0, "shell:echo hi\x00")
 	fast := p.expect(cmdOKAY, 0, 2, "").arg0
 	p.expect(cmdWRTE, fast, 2, "hi\n")

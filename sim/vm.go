@@ -39,7 +39,9 @@ type AppConfig struct {
 // Faults are misbehaviours injected into one VM. Counts apply to the next
 // that many REAL requests; -1 means every one.
 type Faults struct {
-	// Latency delays every reply.
+	// Latency delays the handling of every request by this much after it
+	// arrived, as a slow link does (requests sent together are delayed
+	// together).
 	Latency time.Duration
 	// DebuggerAttached makes the VM accept and at once close every new JDWP
 	// connection, as when Android Studio holds it.
@@ -67,6 +69,13 @@ type Stats struct {
 	Allocations  uint64 // every allocation made, tracked or not
 	RecordsKept  int    // records now in the tracker
 	WindowsEnded int
+	// AllocationsAtFirstEnable and AllocationsAtLastReport are Allocations
+	// when tracking was first turned on and when the last whole report was
+	// built: what was allocated between them is what a client could have
+	// seen (a coverage measurement's denominator).
+	AllocationsAtFirstEnable uint64
+	AllocationsAtLastReport  uint64
+	Enabled                  bool // tracking was ever turned on
 }
 
 type record struct {
@@ -349,6 +358,10 @@ func (vm *VM) threadID(k int) uint16 {
 func (vm *VM) setTrackingLocked(on bool) {
 	if on {
 		vm.stats.Enables++
+		if !vm.stats.Enabled {
+			vm.stats.Enabled = true
+			vm.stats.AllocationsAtFirstEnable = vm.stats.Allocations
+		}
 		if vm.tracking {
 			return
 		}
@@ -453,12 +466,34 @@ func (vm *VM) ServeJDWP(c net.Conn) {
 		vm.writeChunk(c, vmID, false, ddms.WAIT, ddms.EncodeWait(ddms.WaitForDebugger))
 		vmID++
 	}
-	for {
-		p, err := jdwp.ReadPacket(c, 1<<20)
-		if err != nil {
-			return
+	// A reader stamps each packet's arrival, so that injected latency
+	// delays delivery (packets sent together arrive together) rather than
+	// adding up per packet.
+	in := make(chan arrival, 16)
+	go func() {
+		defer close(in)
+		for {
+			p, err := jdwp.ReadPacket(c, 1<<20)
+			if err != nil {
+				return
+			}
+			in <- arrival{p: p, at: time.Now()}
 		}
-		if !vm.handle(c, &p) {
+	}()
+	defer func() {
+		// Free the VM for the next client before the stream closes, so a
+		// client that sees the close can reconnect at once.
+		vm.mu.Lock()
+		if vm.client == c {
+			vm.client = nil
+		}
+		vm.mu.Unlock()
+		c.Close()
+		for range in {
+		}
+	}()
+	for a := range in {
+		if !vm.handle(c, &a.p, a.at) {
 			return
 		}
 	}
@@ -505,7 +540,12 @@ func (vm *VM) writeEmptyReply(c net.Conn, id uint32, code uint16) error {
 const jdwpNotImplemented = 99
 
 // handle answers one packet; false ends the connection.
-func (vm *VM) handle(c net.Conn, p *jdwp.Packet) bool {
+type arrival struct {
+	p  jdwp.Packet
+	at time.Time
+}
+
+func (vm *VM) handle(c net.Conn, p *jdwp.Packet, at time.Time) bool {
 	if p.IsReply() {
 		return true
 	}
@@ -532,9 +572,9 @@ func (vm *VM) handle(c net.Conn, p *jdwp.Packet) bool {
 	latency := vm.faults.Latency
 	api := vm.cfg.API
 	vm.mu.Unlock()
-	if latency > 0 {
+	if wait := time.Until(at.Add(latency)); latency > 0 && wait > 0 {
 		select {
-		case <-time.After(latency):
+		case <-time.After(wait):
 		case <-vm.killed:
 			return false
 		}
@@ -644,6 +684,7 @@ func (vm *VM) serveREAL(c net.Conn, id uint32) bool {
 		vm.reported.reset()
 	} else {
 		vm.stats.ReportsSent++
+		vm.stats.AllocationsAtLastReport = vm.stats.Allocations
 	}
 	vm.mu.Unlock()
 
