@@ -62,7 +62,11 @@ func (e *FailError) Unwrap() error {
 // 127.0.0.1:5037.
 func DefaultAddress() string {
 	if s := os.Getenv("ADB_SERVER_SOCKET"); strings.HasPrefix(s, "tcp:") {
-		return strings.TrimPrefix(s, "tcp:")
+		a := strings.TrimPrefix(s, "tcp:")
+		if _, err := strconv.Atoi(a); err == nil {
+			return net.JoinHostPort("127.0.0.1", a) // tcp:<port> is the local host
+		}
+		return a
 	}
 	if p := os.Getenv("ANDROID_ADB_SERVER_PORT"); p != "" {
 		if n, err := strconv.Atoi(p); err == nil && n > 0 && n < 65536 {
@@ -89,18 +93,33 @@ type conn struct {
 	net.Conn
 	r    *bufio.Reader
 	stop func() bool
+	ctx  context.Context
 }
 
-func (c *Client) dial(ctx context.Context) (*conn, error) {
+// fail wraps err, preferring the context's error once the context has
+// ended (its deadline or cancel is what made the socket time out).
+func (c *conn) fail(format string, err error, args ...any) error {
+	if cerr := c.ctx.Err(); cerr != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		err = fmt.Errorf("%w (%v)", cerr, err)
+	} else if dl, ok := c.ctx.Deadline(); ok && errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(dl) {
+		err = fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
+	}
+	return fmt.Errorf(format+": %w", append(args, err)...)
+}
+
+// dial connects to the server. The context's deadline bounds reads and
+// writes unless stream is set (a tracking connection waits for changes as
+// long as it lives); cancelling the context always ends them.
+func (c *Client) dial(ctx context.Context, stream bool) (*conn, error) {
 	nc, err := c.dialer.DialContext(ctx, "tcp", c.addr)
 	if err != nil {
 		return nil, fmt.Errorf("adb: connecting to the server at %s: %w", c.addr, err)
 	}
-	if dl, ok := ctx.Deadline(); ok {
+	if dl, ok := ctx.Deadline(); ok && !stream {
 		nc.SetDeadline(dl)
 	}
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
-	return &conn{Conn: nc, r: bufio.NewReader(nc), stop: stop}, nil
+	return &conn{Conn: nc, r: bufio.NewReader(nc), stop: stop, ctx: ctx}, nil
 }
 
 func (c *conn) Read(b []byte) (int, error) { return c.r.Read(b) }
@@ -117,11 +136,11 @@ func (c *conn) send(req string) error {
 		return fmt.Errorf("adb: request of %d bytes is too long", len(req))
 	}
 	if _, err := c.Conn.Write([]byte(fmt.Sprintf("%04x%s", len(req), req))); err != nil {
-		return fmt.Errorf("adb: sending %s: %w", req, err)
+		return c.fail("adb: sending %s", err, req)
 	}
 	var st [4]byte
 	if _, err := io.ReadFull(c.r, st[:]); err != nil {
-		return fmt.Errorf("adb: reading status of %s: %w", req, err)
+		return c.fail("adb: reading status of %s", err, req)
 	}
 	switch string(st[:]) {
 	case "OKAY":
@@ -140,7 +159,7 @@ func (c *conn) send(req string) error {
 func (c *conn) readHex(what string) ([]byte, error) {
 	var h [4]byte
 	if _, err := io.ReadFull(c.r, h[:]); err != nil {
-		return nil, fmt.Errorf("adb: reading length of %s: %w", what, err)
+		return nil, c.fail("adb: reading length of %s", err, what)
 	}
 	n, err := strconv.ParseUint(string(h[:]), 16, 32)
 	if err != nil {
@@ -151,14 +170,14 @@ func (c *conn) readHex(what string) ([]byte, error) {
 	}
 	b := make([]byte, n)
 	if _, err := io.ReadFull(c.r, b); err != nil {
-		return nil, fmt.Errorf("adb: reading %d bytes of %s: %w", n, what, err)
+		return nil, c.fail("adb: reading %d bytes of %s", err, n, what)
 	}
 	return b, nil
 }
 
 // Version asks the server for its protocol version (41 for adb 29).
 func (c *Client) Version(ctx context.Context) (int, error) {
-	cn, err := c.dial(ctx)
+	cn, err := c.dial(ctx, false)
 	if err != nil {
 		return 0, err
 	}
@@ -203,12 +222,11 @@ func ParseDevices(b []byte) ([]DeviceState, error) {
 // TrackDevices follows host:track-devices, calling fn with each new list,
 // until ctx ends or the connection breaks; it returns the reason.
 func (c *Client) TrackDevices(ctx context.Context, fn func([]DeviceState)) error {
-	cn, err := c.dial(ctx)
+	cn, err := c.dial(ctx, true) // a list comes only on change
 	if err != nil {
 		return err
 	}
 	defer cn.Close()
-	cn.SetDeadline(time.Time{}) // a list comes only on change
 	if err := cn.send("host:track-devices"); err != nil {
 		return err
 	}
@@ -229,8 +247,8 @@ func (c *Client) TrackDevices(ctx context.Context, fn func([]DeviceState)) error
 }
 
 // transport opens a connection switched to the device with serial.
-func (c *Client) transport(ctx context.Context, serial string) (*conn, error) {
-	cn, err := c.dial(ctx)
+func (c *Client) transport(ctx context.Context, serial string, stream bool) (*conn, error) {
+	cn, err := c.dial(ctx, stream)
 	if err != nil {
 		return nil, err
 	}
@@ -260,12 +278,11 @@ func ParsePIDs(b []byte) ([]int, error) {
 // TrackJDWP follows track-jdwp on a device, calling fn with each list of
 // debuggable pids, until ctx ends or the stream breaks.
 func (c *Client) TrackJDWP(ctx context.Context, serial string, fn func([]int)) error {
-	cn, err := c.transport(ctx, serial)
+	cn, err := c.transport(ctx, serial, true)
 	if err != nil {
 		return err
 	}
 	defer cn.Close()
-	cn.SetDeadline(time.Time{})
 	if err := cn.send("track-jdwp"); err != nil {
 		return err
 	}
@@ -288,7 +305,7 @@ func (c *Client) TrackJDWP(ctx context.Context, serial string, fn func([]int)) e
 // OpenJDWP opens jdwp:<pid> on a device and returns the raw JDWP stream.
 // The context bounds only the opening; the returned conn has no deadline.
 func (c *Client) OpenJDWP(ctx context.Context, serial string, pid int) (net.Conn, error) {
-	cn, err := c.transport(ctx, serial)
+	cn, err := c.transport(ctx, serial, false)
 	if err != nil {
 		return nil, err
 	}
@@ -296,7 +313,11 @@ func (c *Client) OpenJDWP(ctx context.Context, serial string, pid int) (net.Conn
 		cn.Close()
 		return nil, err
 	}
-	cn.stop()
+	if !cn.stop() {
+		// The context ended as the stream opened; its deadline is set.
+		cn.Conn.Close()
+		return nil, fmt.Errorf("adb: opening jdwp:%d on %s: %w", pid, serial, ctx.Err())
+	}
 	cn.SetDeadline(time.Time{})
 	if cn.r.Buffered() > 0 {
 		// Bytes that came with the OKAY belong to the stream.

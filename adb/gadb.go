@@ -52,6 +52,15 @@ func runCtx[T any](ctx context.Context, f func() (T, error)) (T, error) {
 	}
 }
 
+// gadbError turns gadb's "command failed: <reason>" into a *FailError, so
+// callers can branch on the same sentinels as on the smart-socket path.
+func gadbError(req string, err error) error {
+	if reason, ok := strings.CutPrefix(err.Error(), "command failed: "); ok {
+		return &FailError{Request: req, Reason: reason}
+	}
+	return err
+}
+
 // Devices lists the server's devices with their details, through gadb.
 func (c *Client) Devices(ctx context.Context) ([]DeviceInfo, error) {
 	return runCtx(ctx, func() ([]DeviceInfo, error) {
@@ -61,7 +70,7 @@ func (c *Client) Devices(ctx context.Context) ([]DeviceInfo, error) {
 		}
 		devs, err := gc.DeviceList()
 		if err != nil {
-			return nil, fmt.Errorf("adb: listing devices: %w", err)
+			return nil, fmt.Errorf("adb: listing devices: %w", gadbError("host:devices-l", err))
 		}
 		out := make([]DeviceInfo, 0, len(devs))
 		for _, d := range devs {
@@ -81,13 +90,13 @@ func (c *Client) Shell(ctx context.Context, serial string, cmd string, args ...s
 		}
 		devs, err := gc.DeviceList()
 		if err != nil {
-			return "", fmt.Errorf("adb: listing devices: %w", err)
+			return "", fmt.Errorf("adb: listing devices: %w", gadbError("host:devices-l", err))
 		}
 		for _, d := range devs {
 			if d.Serial() == serial {
 				out, err := d.RunShellCommand(cmd, args...)
 				if err != nil {
-					return "", fmt.Errorf("adb: %s: shell %s: %w", serial, cmd, err)
+					return "", fmt.Errorf("adb: %s: shell %s: %w", serial, cmd, gadbError("shell:"+cmd, err))
 				}
 				return out, nil
 			}

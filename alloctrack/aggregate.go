@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -211,8 +212,16 @@ func (c *Counters) siteInfo(r *Report, a *Allocation, h uint64) SiteInfo {
 		}
 	}
 	s := b.String()
-	if len(s) > c.cfg.StackLabelMax {
-		s = s[:c.cfg.StackLabelMax-3] + "..."
+	if max := c.cfg.StackLabelMax; len(s) > max {
+		ellipsis := "..."
+		if max < len(ellipsis) {
+			ellipsis = ""
+		}
+		cut := max - len(ellipsis)
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut-- // never inside a UTF-8 sequence
+		}
+		s = s[:cut] + ellipsis
 	}
 	info.Stack = s
 	return info
@@ -255,12 +264,42 @@ func (c *Counters) Add(r *Report, now time.Time) {
 		l.add(a.Size)
 	}
 
+	// Admit by weight: the report's heaviest classes and sites take the
+	// free series first.
+	classIdx := make([]uint16, 0, len(byClass))
+	for idx := range byClass {
+		classIdx = append(classIdx, idx)
+	}
+	slices.SortFunc(classIdx, func(a, b uint16) int {
+		if d := cmpCount(*byClass[a], *byClass[b]); d != 0 {
+			return d
+		}
+		return strings.Compare(r.Classes[a], r.Classes[b])
+	})
+	siteHashes := make([]uint64, 0, len(bySite))
+	for h := range bySite {
+		siteHashes = append(siteHashes, h)
+	}
+	slices.SortFunc(siteHashes, func(a, b uint64) int {
+		if d := cmpCount(bySite[a].Count, bySite[b].Count); d != 0 {
+			return d
+		}
+		switch {
+		case a < b:
+			return -1
+		case a > b:
+			return 1
+		}
+		return 0
+	})
+
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.expireLocked(now)
 	c.total.Allocations += total.Allocations
 	c.total.Bytes += total.Bytes
-	for idx, n := range byClass {
+	for _, idx := range classIdx {
+		n := byClass[idx]
 		name := r.Classes[idx]
 		s := c.classes[name]
 		if s == nil && len(c.classes) < c.cfg.TopClasses {
@@ -278,7 +317,8 @@ func (c *Counters) Add(r *Report, now time.Time) {
 		s.Bytes += n.Bytes
 		s.last = now
 	}
-	for h, n := range bySite {
+	for _, h := range siteHashes {
+		n := bySite[h]
 		s := c.sites[h]
 		if s == nil && len(c.sites) < c.cfg.TopSites {
 			s = &siteSeries{info: c.siteInfo(r, &r.Allocations[n.rep], h)}
@@ -304,6 +344,9 @@ func (c *Counters) Add(r *Report, now time.Time) {
 		s.last = now
 	}
 }
+
+// cmpCount orders heavier counts first.
+func cmpCount(a, b Count) int { return compareCount(a, b, false) }
 
 // expireLocked drops admitted series idle longer than the expiry and
 // admits the heaviest candidates in their place (they start from zero).

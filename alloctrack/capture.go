@@ -130,6 +130,15 @@ func (w *CaptureWriter) Window(win *Window) error {
 	return nil
 }
 
+// SetPackage records the app's name, as HELO or APNM gave it, when the
+// capture was started by pid.
+func (w *CaptureWriter) SetPackage(app string) {
+	if w.sum.Package == "" {
+		w.sum.Package = app
+		w.meta.Package = app
+	}
+}
+
 // Windows is the number of windows written.
 func (w *CaptureWriter) Windows() int { return w.n }
 

@@ -52,6 +52,7 @@ func NewHandler(reg *prometheus.Registry, cfg HandlerConfig) (http.Handler, erro
 		Description: "Java heap allocations of debuggable Android apps, from the VM's allocation tracker over adb and JDWP/DDM",
 		Version:     cfg.Version,
 		Links:       links,
+		Profiling:   "false", // no Go profiling endpoints; /debug/pprof/allocs is the apps' profile
 	})
 	if err != nil {
 		return nil, err

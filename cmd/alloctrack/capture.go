@@ -49,7 +49,7 @@ func newCaptureCmd(app *kingpin.Application) *captureCmd {
 	c.duration = f("duration", "How long to record.").Default("30s").Duration()
 	c.out = f("out", "Directory to write into (created; must not hold a capture already).").Required().String()
 	c.window = f("window", "Window length: how often the report is fetched (shorter windows stall the app less).").Default("10s").Duration()
-	c.windowMin = f("window.min", "Shortest window after reports overflow.").Default("1s").Duration()
+	c.windowMin = f("window.min", "Shortest window after reports overflow (default: 1s, or --window if shorter).").Duration()
 	c.requestTimeout = f("request.timeout", "Timeout of the handshake, HELO and the REAQ probe.").Default("5s").Duration()
 	c.reportTimeout = f("report.timeout", "Timeout of a REAL request.").Default("30s").Duration()
 	c.top = f("top", "Classes and sites listed in summary.json.").Default("20").Int()
@@ -76,10 +76,13 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 		return fail(exitUsage, "give exactly one of --package and --pid")
 	case *c.pid < 0:
 		return fail(exitUsage, "--pid %d is not a process id", *c.pid)
-	case *c.duration <= 0 || *c.window <= 0 || *c.windowMin <= 0 || *c.windowMin > *c.window:
+	case *c.duration <= 0 || *c.window <= 0 || *c.windowMin < 0 || *c.windowMin > *c.window:
 		return fail(exitUsage, "--duration and --window must be positive, --window.min positive and at most --window")
 	case *c.requestTimeout <= 0 || *c.reportTimeout <= 0 || *c.top < 1:
 		return fail(exitUsage, "timeouts must be positive and --top at least 1")
+	}
+	if *c.windowMin == 0 {
+		*c.windowMin = min(time.Second, *c.window)
 	}
 	var bud *alloctrack.Budget
 	if *c.budget != "" {
@@ -146,25 +149,19 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 			return fail(exitFailure, "pidof %s on %s printed %q", *c.pkg, serial, strings.TrimSpace(out))
 		}
 	}
-	debuggable := make(chan []int, 1)
+	var pids []int
 	tctx, tcancel := context.WithCancel(lookup)
-	go client.TrackJDWP(tctx, serial, func(p []int) {
-		select {
-		case debuggable <- p:
-		default:
-		}
-		tcancel()
+	terr := client.TrackJDWP(tctx, serial, func(p []int) {
+		pids = p
+		tcancel() // the first list is all we need
 	})
-	select {
-	case pids := <-debuggable:
-		if !slices.Contains(pids, pid) {
-			return fail(exitFailure, "pid %d on %s is not a debuggable process (not in the device's JDWP list; is the app built debuggable?)", pid, serial)
-		}
-	case <-lookup.Done():
-		tcancel()
-		return fail(exitFailure, "listing debuggable processes on %s: no answer from the adb server", serial)
-	}
 	tcancel()
+	if pids == nil && lookup.Err() != nil {
+		return fail(exitFailure, "listing debuggable processes on %s: no answer from the adb server (%v)", serial, terr)
+	}
+	if !slices.Contains(pids, pid) {
+		return fail(exitFailure, "pid %d on %s is not a debuggable process (not in the device's JDWP list; is the app built debuggable?)", pid, serial)
+	}
 
 	start := time.Now()
 	meta := alloctrack.CaptureMeta{Serial: serial, Model: model, API: api, Package: *c.pkg, PID: pid}
@@ -205,9 +202,7 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 		Serial: serial, PID: pid,
 		Open: func(ctx context.Context) (io.ReadWriteCloser, error) { return client.OpenJDWP(ctx, serial, pid) },
 		Bind: func(app string) (*alloctrack.Counters, *alloctrack.AppStats) {
-			if meta.Package == "" {
-				meta.Package = app
-			}
+			w.SetPackage(app)
 			return alloctrack.NewCounters(alloctrack.AggregateConfig{TopClasses: 1, TopSites: 1}), alloctrack.NewAppStats(serial, pid)
 		},
 		Config: alloctrack.SessionConfig{Window: *c.window, MinWindow: *c.windowMin, RequestTimeout: *c.requestTimeout, ReportTimeout: *c.reportTimeout},

@@ -65,7 +65,7 @@ func newServeCmd(app *kingpin.Application) *serveCmd {
 	c.packages = f("package", "Track only apps whose name matches this regular expression (whole name); repeatable.").Strings()
 	c.packagesExclude = f("package.exclude", "Skip apps whose name matches this regular expression; repeatable.").Strings()
 	c.window = f("window", "Length of a tracking window: how often each app's report is fetched.").Default("10s").Duration()
-	c.windowMin = f("window.min", "Shortest window after reports overflow (65,535 entries).").Default("1s").Duration()
+	c.windowMin = f("window.min", "Shortest window after reports overflow (65,535 entries); default 1s, or --window if shorter.").Duration()
 	c.topClasses = f("top.classes", "Classes per app with a series of their own; the rest count as class=\"other\".").Default("100").Int()
 	c.topSites = f("top.sites", "Allocation sites per app with a series of their own; the rest count as site=\"other\".").Default("200").Int()
 	c.topExpiry = f("top.expiry", "Drop a class or site series idle this long, making room for others (0: never).").Default("1h").Duration()
@@ -85,7 +85,7 @@ func (c *serveCmd) validate() error {
 	switch {
 	case *c.window <= 0:
 		return fmt.Errorf("--window must be positive, got %v", *c.window)
-	case *c.windowMin <= 0 || *c.windowMin > *c.window:
+	case *c.windowMin < 0 || *c.windowMin > *c.window:
 		return fmt.Errorf("--window.min must be positive and at most --window (%v), got %v", *c.window, *c.windowMin)
 	case *c.topClasses < 1 || *c.topSites < 1:
 		return fmt.Errorf("--top.classes and --top.sites must be at least 1")
@@ -105,6 +105,9 @@ func (c *serveCmd) run(stderr io.Writer) int {
 	if err := c.validate(); err != nil {
 		fmt.Fprintf(stderr, "alloctrack serve: %v\n", err)
 		return exitUsage
+	}
+	if *c.windowMin == 0 {
+		*c.windowMin = min(time.Second, *c.window)
 	}
 	serials, err := alloctrack.NewFilter(*c.serials, *c.serialsExclude)
 	if err != nil {
