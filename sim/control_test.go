@@ -1,0 +1,99 @@
+package sim
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func call(t *testing.T, srv *httptest.Server, method, path, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+func TestControlAPI(t *testing.T) {
+	w := DefaultWorkload()
+	w.Rate = 0
+	f := NewFarm(FarmConfig{Devices: 2, AppsPerDevice: 1, APIs: []int{30, 31}, Workload: w})
+	defer f.Close()
+	srv := httptest.NewServer(f.Handler())
+	defer srv.Close()
+
+	code, body := call(t, srv, "GET", "/devices", "")
+	var devs []DeviceView
+	if code != 200 || json.Unmarshal([]byte(body), &devs) != nil || len(devs) != 2 || devs[1].API != 31 || len(devs[0].Apps) != 1 {
+		t.Fatalf("GET /devices: %d %s", code, body)
+	}
+
+	code, body = call(t, srv, "POST", "/devices/sim-1/apps", `{"package":"com.new","rate":100,"depth":8}`)
+	var app AppView
+	if code != 201 || json.Unmarshal([]byte(body), &app) != nil || app.Package != "com.new" || app.Depth != 8 || app.Rate != 100 {
+		t.Fatalf("POST app: %d %s", code, body)
+	}
+	pid := strconv.Itoa(app.PID)
+	if f.Device("sim-1").VM(app.PID) == nil {
+		t.Fatal("app not started")
+	}
+
+	code, body = call(t, srv, "PUT", "/devices/sim-1/apps/"+pid+"/faults", `{"latency":"20ms","hang_real":2}`)
+	if code != 200 || f.Device("sim-1").VM(app.PID).Faults() != (Faults{Latency: 20 * time.Millisecond, HangREAL: 2}) {
+		t.Fatalf("PUT faults: %d %s", code, body)
+	}
+
+	code, body = call(t, srv, "POST", "/devices/sim-1/apps/"+pid+"/restart", "")
+	var restarted AppView
+	if code != 200 || json.Unmarshal([]byte(body), &restarted) != nil || restarted.PID == app.PID || restarted.Package != "com.new" {
+		t.Fatalf("restart: %d %s", code, body)
+	}
+	if f.Device("sim-1").VM(app.PID) != nil {
+		t.Fatal("old pid still runs")
+	}
+	if code, _ := call(t, srv, "DELETE", "/devices/sim-1/apps/"+strconv.Itoa(restarted.PID), ""); code != 204 {
+		t.Fatalf("DELETE: %d", code)
+	}
+	if len(f.VMs("sim-1", "com.new")) != 2 {
+		t.Fatal("killed VMs are not kept for ground truth")
+	}
+	if code, _ := call(t, srv, "POST", "/devices/sim-2/disconnect", ""); code != 204 {
+		t.Fatalf("disconnect: %d", code)
+	}
+	if code, _ := call(t, srv, "POST", "/devices/sim-2/reconnect", ""); code != 204 {
+		t.Fatalf("reconnect: %d", code)
+	}
+
+	// Bad requests say what is wrong.
+	for _, c := range []struct {
+		method, path, body string
+		code               int
+		want               string
+	}{
+		{"POST", "/devices/nope/apps", `{"package":"x"}`, 404, "no such device"},
+		{"POST", "/devices/sim-1/apps", `{"package":""}`, 400, "package is required"},
+		{"POST", "/devices/sim-1/apps", `{"package":"x","colour":1}`, 400, "unknown field"},
+		{"POST", "/devices/sim-1/apps", `{`, 400, "request body"},
+		{"DELETE", "/devices/sim-1/apps/abc", "", 400, "not a positive number"},
+		{"DELETE", "/devices/sim-1/apps/99999", "", 404, "no such app"},
+		{"PUT", "/devices/sim-1/apps/" + strconv.Itoa(devs[0].Apps[0].PID) + "/faults", `{"latency":"soon"}`, 400, "not a duration"},
+		{"POST", "/devices/nope/disconnect", "", 404, "no such device"},
+	} {
+		code, body := call(t, srv, c.method, c.path, c.body)
+		if code != c.code || !strings.Contains(body, c.want) {
+			t.Errorf("%s %s %s: %d %s, want %d and %q", c.method, c.path, c.body, code, body, c.code, c.want)
+		}
+	}
+}
