@@ -98,8 +98,12 @@ func (c *DaemonConfig) fill() {
 	c.Aggregate.fill()
 }
 
-// StateExited: the app's process is gone; its counters stay.
-const StateExited = "exited"
+// End states of an app whose process the daemon no longer tracks; its
+// counters stay.
+const (
+	StateExited       = "exited"       // the process is gone
+	StateDisconnected = "disconnected" // its device is gone
+)
 
 type appKey struct{ serial, app string }
 
@@ -111,7 +115,7 @@ type appEntry struct {
 type deviceEntry struct {
 	server, serial, state string
 	api                   int
-	cancel                context.CancelFunc // nil when not followed
+	cancel                context.CancelCauseFunc // nil when not followed
 	done                  chan struct{}
 }
 
@@ -251,7 +255,7 @@ func (d *Daemon) onDevices(ctx context.Context, src Source, list []adb.DeviceSta
 		follow := ds.State == "device" && d.cfg.Serials.Match(ds.Serial)
 		switch {
 		case follow && e.cancel == nil:
-			dctx, cancel := context.WithCancel(ctx)
+			dctx, cancel := context.WithCancelCause(ctx)
 			prev, done := e.done, make(chan struct{})
 			e.cancel, e.done = cancel, done
 			go func() {
@@ -262,14 +266,14 @@ func (d *Daemon) onDevices(ctx context.Context, src Source, list []adb.DeviceSta
 				d.runDevice(dctx, src, e, log.With(zap.String("serial", e.serial)))
 			}()
 		case !follow && e.cancel != nil:
-			e.cancel()
+			e.cancel(errDeviceGone)
 			e.cancel = nil
 		}
 	}
 	for key, e := range d.devices {
 		if e.server == addr && !seen[key] {
 			if e.cancel != nil {
-				e.cancel()
+				e.cancel(errDeviceGone)
 				e.cancel = nil
 			}
 			if e.state != "gone" {
@@ -294,8 +298,14 @@ func (d *Daemon) waitDevices(addr string) {
 	}
 }
 
+// Why a process's sessions end, as context causes.
+var (
+	errPIDGone    = errors.New("the process left the device's JDWP list")
+	errDeviceGone = errors.New("the device is gone or no longer followed")
+)
+
 type pidRun struct {
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 	done   chan struct{}
 }
 
@@ -320,7 +330,7 @@ func (d *Daemon) runDevice(ctx context.Context, src Source, e *deviceEntry, log 
 		for _, pid := range pids {
 			alive[pid] = true
 			if runs[pid] == nil {
-				rctx, cancel := context.WithCancel(ctx)
+				rctx, cancel := context.WithCancelCause(ctx)
 				r := &pidRun{cancel: cancel, done: make(chan struct{})}
 				runs[pid] = r
 				go func() {
@@ -331,7 +341,7 @@ func (d *Daemon) runDevice(ctx context.Context, src Source, e *deviceEntry, log 
 		}
 		for pid, r := range runs {
 			if !alive[pid] {
-				r.cancel()
+				r.cancel(errPIDGone)
 				delete(runs, pid)
 			}
 		}
@@ -353,7 +363,7 @@ func (d *Daemon) runDevice(ctx context.Context, src Source, e *deviceEntry, log 
 	mu.Lock()
 	var dones []chan struct{}
 	for pid, r := range runs {
-		r.cancel()
+		r.cancel(context.Cause(ctx))
 		dones = append(dones, r.done)
 		delete(runs, pid)
 	}
@@ -456,9 +466,11 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, pid int,
 		}
 	}
 	if stats != nil {
-		st := stats.Snapshot()
-		if st.PID == pid {
-			stats.SetState(StateExited)
+		switch context.Cause(ctx) {
+		case errPIDGone:
+			stats.SetStateIf(pid, StateExited)
+		case errDeviceGone:
+			stats.SetStateIf(pid, StateDisconnected)
 		}
 	}
 }

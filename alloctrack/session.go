@@ -143,11 +143,16 @@ func (s *Session) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("%s: %w", StageProbe, err)
 	}
 	defer func() {
-		if derr := s.disable(ctx, client, cfg); derr != nil {
+		derr := s.disable(ctx, client, cfg)
+		switch {
+		case derr == nil:
+			log.Debug("tracking disabled")
+		case conn.Err() != nil || closedByPeer(derr) || errors.Is(derr, jdwp.ErrClosed):
+			// The process or its stream is gone: nothing is left tracking.
+			log.Debug("app gone before tracking could be disabled", zap.Error(derr))
+		default:
 			stats.CountError(StageDisable)
 			log.Warn("could not confirm tracking is off", zap.Error(derr))
-		} else {
-			log.Debug("tracking disabled")
 		}
 	}()
 	if on {

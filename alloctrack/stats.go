@@ -103,6 +103,17 @@ func (a *AppStats) SetState(state string) {
 	})
 }
 
+// SetStateIf records a state change only while pid is still the app's
+// newest process, so that a session of a newer process is not overruled.
+func (a *AppStats) SetStateIf(pid int, state string) {
+	a.update(func(s *AppStatus) {
+		if s.PID == pid && s.State != state {
+			s.State, s.Since = state, time.Now()
+			s.Tracking = false
+		}
+	})
+}
+
 // CountError counts an error at a stage.
 func (a *AppStats) CountError(stage string) {
 	a.update(func(s *AppStatus) { s.Errors[stage]++ })

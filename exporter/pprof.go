@@ -68,7 +68,7 @@ func TargetsHandler(src Source) http.Handler {
 		}
 		out := []TargetGroup{}
 		for _, a := range src.Snapshot().Apps {
-			if a.State == alloctrack.StateExited {
+			if a.State == alloctrack.StateExited || a.State == alloctrack.StateDisconnected {
 				continue
 			}
 			out = append(out, TargetGroup{
