@@ -91,7 +91,6 @@ type Counters struct {
 	sites      map[uint64]*siteSeries
 	siteOther  Count
 	siteCands  candidates[uint64]
-	siteReps   map[uint64]SiteInfo // infos of candidate sites seen lately, bounded like siteCands
 }
 
 // NewCounters returns empty counters.
@@ -107,7 +106,6 @@ func NewCounters(cfg AggregateConfig) *Counters {
 		classCands: newCandidates[string](cc),
 		sites:      map[uint64]*siteSeries{},
 		siteCands:  newCandidates[uint64](sc),
-		siteReps:   map[uint64]SiteInfo{},
 	}
 }
 
@@ -229,7 +227,7 @@ func (c *Counters) siteInfo(r *Report, a *Allocation, h uint64) SiteInfo {
 
 type local struct {
 	Count
-	rep int // index of one allocation with this key
+	rep int32 // index of one allocation with this key
 }
 
 // Add counts every allocation of r at time now.
@@ -244,7 +242,7 @@ func (c *Counters) Add(r *Report, now time.Time) {
 	// distinct class and site, not per allocation.
 	sh := newSiteHasher(r)
 	byClass := make(map[uint16]*Count, 64)
-	bySite := make(map[uint64]*local, 256)
+	bySite := make(map[uint64]local, min(len(r.Allocations), 1024))
 	var total Count
 	for i := range r.Allocations {
 		a := &r.Allocations[i]
@@ -256,12 +254,12 @@ func (c *Counters) Add(r *Report, now time.Time) {
 		}
 		cc.add(a.Size)
 		h := sh.site(a, r.Stack(a))
-		l := bySite[h]
-		if l == nil {
-			l = &local{rep: i}
-			bySite[h] = l
+		l, ok := bySite[h]
+		if !ok {
+			l.rep = int32(i)
 		}
 		l.add(a.Size)
+		bySite[h] = l
 	}
 
 	// Admit by weight: the report's heaviest classes and sites take the
@@ -321,23 +319,20 @@ func (c *Counters) Add(r *Report, now time.Time) {
 		n := bySite[h]
 		s := c.sites[h]
 		if s == nil && len(c.sites) < c.cfg.TopSites {
-			s = &siteSeries{info: c.siteInfo(r, &r.Allocations[n.rep], h)}
+			s = &siteSeries{}
 			c.sites[h] = s
 			c.siteCands.remove(h)
-			delete(c.siteReps, h)
 		}
 		if s == nil {
 			c.siteOther.Allocations += n.Allocations
 			c.siteOther.Bytes += n.Bytes
-			if dropped := c.siteCands.offer(h, n.Allocations); dropped != nil {
-				for _, d := range dropped {
-					delete(c.siteReps, d)
-				}
-			}
-			if _, ok := c.siteReps[h]; !ok && c.siteCands.has(h) {
-				c.siteReps[h] = c.siteInfo(r, &r.Allocations[n.rep], h)
-			}
+			c.siteCands.offer(h, n.Allocations)
 			continue
+		}
+		if s.info.ID == "" {
+			// Labels are built once, when a series first counts: only
+			// admitted sites pay for formatting their frames.
+			s.info = c.siteInfo(r, &r.Allocations[n.rep], h)
 		}
 		s.Allocations += n.Allocations
 		s.Bytes += n.Bytes
@@ -377,12 +372,8 @@ func (c *Counters) expireLocked(now time.Time) {
 		if !ok {
 			break
 		}
-		info, ok := c.siteReps[k]
-		delete(c.siteReps, k)
-		if !ok {
-			continue
-		}
-		c.sites[k] = &siteSeries{series: series{last: now}, info: info}
+		// Its labels are filled in when it next counts.
+		c.sites[k] = &siteSeries{series: series{last: now}}
 	}
 }
 
@@ -398,6 +389,9 @@ func (c *Counters) Snapshot() AppCounts {
 	slices.SortFunc(out.Classes, func(a, b ClassCount) int { return strings.Compare(a.Class, b.Class) })
 	out.Sites = make([]SiteCount, 0, len(c.sites))
 	for _, s := range c.sites {
+		if s.info.ID == "" {
+			continue // admitted, but has not counted yet
+		}
 		out.Sites = append(out.Sites, SiteCount{SiteInfo: s.info, Count: s.Count})
 	}
 	slices.SortFunc(out.Sites, func(a, b SiteCount) int { return strings.Compare(a.ID, b.ID) })

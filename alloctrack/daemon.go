@@ -443,6 +443,8 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, pid int,
 			}
 			d.countDeviceError(serial, StageHello)
 			d.logs.warn(log, key, "another debugger holds the app; retrying", err)
+		case errors.Is(err, ErrStreamEnded):
+			log.Debug("JDWP stream ended; reconnecting unless the process is gone", zap.Error(err))
 		case errors.Is(err, adb.ErrServiceClosed):
 			// The process died, is not debuggable, or is frozen; track-jdwp
 			// will tell if it is gone.
@@ -463,6 +465,11 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, pid int,
 		}
 		if !sleepCtx(ctx, wait) {
 			break
+		}
+		if errors.Is(err, ErrStreamEnded) && stats != nil {
+			// The process outlived its stream: that was an error.
+			stats.CountError(StageReport)
+			d.logs.warn(log, key, "JDWP stream ended while the app lives on; reconnecting", err)
 		}
 	}
 	if stats != nil {

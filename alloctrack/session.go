@@ -21,6 +21,10 @@ var (
 	ErrUnsupported = errors.New("alloctrack: allocation tracking not supported by this VM (no REAQ reply; Android 12+)")
 	// ErrFiltered: the app is excluded by the package filter.
 	ErrFiltered = errors.New("alloctrack: app excluded by the package filter")
+	// ErrStreamEnded: the JDWP stream ended while tracking, as it does when
+	// the process dies (then it is no error) or the link breaks. Sessions
+	// do not count it; the daemon does once it knows the process lives on.
+	ErrStreamEnded = errors.New("alloctrack: the JDWP stream ended")
 	// ErrHeld: the VM closed the connection during the handshake, as it
 	// does when another debugger (Android Studio) holds the app.
 	ErrHeld = errors.New("alloctrack: the app closed the JDWP connection during the handshake (another debugger holds it?)")
@@ -179,8 +183,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 		case <-ctx.Done():
 			return nil
 		case <-conn.Done():
-			stats.CountError(StageReport)
-			return fmt.Errorf("%s: %w", StageReport, conn.Err())
+			return fmt.Errorf("%s: %w: %w", StageReport, ErrStreamEnded, conn.Err())
 		case <-s.Stop:
 			last = true
 		case <-timer.C:
@@ -199,6 +202,9 @@ func (s *Session) Run(ctx context.Context) (err error) {
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
+			}
+			if conn.Err() != nil {
+				return fmt.Errorf("%s: %w: %w", StageReport, ErrStreamEnded, err)
 			}
 			stats.CountError(StageReport)
 			return fmt.Errorf("%s: %w", StageReport, err)

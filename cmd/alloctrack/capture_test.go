@@ -421,7 +421,7 @@ func TestCaptureShortWindow(t *testing.T) {
 		"--duration", "1s", "--window", "500ms", "--out", dir)
 	res.wait(t, 10*time.Second)
 	if res.code == exitUsage && strings.Contains(res.stderr.String(), "--window.min") {
-		t.Skipf("BUG: capture --window 500ms without --window.min is a usage error (the default --window.min 1s is larger): %s", strings.TrimSpace(res.stderr.String()))
+		t.Fatalf("regression: capture --window 500ms without --window.min is a usage error (the default --window.min 1s is larger): %s", strings.TrimSpace(res.stderr.String()))
 	}
 	if res.code != exitOK {
 		t.Fatalf("%s", res.say())
@@ -458,7 +458,7 @@ func TestCaptureByPID(t *testing.T) {
 		t.Errorf("summary.json: %+v", cf.summary.CaptureMeta)
 	}
 	if cf.summary.Package != "com.example.app1" {
-		t.Skipf("BUG: summary.json of a --pid capture has package %q, want %q: Bind sets meta.Package after NewCaptureWriter copied meta (cmd/alloctrack/capture.go)",
+		t.Fatalf("regression: summary.json of a --pid capture has package %q, want %q: Bind sets meta.Package after NewCaptureWriter copied meta (cmd/alloctrack/capture.go)",
 			cf.summary.Package, "com.example.app1")
 	}
 }

@@ -1,0 +1,433 @@
+package alloctrack_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/alloctrack/alloctrack/adb"
+	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/sim"
+)
+
+// daemonConfig has short timings so that the tests run in seconds.
+func daemonConfig() alloctrack.DaemonConfig {
+	return alloctrack.DaemonConfig{
+		Session: alloctrack.SessionConfig{
+			Window:         100 * time.Millisecond,
+			MinWindow:      50 * time.Millisecond,
+			RequestTimeout: 300 * time.Millisecond,
+			ReportTimeout:  2 * time.Second,
+		},
+		BackoffMin: 50 * time.Millisecond,
+		BackoffMax: 500 * time.Millisecond,
+	}
+}
+
+type daemonRun struct {
+	farm *sim.Farm
+	d    *alloctrack.Daemon
+	addr string
+	stop func() // cancels Run, waits for it, checks that no VM tracks
+}
+
+// startDaemon serves farm through an in-process adb host server and runs a
+// daemon over it until the test ends (or stop).
+func startDaemon(t *testing.T, farm *sim.Farm, cfg alloctrack.DaemonConfig) *daemonRun {
+	t.Helper()
+	t.Cleanup(func() { farm.Close() })
+	a, err := farm.ServeHost("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	d := alloctrack.NewDaemon(cfg, []alloctrack.Source{adb.NewClient(a.String())}, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- d.Run(ctx) }()
+	var once sync.Once
+	r := &daemonRun{farm: farm, d: d, addr: a.String()}
+	r.stop = func() {
+		once.Do(func() {
+			cancel()
+			start := time.Now()
+			select {
+			case err := <-errc:
+				if err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatal("Run did not return within 15 s of cancel")
+			}
+			t.Logf("Run returned %v after cancel", time.Since(start).Round(time.Millisecond))
+			// Every app that the daemon could reach has tracking off.
+			for _, dev := range farm.Devices() {
+				for _, vm := range dev.VMs() {
+					if vm.Tracking() {
+						t.Errorf("%s pid %d (%s): tracking still on after Run returned", dev.Serial(), vm.PID(), vm.ProcessName())
+					}
+				}
+			}
+		})
+	}
+	t.Cleanup(r.stop)
+	return r
+}
+
+// eventually polls cond until it holds or 15 s pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (r *daemonRun) app(serial, pkg string) (alloctrack.AppSnapshot, bool) {
+	for _, a := range r.d.Snapshot().Apps {
+		if a.Serial == serial && a.Package == pkg {
+			return a, true
+		}
+	}
+	return alloctrack.AppSnapshot{}, false
+}
+
+func (r *daemonRun) device(serial string) (alloctrack.DeviceStatus, bool) {
+	for _, dv := range r.d.Snapshot().Devices {
+		if dv.Serial == serial {
+			return dv, true
+		}
+	}
+	return alloctrack.DeviceStatus{}, false
+}
+
+// tracking tells whether the app is tracking with at least n windows
+// counted since.
+func (r *daemonRun) tracking(serial, pkg string, n uint64) bool {
+	a, ok := r.app(serial, pkg)
+	return ok && a.State == alloctrack.StateTracking && a.Tracking && a.Windows >= n
+}
+
+func newFarm(cfg sim.FarmConfig) *sim.Farm {
+	if cfg.Workload.Rate == 0 {
+		cfg.Workload = sim.DefaultWorkload()
+	}
+	return sim.NewFarm(cfg)
+}
+
+func onlyPID(t *testing.T, farm *sim.Farm, serial, pkg string) int {
+	t.Helper()
+	var pids []int
+	for _, vm := range farm.Device(serial).VMs() {
+		if vm.ProcessName() == pkg {
+			pids = append(pids, vm.PID())
+		}
+	}
+	if len(pids) != 1 {
+		t.Fatalf("%s on %s runs as pids %v", pkg, serial, pids)
+	}
+	return pids[0]
+}
+
+func TestDaemonFollowsDevicesAndApps(t *testing.T) {
+	farm := newFarm(sim.FarmConfig{Devices: 2, AppsPerDevice: 2, APIs: []int{30, 28}})
+	r := startDaemon(t, farm, daemonConfig())
+
+	eventually(t, "every app tracking with 3 windows", func() bool {
+		for _, s := range []string{"sim-1", "sim-2"} {
+			for _, p := range []string{"com.example.app1", "com.example.app2"} {
+				if !r.tracking(s, p, 3) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	if !r.d.Ready() {
+		t.Error("not ready although the adb server answered")
+	}
+	s := r.d.Snapshot()
+	if len(s.Servers) != 1 || s.Servers[0].Addr != r.addr || !s.Servers[0].Up {
+		t.Errorf("servers %+v", s.Servers)
+	}
+	for serial, api := range map[string]int{"sim-1": 30, "sim-2": 28} {
+		dv, ok := r.device(serial)
+		if !ok || dv.State != "device" || dv.API != api || dv.Server != r.addr {
+			t.Errorf("device %s: %+v, want online with API %d", serial, dv, api)
+		}
+	}
+	if len(s.Apps) != 4 {
+		t.Fatalf("%d apps, want 4", len(s.Apps))
+	}
+	for _, a := range s.Apps {
+		if a.Counts.Total.Allocations == 0 || a.PID == 0 || a.ReportBytes == 0 || a.RTT.Count == 0 {
+			t.Errorf("%s/%s: %+v", a.Serial, a.Package, a.AppStatus)
+		}
+		if pid := onlyPID(t, farm, a.Serial, a.Package); a.PID != pid {
+			t.Errorf("%s/%s: pid %d, the device runs it as %d", a.Serial, a.Package, a.PID, pid)
+		}
+	}
+
+	r.stop()
+	// What was counted was reported by the VMs; nothing is invented.
+	for _, a := range r.d.Snapshot().Apps {
+		_, reported := farm.Truth(a.Serial, a.Package)
+		if a.Counts.Total.Allocations > reported.Total.Allocations || a.Counts.Total.Allocations == 0 {
+			t.Errorf("%s/%s: counted %d allocations, VMs reported %d", a.Serial, a.Package, a.Counts.Total.Allocations, reported.Total.Allocations)
+		}
+		for _, vm := range farm.VMs(a.Serial, a.Package) {
+			if n := vm.Stats().NonDDM; n != 0 {
+				t.Errorf("%s pid %d: %d non-DDM commands", a.Serial, vm.PID(), n)
+			}
+		}
+	}
+}
+
+func TestDaemonAppRestart(t *testing.T) {
+	farm := newFarm(sim.FarmConfig{Devices: 1, AppsPerDevice: 1})
+	r := startDaemon(t, farm, daemonConfig())
+	const serial, pkg = "sim-1", "com.example.app1"
+	eventually(t, "tracking", func() bool { return r.tracking(serial, pkg, 2) })
+	old := onlyPID(t, farm, serial, pkg)
+	before, _ := r.app(serial, pkg)
+
+	vm, err := farm.RestartApp(serial, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the new pid tracking", func() bool {
+		a, ok := r.app(serial, pkg)
+		return ok && a.PID == vm.PID() && a.State == alloctrack.StateTracking && vm.Tracking()
+	})
+	eventually(t, "counters growing past the old process's", func() bool {
+		a, _ := r.app(serial, pkg)
+		return a.Windows > before.Windows+2 && a.Counts.Total.Allocations > before.Counts.Total.Allocations
+	})
+	if n := len(r.d.Snapshot().Apps); n != 1 {
+		t.Fatalf("%d apps after a restart, want 1 (counters are per serial and package)", n)
+	}
+	after, _ := r.app(serial, pkg)
+	if after.Counts.Total.Allocations < before.Counts.Total.Allocations || after.Counts.Total.Bytes < before.Counts.Total.Bytes {
+		t.Fatalf("counters went down across the restart: %+v -> %+v", before.Counts.Total, after.Counts.Total)
+	}
+}
+
+func TestDaemonAppKilled(t *testing.T) {
+	farm := newFarm(sim.FarmConfig{Devices: 1, AppsPerDevice: 2})
+	r := startDaemon(t, farm, daemonConfig())
+	const serial = "sim-1"
+	eventually(t, "both apps tracking", func() bool {
+		return r.tracking(serial, "com.example.app1", 1) && r.tracking(serial, "com.example.app2", 1)
+	})
+	if err := farm.KillApp(serial, onlyPID(t, farm, serial, "com.example.app1")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "app1 exited", func() bool {
+		a, _ := r.app(serial, "com.example.app1")
+		return a.State == alloctrack.StateExited && !a.Tracking
+	})
+	before, _ := r.app(serial, "com.example.app1")
+	// The other app goes on; the dead one's counters stay as they were.
+	w, _ := r.app(serial, "com.example.app2")
+	eventually(t, "app2 still counting", func() bool { return r.tracking(serial, "com.example.app2", w.Windows+2) })
+	a, _ := r.app(serial, "com.example.app1")
+	if a.Counts.Total != before.Counts.Total || a.State != alloctrack.StateExited {
+		t.Fatalf("exited app changed: %+v -> %+v, state %s", before.Counts.Total, a.Counts.Total, a.State)
+	}
+}
+
+func TestDaemonDeviceDisconnectAndReconnect(t *testing.T) {
+	farm := newFarm(sim.FarmConfig{Devices: 2, AppsPerDevice: 1})
+	r := startDaemon(t, farm, daemonConfig())
+	const serial, pkg = "sim-1", "com.example.app1"
+	eventually(t, "tracking", func() bool { return r.tracking(serial, pkg, 2) })
+
+	if err := farm.Disconnect(serial); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "device gone and its app disconnected", func() bool {
+		dv, _ := r.device(serial)
+		a, _ := r.app(serial, pkg)
+		return dv.State == "gone" && a.State == alloctrack.StateDisconnected && !a.Tracking
+	})
+	before, _ := r.app(serial, pkg)
+	// The other device is not disturbed.
+	other, _ := r.app("sim-2", pkg)
+	eventually(t, "sim-2 still counting", func() bool { return r.tracking("sim-2", pkg, other.Windows+2) })
+
+	if err := farm.Reconnect(serial); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "device back and tracked again", func() bool {
+		dv, _ := r.device(serial)
+		return dv.State == "device" && r.tracking(serial, pkg, before.Windows+2)
+	})
+	after, _ := r.app(serial, pkg)
+	if after.Counts.Total.Allocations <= before.Counts.Total.Allocations {
+		t.Fatalf("no new counts after reconnect: %+v -> %+v", before.Counts.Total, after.Counts.Total)
+	}
+}
+
+func TestDaemonFilters(t *testing.T) {
+	farm := newFarm(sim.FarmConfig{Devices: 3, AppsPerDevice: 3})
+	cfg := daemonConfig()
+	var err error
+	// Devices sim-1 and sim-2, but not sim-2; "sim" alone would match no
+	// serial, as patterns are anchored.
+	if cfg.Serials, err = alloctrack.NewFilter([]string{"sim-[12]", "sim"}, []string{"sim-2"}); err != nil {
+		t.Fatal(err)
+	}
+	// app1 and app2 but not app2; "app3" alone matches no package name.
+	if cfg.Packages, err = alloctrack.NewFilter([]string{`com\.example\.app[12]`, "app3"}, []string{`.*app2`}); err != nil {
+		t.Fatal(err)
+	}
+	r := startDaemon(t, farm, cfg)
+	eventually(t, "sim-1 app1 tracking", func() bool { return r.tracking("sim-1", "com.example.app1", 3) })
+	// Give the excluded ones every chance to show up.
+	time.Sleep(300 * time.Millisecond)
+
+	s := r.d.Snapshot()
+	if len(s.Apps) != 1 {
+		var names []string
+		for _, a := range s.Apps {
+			names = append(names, a.Serial+"/"+a.Package+" "+a.State)
+		}
+		t.Fatalf("apps %v, want only sim-1/com.example.app1", names)
+	}
+	for _, dev := range farm.Devices() {
+		for _, vm := range dev.VMs() {
+			st := vm.Stats()
+			included := dev.Serial() == "sim-1" && vm.ProcessName() == "com.example.app1"
+			switch {
+			case dev.Serial() != "sim-1" && st.Connections != 0:
+				t.Errorf("%s/%s: excluded device, yet %d JDWP connections", dev.Serial(), vm.ProcessName(), st.Connections)
+			case !included && st.Enables != 0:
+				t.Errorf("%s/%s: excluded, yet tracking was enabled %d times", dev.Serial(), vm.ProcessName(), st.Enables)
+			case included && st.Enables == 0:
+				t.Errorf("%s/%s: included, never enabled", dev.Serial(), vm.ProcessName())
+			}
+		}
+	}
+	// Excluded devices are still listed with their state.
+	for _, serial := range []string{"sim-2", "sim-3"} {
+		if dv, ok := r.device(serial); !ok || dv.State != "device" {
+			t.Errorf("device %s: %+v, %v", serial, dv, ok)
+		}
+	}
+}
+
+func TestDaemonUnsupportedAPI31(t *testing.T) {
+	farm := newFarm(sim.FarmConfig{Devices: 2, AppsPerDevice: 1, APIs: []int{31, 30}})
+	r := startDaemon(t, farm, daemonConfig())
+	eventually(t, "the API-31 app unsupported and the API-30 app tracking", func() bool {
+		a, ok := r.app("sim-1", "com.example.app1")
+		return ok && a.State == alloctrack.StateUnsupported && !a.Tracking && r.tracking("sim-2", "com.example.app1", 1)
+	})
+	if dv, _ := r.device("sim-1"); dv.API != 31 {
+		t.Errorf("sim-1 API %d, want 31", dv.API)
+	}
+	// It stays unsupported (re-probed only after Reprobe, 30 min by default).
+	time.Sleep(500 * time.Millisecond)
+	a, _ := r.app("sim-1", "com.example.app1")
+	if a.State != alloctrack.StateUnsupported || a.Windows != 0 {
+		t.Fatalf("API-31 app: state %s, %d windows", a.State, a.Windows)
+	}
+	for _, vm := range farm.Device("sim-1").VMs() {
+		st := vm.Stats()
+		if st.Enables != 0 || st.Chunks["REAL"] != 0 {
+			t.Errorf("API-31 VM was sent %d REAE 1 and %d REAL", st.Enables, st.Chunks["REAL"])
+		}
+		if st.Connections != 1 {
+			t.Errorf("API-31 VM: %d connections in 500 ms, want 1 (no re-probe before Reprobe)", st.Connections)
+		}
+	}
+}
+
+// Stopping the daemon turns tracking off in every VM before Run returns,
+// also with many apps mid-window.
+func TestDaemonStopDisablesEveryVM(t *testing.T) {
+	farm := newFarm(sim.FarmConfig{Devices: 3, AppsPerDevice: 3})
+	cfg := daemonConfig()
+	cfg.Session.Window = 150 * time.Millisecond
+	r := startDaemon(t, farm, cfg)
+	eventually(t, "all nine apps tracking", func() bool {
+		n := 0
+		for _, a := range r.d.Snapshot().Apps {
+			if a.State == alloctrack.StateTracking && a.Windows >= 1 {
+				n++
+			}
+		}
+		return n == 9
+	})
+	on := 0
+	for _, dev := range farm.Devices() {
+		for _, vm := range dev.VMs() {
+			if vm.Tracking() {
+				on++
+			}
+		}
+	}
+	if on == 0 {
+		t.Fatal("no VM tracking before stop")
+	}
+	r.stop() // checks every VM
+	for _, dev := range farm.Devices() {
+		for _, vm := range dev.VMs() {
+			if st := vm.Stats(); st.Disables == 0 {
+				t.Errorf("%s pid %d: no REAE 0 received", dev.Serial(), vm.PID())
+			}
+		}
+	}
+}
+
+func TestFilter(t *testing.T) {
+	tests := []struct {
+		include, exclude []string
+		match            map[string]bool
+	}{
+		{nil, nil, map[string]bool{"": true, "anything": true}},
+		{[]string{"emulator-.*"}, nil, map[string]bool{"emulator-5554": true, "my-emulator-5554": false, "emulator": false}},
+		{[]string{"a|b"}, nil, map[string]bool{"a": true, "b": true, "ab": false, "xa": false}}, // alternation stays anchored
+		{[]string{`com\.example\..*`}, []string{`.*\.test`}, map[string]bool{
+			"com.example.app": true, "com.example.app.test": false, "com.other": false, "com.exampleXapp": false,
+		}},
+		{nil, []string{"R58M.*", "emulator-5556"}, map[string]bool{"R58M123": false, "emulator-5556": false, "emulator-5554": true, "xR58M": true}},
+		{[]string{"x", "y"}, []string{"y"}, map[string]bool{"x": true, "y": false, "z": false}},
+	}
+	for i, tt := range tests {
+		f, err := alloctrack.NewFilter(tt.include, tt.exclude)
+		if err != nil {
+			t.Fatalf("%d: %v", i, err)
+		}
+		for name, want := range tt.match {
+			if got := f.Match(name); got != want {
+				t.Errorf("%d: include %q exclude %q: Match(%q) = %v, want %v", i, tt.include, tt.exclude, name, got, want)
+			}
+		}
+	}
+	for _, bad := range []struct {
+		include, exclude []string
+		pattern          string
+	}{
+		{[]string{"ok", "("}, nil, "("},
+		{nil, []string{"[z-a]"}, "[z-a]"},
+	} {
+		_, err := alloctrack.NewFilter(bad.include, bad.exclude)
+		if err == nil {
+			t.Errorf("NewFilter(%q, %q) accepted a bad pattern", bad.include, bad.exclude)
+			continue
+		}
+		if want := fmt.Sprintf("%q", bad.pattern); !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name the pattern %s", err, want)
+		}
+	}
+}
