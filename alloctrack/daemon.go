@@ -16,20 +16,27 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/alloctrack/alloctrack/adb"
 )
 
-// Source is an adb server as the daemon uses it; *adb.Client is one.
+// DeviceState is one line of an adb server's device list.
+type DeviceState struct {
+	Serial string
+	State  string // "device" when online; "offline", "unauthorized", …
+}
+
+// ErrRefused is what a Source's OpenJDWP wraps when the device refused the
+// stream: the process died, is not debuggable, or is frozen.
+var ErrRefused = errors.New("alloctrack: the device refused the JDWP stream")
+
+// Source is an adb server as the daemon uses it. internal/source adapts
+// *adb.Client to it; this package knows nothing of adb itself.
 type Source interface {
 	Addr() string
-	TrackDevices(ctx context.Context, fn func([]adb.DeviceState)) error
+	TrackDevices(ctx context.Context, fn func([]DeviceState)) error
 	TrackJDWP(ctx context.Context, serial string, fn func([]int)) error
 	OpenJDWP(ctx context.Context, serial string, pid int) (net.Conn, error)
 	Prop(ctx context.Context, serial, name string) (string, error)
 }
-
-var _ Source = (*adb.Client)(nil)
 
 // Filter selects names by anchored regular expressions: a name passes when
 // it matches some Include (or there are none) and no Exclude.
@@ -197,7 +204,7 @@ func (d *Daemon) runServer(ctx context.Context, src Source) {
 	addr := src.Addr()
 	log := d.log.With(zap.String("adb_server", addr))
 	for attempt := 0; ctx.Err() == nil; attempt++ {
-		err := src.TrackDevices(ctx, func(list []adb.DeviceState) {
+		err := src.TrackDevices(ctx, func(list []DeviceState) {
 			attempt = 0
 			d.mu.Lock()
 			d.servers[addr].up = true
@@ -235,7 +242,7 @@ func (d *Daemon) updateReady() {
 }
 
 // onDevices reconciles the followed devices of one server with a list.
-func (d *Daemon) onDevices(ctx context.Context, src Source, list []adb.DeviceState, log *zap.Logger) {
+func (d *Daemon) onDevices(ctx context.Context, src Source, list []DeviceState, log *zap.Logger) {
 	addr := src.Addr()
 	seen := map[string]bool{}
 	d.mu.Lock()
@@ -445,7 +452,7 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, pid int,
 			d.logs.warn(log, key, "another debugger holds the app; retrying", err)
 		case errors.Is(err, ErrStreamEnded):
 			log.Debug("JDWP stream ended; reconnecting unless the process is gone", zap.Error(err))
-		case errors.Is(err, adb.ErrServiceClosed):
+		case errors.Is(err, ErrRefused):
 			// The process died, is not debuggable, or is frozen; track-jdwp
 			// will tell if it is gone.
 			d.countDeviceError(serial, StageConnect)

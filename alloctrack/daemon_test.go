@@ -11,8 +11,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/alloctrack/alloctrack/adb"
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/internal/source"
 	"github.com/alloctrack/alloctrack/sim"
 )
 
@@ -47,7 +47,7 @@ func startDaemon(t *testing.T, farm *sim.Farm, cfg alloctrack.DaemonConfig) *dae
 		t.Fatal(err)
 	}
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
-	d := alloctrack.NewDaemon(cfg, []alloctrack.Source{adb.NewClient(a.String())}, log)
+	d := alloctrack.NewDaemon(cfg, []alloctrack.Source{source.New(a.String())}, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- d.Run(ctx) }()

@@ -23,6 +23,7 @@ import (
 	"github.com/alloctrack/alloctrack/adb"
 	"github.com/alloctrack/alloctrack/alloctrack"
 	"github.com/alloctrack/alloctrack/exporter"
+	"github.com/alloctrack/alloctrack/internal/source"
 	"github.com/alloctrack/alloctrack/sim"
 )
 
@@ -170,7 +171,7 @@ func (c *serveCmd) run(stderr io.Writer) int {
 	}
 	var sources []alloctrack.Source
 	for _, a := range addrs {
-		sources = append(sources, adb.NewClient(a))
+		sources = append(sources, source.New(a))
 	}
 
 	d := alloctrack.NewDaemon(alloctrack.DaemonConfig{

@@ -23,8 +23,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/alloctrack/alloctrack/adb"
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/internal/source"
 	"github.com/alloctrack/alloctrack/sim"
 )
 
@@ -74,7 +74,7 @@ func coverage(args []string) error {
 	d := alloctrack.NewDaemon(alloctrack.DaemonConfig{
 		Session:   alloctrack.SessionConfig{Window: *window, MinWindow: time.Second},
 		Aggregate: alloctrack.AggregateConfig{TopClasses: 1000, TopSites: 10000},
-	}, []alloctrack.Source{adb.NewClient(addr.String())}, nil)
+	}, []alloctrack.Source{source.New(addr.String())}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { d.Run(ctx); close(done) }()

@@ -1,0 +1,36 @@
+package archtest
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const mod = "github.com/alloctrack/alloctrack/"
+
+// forbidden lists, per package, import path prefixes that must not appear
+// among its dependencies (direct or indirect).
+var forbidden = map[string][]string{
+	"jdwp":       {mod + "adb", mod + "ddms", mod + "alloctrack", mod + "exporter", mod + "sim", "github.com/prometheus/", "go.uber.org/zap", "github.com/electricbubble/gadb"},
+	"ddms":       {mod + "adb", mod + "alloctrack", mod + "exporter", mod + "sim", "github.com/prometheus/", "go.uber.org/zap", "github.com/electricbubble/gadb"},
+	"alloctrack": {mod + "exporter", mod + "sim", "github.com/prometheus/", "github.com/electricbubble/gadb"},
+	"adb":        {mod + "alloctrack", mod + "exporter", mod + "sim", "github.com/prometheus/"},
+	"exporter":   {mod + "adb", mod + "sim", "github.com/electricbubble/gadb"},
+	"sim":        {mod + "exporter", mod + "adb", "github.com/prometheus/", "github.com/electricbubble/gadb"},
+}
+
+func TestPackageBoundaries(t *testing.T) {
+	for pkg, bad := range forbidden {
+		out, err := exec.Command("go", "list", "-deps", mod+pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, b := range bad {
+				if strings.HasPrefix(dep, b) {
+					t.Errorf("%s depends on %s", pkg, dep)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,44 @@
+// Package source adapts the adb client to the daemon's Source interface,
+// so that neither package needs to know the other.
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/alloctrack/alloctrack/adb"
+	"github.com/alloctrack/alloctrack/alloctrack"
+)
+
+// ADB is an adb server as a daemon Source.
+type ADB struct {
+	*adb.Client
+}
+
+var _ alloctrack.Source = ADB{}
+
+// New returns the Source for the adb server at addr.
+func New(addr string) ADB { return ADB{adb.NewClient(addr)} }
+
+// TrackDevices follows the server's device list.
+func (a ADB) TrackDevices(ctx context.Context, fn func([]alloctrack.DeviceState)) error {
+	return a.Client.TrackDevices(ctx, func(list []adb.DeviceState) {
+		out := make([]alloctrack.DeviceState, len(list))
+		for i, d := range list {
+			out[i] = alloctrack.DeviceState{Serial: d.Serial, State: d.State}
+		}
+		fn(out)
+	})
+}
+
+// OpenJDWP opens jdwp:<pid>; a stream the device refused also matches
+// alloctrack.ErrRefused.
+func (a ADB) OpenJDWP(ctx context.Context, serial string, pid int) (net.Conn, error) {
+	c, err := a.Client.OpenJDWP(ctx, serial, pid)
+	if errors.Is(err, adb.ErrServiceClosed) {
+		return nil, fmt.Errorf("%w: %w", alloctrack.ErrRefused, err)
+	}
+	return c, err
+}
