@@ -298,17 +298,8 @@ func (c *Counters) Add(r *Report, now time.Time) {
 	c.total.Bytes += total.Bytes
 	for _, idx := range classIdx {
 		n := byClass[idx]
-		name := r.Classes[idx]
-		s := c.classes[name]
-		if s == nil && len(c.classes) < c.cfg.TopClasses {
-			s = &series{}
-			c.classes[name] = s
-			c.classCands.remove(name)
-		}
+		s := admit(c.classes, c.cfg.TopClasses, &c.classCands, &c.classOther, r.Classes[idx], *n)
 		if s == nil {
-			c.classOther.Allocations += n.Allocations
-			c.classOther.Bytes += n.Bytes
-			c.classCands.offer(name, n.Allocations)
 			continue
 		}
 		s.Allocations += n.Allocations
@@ -317,16 +308,8 @@ func (c *Counters) Add(r *Report, now time.Time) {
 	}
 	for _, h := range siteHashes {
 		n := bySite[h]
-		s := c.sites[h]
-		if s == nil && len(c.sites) < c.cfg.TopSites {
-			s = &siteSeries{}
-			c.sites[h] = s
-			c.siteCands.remove(h)
-		}
+		s := admit(c.sites, c.cfg.TopSites, &c.siteCands, &c.siteOther, h, n.Count)
 		if s == nil {
-			c.siteOther.Allocations += n.Allocations
-			c.siteOther.Bytes += n.Bytes
-			c.siteCands.offer(h, n.Allocations)
 			continue
 		}
 		if s.info.ID == "" {
@@ -338,6 +321,23 @@ func (c *Counters) Add(r *Report, now time.Time) {
 		s.Bytes += n.Bytes
 		s.last = now
 	}
+}
+
+// admit returns k's series, creating it while fewer than top exist;
+// without one, n counts into other and weighs for k as a candidate.
+func admit[K comparable, S any](m map[K]*S, top int, cands *candidates[K], other *Count, k K, n Count) *S {
+	s := m[k]
+	if s == nil && len(m) < top {
+		s = new(S)
+		m[k] = s
+		cands.remove(k)
+	}
+	if s == nil {
+		other.Allocations += n.Allocations
+		other.Bytes += n.Bytes
+		cands.offer(k, n.Allocations)
+	}
+	return s
 }
 
 // cmpCount orders heavier counts first.

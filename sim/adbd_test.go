@@ -192,29 +192,7 @@ func TestAdbdForwardWindow(t *testing.T) {
 	if err != nil || h.PID != uint32(vm.PID()) || h.AppName != "com.example.fwd" {
 		t.Fatalf("HELO %+v %v", h, err)
 	}
-	vm.Allocate(300) // before the window: not tracked
-	if err := c.SetAllocTracking(true); err != nil {
-		t.Fatal(err)
-	}
-	if on, err := c.AllocTracking(ctx); err != nil || !on {
-		t.Fatalf("REAQ %v %v", on, err)
-	}
-	vm.Allocate(5000)
-	payload, err := c.Allocations(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := alloctrack.Parse(payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	truth := vm.CurrentWindow()
-	if truth.Allocated.Total.Allocations != 5000 || len(rep.Allocations) != 5000 {
-		t.Fatalf("truth %d allocations, report %d", truth.Allocated.Total.Allocations, len(rep.Allocations))
-	}
-	got := reportCounts(rep)
-	sameCounts(t, "report vs allocated", got, truth.Allocated)
-	sameCounts(t, "report vs reported", got, truth.Reported)
+	got := reportCounts(trackedWindow(t, ctx, c, vm, 5000))
 	if err := c.SetAllocTracking(false); err != nil {
 		t.Fatal(err)
 	}

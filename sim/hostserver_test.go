@@ -16,7 +16,6 @@ import (
 	"github.com/electricbubble/gadb"
 	"go.uber.org/goleak"
 
-	"github.com/alloctrack/alloctrack/alloctrack"
 	"github.com/alloctrack/alloctrack/ddms"
 	"github.com/alloctrack/alloctrack/jdwp"
 )
@@ -466,28 +465,7 @@ func TestHostServerJDWPSession(t *testing.T) {
 	if err != nil || h.PID != 4242 || h.AppName != "com.example.p4242" {
 		t.Fatalf("HELO %+v %v", h, err)
 	}
-	vm.Allocate(100) // not tracked
-	if err := dc.SetAllocTracking(true); err != nil {
-		t.Fatal(err)
-	}
-	if on, err := dc.AllocTracking(ctx); err != nil || !on {
-		t.Fatalf("REAQ %v %v", on, err)
-	}
-	vm.Allocate(5000)
-	payload, err := dc.Allocations(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := alloctrack.Parse(payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	truth := vm.CurrentWindow()
-	if truth.Allocated.Total.Allocations != 5000 {
-		t.Fatalf("truth: %d allocations", truth.Allocated.Total.Allocations)
-	}
-	sameCounts(t, "report vs allocated", reportCounts(r), truth.Allocated)
-	sameCounts(t, "report vs reported", reportCounts(r), truth.Reported)
+	trackedWindow(t, ctx, dc, vm, 5000)
 	if st := vm.Stats(); st.NonDDM != 0 || st.ReportsSent != 1 {
 		t.Fatalf("stats %+v", st)
 	}

@@ -58,6 +58,36 @@ func ctx5(t *testing.T) context.Context {
 	return ctx
 }
 
+// trackedWindow runs one window on an open client: a few untracked
+// allocations, REAE 1 confirmed with REAQ, n tracked allocations, REAL. It
+// checks the report against the VM's ground truth and returns it.
+func trackedWindow(t *testing.T, ctx context.Context, c *ddms.Client, vm *VM, n int) *alloctrack.Report {
+	t.Helper()
+	vm.Allocate(100) // before the window: not tracked
+	if err := c.SetAllocTracking(true); err != nil {
+		t.Fatal(err)
+	}
+	if on, err := c.AllocTracking(ctx); err != nil || !on {
+		t.Fatalf("REAQ %v %v", on, err)
+	}
+	vm.Allocate(n)
+	payload, err := c.Allocations(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := alloctrack.Parse(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truth := vm.CurrentWindow()
+	if truth.Allocated.Total.Allocations != uint64(n) || len(r.Allocations) != min(n, vm.Config().MaxEntries) {
+		t.Fatalf("truth %d allocations, report %d; want %d", truth.Allocated.Total.Allocations, len(r.Allocations), n)
+	}
+	sameCounts(t, "report vs allocated", reportCounts(r), truth.Allocated)
+	sameCounts(t, "report vs reported", reportCounts(r), truth.Reported)
+	return r
+}
+
 // reportCounts tallies a parsed report into per-class and per-site counts
 // keyed as the simulator's truth is.
 func reportCounts(r *alloctrack.Report) Counts {
@@ -100,34 +130,13 @@ func sameCounts(t *testing.T, what string, got, want Counts) {
 
 func TestWindowMatchesGroundTruth(t *testing.T) {
 	d, vm := newTestDevice(t, 30, AppConfig{})
-	c, conn := dial(t, d, vm.PID())
+	c, _ := dial(t, d, vm.PID())
 	ctx := ctx5(t)
 	h, err := c.Hello(ctx)
 	if err != nil || h.PID != uint32(vm.PID()) || h.AppName != "com.example.test" || h.Optional != 5 || h.VMIdent != "Dalvik v2.1.0" {
 		t.Fatalf("HELO %+v %v", h, err)
 	}
-	vm.Allocate(500) // not tracked
-	if err := c.SetAllocTracking(true); err != nil {
-		t.Fatal(err)
-	}
-	if on, err := c.AllocTracking(ctx); err != nil || !on {
-		t.Fatalf("REAQ %v %v", on, err)
-	}
-	vm.Allocate(3000)
-	payload, err := c.Allocations(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := alloctrack.Parse(payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	truth := vm.CurrentWindow()
-	if truth.Allocated.Total.Allocations != 3000 {
-		t.Fatalf("truth counts %d allocations", truth.Allocated.Total.Allocations)
-	}
-	sameCounts(t, "report vs allocated", reportCounts(r), truth.Allocated)
-	sameCounts(t, "report vs reported", reportCounts(r), truth.Reported)
+	r := trackedWindow(t, ctx, c, vm, 3000)
 	// Newest first with Linux tids.
 	for i := range r.Allocations {
 		if th := r.Allocations[i].Thread; th < uint16(vm.PID()) || th >= uint16(vm.PID()+vm.Config().Workload.Threads) {
@@ -148,14 +157,13 @@ func TestWindowMatchesGroundTruth(t *testing.T) {
 	if len(w) != 1 || w[0].Allocated.Total.Allocations != 3000 {
 		t.Fatalf("windows %+v", w)
 	}
-	payload, err = c.Allocations(ctx)
+	payload, err := c.Allocations(ctx)
 	if err != nil || len(payload) != alloctrack.HeaderLen {
 		t.Fatalf("report when disabled: %d bytes, %v", len(payload), err)
 	}
 	if st := vm.Stats(); st.NonDDM != 0 || st.Enables != 1 || st.Disables != 1 || st.ReportsSent != 2 {
 		t.Fatalf("stats %+v", st)
 	}
-	_ = conn
 }
 
 func TestNewestFirstCapAndOverflow(t *testing.T) {
