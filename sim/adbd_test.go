@@ -663,9 +663,11 @@ func TestAdbdWireSlowStream(t *testing.T) {
 	// The VM reads ahead a few packets, then stops reading while each waits
 	// out its 3 s: keep writing, one WRTE in flight, until one is not
 	// acknowledged.
+	// Each WRTE carries many requests, so that the stream's buffers fill.
+	batch := strings.Repeat(string(helo), 2000)
 	blocked := false
 	for i := 0; i < 64 && !blocked; i++ {
-		p.send(cmdWRTE, 1, slow, string(helo))
+		p.send(cmdWRTE, 1, slow, batch)
 		p.c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
 		m, err := readAdbMessage(p.c, AdbMaxPayload, false)
 		var ne net.Error

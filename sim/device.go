@@ -234,10 +234,15 @@ func (d *Device) OpenService(name string) (net.Conn, error) {
 	default:
 		return nil, fmt.Errorf("%w: %q: unknown service", ErrRefused, name)
 	}
-	client, server := net.Pipe()
+	client, server, err := streamPair()
+	if err != nil {
+		return nil, err
+	}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
+		client.Close()
+		server.Close()
 		return nil, fmt.Errorf("%w: device is closed", ErrRefused)
 	}
 	d.conns[server] = struct{}{}

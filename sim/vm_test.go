@@ -338,6 +338,7 @@ func TestSplitHandshakeDroppedFromAPI28(t *testing.T) {
 		}
 		s.SetDeadline(time.Now().Add(2 * time.Second))
 		s.Write([]byte(jdwp.Handshake[:4]))
+		time.Sleep(50 * time.Millisecond) // let the VM read the first piece alone
 		s.Write([]byte(jdwp.Handshake[4:]))
 		buf := make([]byte, 14)
 		n, _ := s.Read(buf)
