@@ -226,7 +226,7 @@ func (d *Daemon) runServer(ctx context.Context, src Source) {
 			break
 		}
 	}
-	d.onDevices(ctx, src, nil, log)
+	d.onDevices(ctx, src, nil, zap.NewNop()) // shutting down: no device is gone
 	d.waitDevices(addr)
 }
 

@@ -68,7 +68,9 @@ func TargetsHandler(src Source) http.Handler {
 		}
 		out := []TargetGroup{}
 		for _, a := range src.Snapshot().Apps {
-			if a.State == alloctrack.StateExited || a.State == alloctrack.StateDisconnected {
+			switch a.State {
+			case alloctrack.StateExited, alloctrack.StateDisconnected, alloctrack.StateUnsupported:
+				// Nothing to profile: gone, or no allocation tracker.
 				continue
 			}
 			out = append(out, TargetGroup{
