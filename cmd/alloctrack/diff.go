@@ -21,7 +21,7 @@ type diffCmd struct {
 
 func newDiffCmd(app *kingpin.Application) *diffCmd {
 	c := &diffCmd{cmd: app.Command("diff", "Compare two runs (report files or capture directories) per class and per allocation site, sorted by regression.")}
-	c.format = c.cmd.Flag("format", "Output: text or json.").Default("text").Enum("text", "json")
+	c.format = enum(c.cmd.Flag("format", "Output: text or json."), "format", "text", "text", "json")
 	c.top = c.cmd.Flag("top", "How many classes and sites to list (0: all).").Default("20").Int()
 	c.base = c.cmd.Arg("base", "The baseline: a report file or capture directory.").Required().String()
 	c.new = c.cmd.Arg("new", "The run to compare: a report file or capture directory.").Required().String()

@@ -19,8 +19,8 @@ type logFlags struct {
 
 func addLogFlags(c *kingpin.CmdClause) *logFlags {
 	return &logFlags{
-		level:  c.Flag("log.level", "Only log messages with the given severity or above: debug, info, warn, error.").Default("info").Enum("debug", "info", "warn", "error"),
-		format: c.Flag("log.format", "Output format of log messages: logfmt or json.").Default("logfmt").Enum("logfmt", "json"),
+		level:  enum(c.Flag("log.level", "Only log messages with the given severity or above: debug, info, warn, error."), "log.level", "info", "debug", "info", "warn", "error"),
+		format: enum(c.Flag("log.format", "Output format of log messages: logfmt or json."), "log.format", "logfmt", "logfmt", "json"),
 	}
 }
 

@@ -35,8 +35,8 @@ type reportCmd struct {
 
 func newReportCmd(app *kingpin.Application) *reportCmd {
 	c := &reportCmd{cmd: app.Command("report", "Summarise allocation reports: raw REAL payloads (the bytes Android Studio saves as .alloc) and capture directories.")}
-	c.format = c.cmd.Flag("format", "Output: text (summary per input), jsonl (one object per allocation, in payload order), json (summary of all inputs), csv (one row per site), pprof (profile of all inputs).").
-		Default("text").Enum("text", "jsonl", "json", "csv", "pprof")
+	c.format = enum(c.cmd.Flag("format", "Output: text (summary per input), jsonl (one object per allocation, in payload order), json (summary of all inputs), csv (one row per site), pprof (profile of all inputs)."),
+		"format", "text", "text", "jsonl", "json", "csv", "pprof")
 	c.top = c.cmd.Flag("top", "How many classes and sites to list (0: all).").Default("10").Int()
 	c.class = c.cmd.Flag("class", "Only allocations whose class matches this regular expression (anywhere in the dotted name; anchor with ^…$).").String()
 	c.frame = c.cmd.Flag("frame", "Only allocations with a frame (Class.method(File:line)) matching this regular expression.").String()
