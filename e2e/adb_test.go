@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -41,22 +40,6 @@ func killADB(t testing.TB, srv *adbtest.Server) {
 	})
 }
 
-// adbEnv is the environment of an adb server of ours: a private HOME and
-// port, nothing that points adb elsewhere (as adbtest does).
-func adbEnv(home string, port int) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch k {
-		case "HOME", "ANDROID_ADB_SERVER_PORT", "ADB_SERVER_SOCKET", "ANDROID_SERIAL",
-			"ANDROID_SDK_HOME", "ANDROID_USER_HOME", "ADB_VENDOR_KEYS", "ADB_TRACE", "TMPDIR":
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, "HOME="+home, "TMPDIR="+home, "ANDROID_ADB_SERVER_PORT="+strconv.Itoa(port))
-}
-
 // startADBOnPort starts `adb -P port nodaemon server` with HOME home and
 // waits until it answers host:version. It is killed by its pid when t
 // ends.
@@ -64,7 +47,7 @@ func startADBOnPort(t testing.TB, port int, home string) *adbServer {
 	t.Helper()
 	bin := adbtest.Binary(t)
 	s := &adbServer{port: port, home: home}
-	s.proc = startProc(t, "adb server", home, adbEnv(home, port), bin, "-P", strconv.Itoa(port), "nodaemon", "server")
+	s.proc = startProc(t, "adb server", home, adbtest.Env(home, port), bin, "-P", strconv.Itoa(port), "nodaemon", "server")
 	t.Cleanup(func() {
 		s.kill()
 		if t.Failed() {

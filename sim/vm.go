@@ -14,7 +14,7 @@ import (
 )
 
 // PreInitialized is the app name a VM reports before its app is named.
-const PreInitialized = "<pre-initialized>"
+const PreInitialized = alloctrack.PreInitialized
 
 // AppConfig describes a simulated app process.
 type AppConfig struct {
@@ -115,6 +115,7 @@ type VM struct {
 	closedReported *truthAcc // Reported of every closed window
 	killed         chan struct{}
 	trace          []string // the newest requests, oldest first
+	vmPacketID     uint32   // id of the VM's next packet of its own (WAIT, APNM)
 }
 
 const maxTrace = 256
@@ -298,7 +299,7 @@ func (vm *VM) name() {
 	vm.mu.Unlock()
 	if c != nil {
 		a := &ddms.AppName{Name: vm.cfg.Package, UserID: vm.cfg.UserID, PackageName: vm.cfg.Package, Optional: 2}
-		vm.writeChunk(c, 0x80000001, false, ddms.APNM, ddms.EncodeAppName(a))
+		vm.writeChunk(c, vm.nextPacketID(), false, ddms.APNM, ddms.EncodeAppName(a))
 	}
 }
 
@@ -458,13 +459,8 @@ func (vm *VM) ServeJDWP(c net.Conn) {
 	vm.stats.Connections++
 	wait := vm.cfg.WaitingForDebugger
 	vm.mu.Unlock()
-	vmID := uint32(0x80000001)
-	if vm.cfg.API < 28 {
-		vmID = 0x10000000
-	}
 	if wait {
-		vm.writeChunk(c, vmID, false, ddms.WAIT, ddms.EncodeWait(ddms.WaitForDebugger))
-		vmID++
+		vm.writeChunk(c, vm.nextPacketID(), false, ddms.WAIT, ddms.EncodeWait(ddms.WaitForDebugger))
 	}
 	// A reader stamps each packet's arrival, so that injected latency
 	// delays delivery (packets sent together arrive together) rather than
@@ -534,6 +530,22 @@ func (vm *VM) writeEmptyReply(c net.Conn, id uint32, code uint16) error {
 	vm.wmu.Lock()
 	defer vm.wmu.Unlock()
 	return jdwp.WritePacket(c, &jdwp.Packet{ID: id, Flags: jdwp.FlagReply, ErrorCode: code})
+}
+
+// nextPacketID numbers the packets the VM sends on its own as the VM does:
+// from 0x10000000 up to API 27 (Dalvik, ART ≤ 8.1), from 0x80000001 after.
+func (vm *VM) nextPacketID() uint32 {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	if vm.vmPacketID == 0 {
+		vm.vmPacketID = 0x80000001
+		if vm.cfg.API < 28 {
+			vm.vmPacketID = 0x10000000
+		}
+	}
+	id := vm.vmPacketID
+	vm.vmPacketID++
+	return id
 }
 
 // jdwpNotImplemented is JDWP's NOT_IMPLEMENTED error code.

@@ -144,9 +144,13 @@ func (s *Server) Log() string {
 	return s.log.String()
 }
 
-// env is the environment of the server and of every adb command: a private
-// HOME, and nothing that points adb at another server.
-func (s *Server) env() []string {
+// env is the environment of the server and of every adb command.
+func (s *Server) env() []string { return Env(s.home, s.port) }
+
+// Env is the environment for an adb server (and adb commands) of a test: a
+// private HOME and TMPDIR, the given port, and nothing that points adb at
+// another server or device.
+func Env(home string, port int) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
@@ -157,11 +161,7 @@ func (s *Server) env() []string {
 		}
 		env = append(env, kv)
 	}
-	return append(env,
-		"HOME="+s.home,
-		"TMPDIR="+s.home,
-		"ANDROID_ADB_SERVER_PORT="+strconv.Itoa(s.port),
-	)
+	return append(env, "HOME="+home, "TMPDIR="+home, "ANDROID_ADB_SERVER_PORT="+strconv.Itoa(port))
 }
 
 // Port is the server's TCP port on 127.0.0.1.
