@@ -10,14 +10,15 @@ import (
 	"testing"
 )
 
-// realReport is a report recorded on a device; see ../../shared/testdata/real/README.md.
-var realReport = filepath.Join("..", "..", "shared", "testdata", "real", "geektime-chapter03-1544113611.real")
+// realReport is a report recorded on a device; see testdata/README.md at the
+// repository root for its provenance and the facts checked against ddmlib.
+var realReport = filepath.Join("..", "testdata", "real", "geektime-chapter03-1544113611.real")
 
 func readReal(t testing.TB) []byte {
 	t.Helper()
 	b, err := os.ReadFile(realReport)
 	if err != nil {
-		// The file is part of the project's shared reference data; CI has it.
+		// The file is committed with the project.
 		t.Fatalf("reading the real report: %v", err)
 	}
 	return b

@@ -12,7 +12,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
 
-var realReport = filepath.Join("..", "..", "..", "shared", "testdata", "real", "geektime-chapter03-1544113611.real")
+var realReport = filepath.Join("..", "..", "testdata", "real", "geektime-chapter03-1544113611.real")
 
 func runCmd(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
