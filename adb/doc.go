@@ -1,4 +1,5 @@
-// Package adb talks to an adb server (../shared/docs/protocol.md, section 2).
+// Package adb talks to an adb server (docs/protocol.md at the repository
+// root, section 2).
 //
 // It is the project's only user of github.com/electricbubble/gadb, which it
 // uses for device details and shell commands, and it has its own small

@@ -2,7 +2,7 @@
 //
 // A DDM packet is a JDWP command with command set 0xC7 and command 0x01 whose
 // data is exactly one chunk: a four-letter type, a length, and that many bytes
-// (../shared/docs/protocol.md, section 5). This package encodes and decodes the
+// (docs/protocol.md at the repository root, section 5). This package encodes and decodes the
 // chunk header and the payloads the project uses (HELO, FEAT, APNM, WAIT,
 // REAE, REAQ, REAL, HPIF, FAIL), turns a FAIL chunk into *FailError, and offers
 // a Client that talks to a small Transport interface rather than to a

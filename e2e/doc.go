@@ -4,7 +4,7 @@
 // daemon built from cmd/alloctrack and run as a child process, and a real
 // Prometheus server (Debian package prometheus) scraping it. Every process
 // listens on a private loopback port and is stopped by its pid when its test
-// ends (../../shared/docs/protocol.md, section 3).
+// ends (docs/protocol.md at the repository root, section 3).
 //
 // The package has no code outside its tests; run it with
 //

@@ -1,7 +1,7 @@
 // Package jdwp frames Java Debug Wire Protocol packets on a byte stream.
 //
 // It implements the transport half of JDWP as the project uses it (see
-// ../shared/docs/protocol.md, section 4): the 14-byte handshake, the 11-byte
+// docs/protocol.md at the repository root, section 4): the 14-byte handshake, the 11-byte
 // packet header, request ids that cannot collide with ids the VM picks, reply
 // matching by id, and delivery of packets the VM sends on its own. It works over
 // any io.ReadWriteCloser and knows nothing of adb, DDM chunks, logging or

@@ -10,7 +10,7 @@ import (
 	"sync"
 )
 
-// adbd wire protocol (../shared/docs/protocol.md, section 3).
+// adbd wire protocol (docs/protocol.md, section 3).
 const (
 	cmdCNXN = 0x4e584e43
 	cmdAUTH = 0x48545541

@@ -1,6 +1,6 @@
 // Package sim simulates Android devices and their debuggable apps, faithfully
 // enough that the real adb server, Google's ddmlib and this project's own
-// client accept them (../shared/docs/protocol.md, all sections).
+// client accept them (docs/protocol.md at the repository root, all sections).
 //
 // A VM is one app process: it speaks JDWP and DDM like ART (or Dalvik, by API
 // level), runs a seeded allocation workload, keeps allocation records as the

@@ -26,7 +26,7 @@ const (
 )
 
 // HostServer is a stand-in adb server: it speaks the adb host protocol
-// (../shared/docs/protocol.md, section 2) over TCP and serves in-process
+// (docs/protocol.md, section 2) over TCP and serves in-process
 // Devices, so that clients of the adb server run where no adb is installed.
 //
 // It answers host:version, host:devices[-l], host:track-devices[-l],

@@ -2,7 +2,7 @@
 // of net/http/httptest: each Server is a foreground `adb -P <port> nodaemon
 // server` child process on a free loopback port, with its own HOME, owned by
 // the test that started it and killed by pid when the test ends
-// (../../shared/docs/protocol.md, section 3).
+// (docs/protocol.md at the repository root, section 3).
 //
 // Tests that need it skip when adb is not installed (Debian package adb),
 // and fail instead when the environment variable CI is set.

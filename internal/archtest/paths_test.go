@@ -1,0 +1,113 @@
+package archtest
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var (
+	// dotdotPath matches a relative path that climbs: "../x/y", "../../x".
+	dotdotPath = regexp.MustCompile(`(?:\.\./)+[A-Za-z0-9_.\-/]*`)
+	// joinPath matches filepath.Join("..", "..", "x", …) in Go code.
+	joinPath = regexp.MustCompile(`filepath\.Join\(((?:"\.\.",\s*)+)((?:"[^"]*"(?:,\s*)?)*)\)`)
+	quoted   = regexp.MustCompile(`"([^"]*)"`)
+)
+
+// TestNoPathsOutsideRepository fails when a tracked file names a path that
+// climbs out of the repository, or climbs to something the repository does
+// not have: a clone with nothing beside it must build, test and read.
+func TestNoPathsOutsideRepository(t *testing.T) {
+	rootOut, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		t.Fatalf("git rev-parse --show-toplevel: %v", err)
+	}
+	root := strings.TrimSpace(string(rootOut))
+	list, err := exec.Command("git", "-C", root, "ls-files", "-z").Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	files := strings.Split(strings.TrimRight(string(list), "\x00"), "\x00")
+	known := make(map[string]bool) // tracked files and every directory above them
+	for _, f := range files {
+		for p := f; p != "." && p != "/"; p = path.Dir(p) {
+			known[p] = true
+		}
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(path.Join(root, f))
+		if err != nil {
+			if os.IsNotExist(err) {
+				continue // deleted in the work tree, not yet committed
+			}
+			t.Fatal(err)
+		}
+		if bytes.IndexByte(b, 0) >= 0 {
+			continue // binary
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			for _, ref := range refs(f, line) {
+				if msg := checkRef(path.Dir(f), ref, known); msg != "" {
+					t.Errorf("%s:%d: %q %s", f, i+1, ref, msg)
+				}
+			}
+		}
+	}
+}
+
+// refs returns the climbing paths a line names.
+func refs(file, line string) []string {
+	var out []string
+	for _, m := range dotdotPath.FindAllString(line, -1) {
+		out = append(out, strings.TrimRight(m, "."))
+	}
+	if strings.HasSuffix(file, ".go") {
+		for _, m := range joinPath.FindAllStringSubmatch(line, -1) {
+			parts := []string{}
+			for _, q := range quoted.FindAllStringSubmatch(m[1]+m[2], -1) {
+				parts = append(parts, q[1])
+			}
+			out = append(out, path.Join(parts...))
+		}
+	}
+	return out
+}
+
+// checkRef resolves ref against dir (both relative to the repository root)
+// and says what is wrong with it, or "" when it names something tracked.
+func checkRef(dir, ref string, known map[string]bool) string {
+	p := path.Join(dir, ref)
+	if p == ".." || strings.HasPrefix(p, "../") {
+		return "climbs out of the repository"
+	}
+	if p == "." || known[p] || known[strings.TrimSuffix(p, "/")] {
+		return ""
+	}
+	return "names " + p + ", which the repository does not have"
+}
+
+func TestCheckRef(t *testing.T) {
+	known := map[string]bool{"testdata": true, "testdata/README.md": true, "cmd": true}
+	for _, c := range []struct {
+		dir, ref string
+		bad      bool
+	}{
+		{"jdwp", "../shared/docs/protocol.md", true},
+		{"e2e", "../../shared/docs/protocol.md", true},
+		{"alloctrack", "../testdata/README.md", false},
+		{"testdata", "../cmd/", false},
+		{"scripts", "../shared/testdata/real/x.real", true},
+		{".", "../shared", true},
+	} {
+		if got := checkRef(c.dir, c.ref, known) != ""; got != c.bad {
+			t.Errorf("checkRef(%q, %q) bad = %v, want %v", c.dir, c.ref, got, c.bad)
+		}
+	}
+	if got := refs("a_test.go", `var r = filepath.Join("..", "..", "shared", "testdata", "x.real")`); len(got) != 1 || got[0] != "../../shared/testdata/x.real" {
+		t.Errorf("refs of a filepath.Join: %q", got)
+	}
+}
