@@ -8,10 +8,17 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath \
-      -ldflags "-s -w -X github.com/prometheus/common/version.Version=${VERSION}" \
-      -o /out/alloctrack ./cmd/alloctrack
+# The version comes from git (the build context includes .git), like `make
+# build`; --build-arg VERSION=… or REVISION=… override it.
+ARG VERSION=
+ARG REVISION=
+RUN set -e; v=github.com/prometheus/common/version; \
+    version="${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo devel)}"; \
+    revision="${REVISION:-$(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo -dirty)}"; \
+    branch="$(git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)"; \
+    CGO_ENABLED=0 go build -trimpath -buildvcs=false \
+      -ldflags "-s -w -X $v.Version=$version -X $v.Revision=$revision -X $v.Branch=$branch -X $v.BuildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ) -X $v.BuildUser=docker" \
+      -o /out/alloctrack ./cmd/alloctrack && /out/alloctrack --version
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/alloctrack /usr/local/bin/alloctrack

@@ -3,12 +3,25 @@ GO        ?= go
 FUZZTIME  ?= 15s
 PKGS      := ./...
 
+# Version facts stamped into the binary (shown by --version, the startup log
+# and alloctrack_build_info). Without them the binary falls back to what the
+# Go toolchain recorded (see cmd/alloctrack/buildinfo.go).
+VCS_PKG    := github.com/prometheus/common/version
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+REVISION   ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+BRANCH     ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null)
+BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+BUILD_USER ?= $(shell id -un 2>/dev/null)@$(shell hostname 2>/dev/null)
+LDFLAGS    := -X $(VCS_PKG).Version=$(VERSION) -X $(VCS_PKG).Revision=$(REVISION) \
+              -X $(VCS_PKG).Branch=$(BRANCH) -X $(VCS_PKG).BuildDate=$(BUILD_DATE) \
+              -X $(VCS_PKG).BuildUser=$(BUILD_USER)
+
 .PHONY: all build test vet unit fuzz bench-parse clean
 
 all: build
 
 build:
-	$(GO) build -o bin/alloctrack ./cmd/alloctrack
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/alloctrack ./cmd/alloctrack
 
 # Every test: vet, the unit and end-to-end tests with the race detector, and
 # a short run of each fuzz target (crashers land in testdata/fuzz and are

@@ -10,6 +10,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +18,9 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/common/version"
 )
+
+// errVersionShown ends parsing once --version has printed.
+var errVersionShown = errors.New("version shown")
 
 // Exit statuses.
 const (
@@ -34,7 +38,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	app := kingpin.New("alloctrack", "Watches what Android apps allocate on the Java heap, headless and continuously.")
 	app.UsageWriter(stderr)
 	app.ErrorWriter(stderr)
-	app.Terminate(nil)
+	// --help prints and asks to terminate; kingpin would then go on parsing
+	// and complain that no command was given, so remember that it asked.
+	helped := false
+	app.Terminate(func(int) { helped = true })
 	app.HelpFlag.Short('h')
 
 	rep := newReportCmd(app)
@@ -42,9 +49,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	sm := newSimCmd(app)
 	df := newDiffCmd(app)
 	cp := newCaptureCmd(app)
-	app.Version(version.Print("alloctrack"))
+	// Not app.Version: kingpin would print to the usage writer and then go
+	// on to complain that no command was given.
+	app.Flag("version", "Show the version and exit.").Action(func(*kingpin.ParseContext) error {
+		fmt.Fprintln(stdout, version.Print("alloctrack"))
+		return errVersionShown
+	}).Bool()
 
 	cmd, err := app.Parse(args)
+	if errors.Is(err, errVersionShown) || (helped && len(args) > 0) {
+		return exitOK
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "alloctrack: %v (see --help)\n", err)
 		return exitUsage
@@ -61,7 +76,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case cp.cmd.FullCommand():
 		return cp.run(stdout, stderr)
 	case "":
-		// --help or --version already printed.
+		// --help already printed.
 		return exitOK
 	}
 	fmt.Fprintf(stderr, "alloctrack: unknown command %q\n", cmd)
