@@ -13,7 +13,9 @@ import (
 
 func TestStampVersion(t *testing.T) {
 	save := [4]string{version.Version, version.Revision, version.Branch, version.BuildDate}
-	t.Cleanup(func() { version.Version, version.Revision, version.Branch, version.BuildDate = save[0], save[1], save[2], save[3] })
+	t.Cleanup(func() {
+		version.Version, version.Revision, version.Branch, version.BuildDate = save[0], save[1], save[2], save[3]
+	})
 	vcs := func(rev, modified string) []debug.BuildSetting {
 		return []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: rev}, {Key: "vcs.time", Value: "2026-11-22T23:42:40Z"}, {Key: "vcs.modified", Value: modified}}
 	}
