@@ -39,6 +39,9 @@ func TestNoPathsOutsideRepository(t *testing.T) {
 		}
 	}
 	for _, f := range files {
+		if f == "internal/archtest/paths_test.go" {
+			continue // this file's examples climb out on purpose
+		}
 		b, err := os.ReadFile(path.Join(root, f))
 		if err != nil {
 			if os.IsNotExist(err) {
@@ -96,18 +99,18 @@ func TestCheckRef(t *testing.T) {
 		dir, ref string
 		bad      bool
 	}{
-		{"jdwp", "../shared/docs/protocol.md", true},
-		{"e2e", "../../shared/docs/protocol.md", true},
+		{"jdwp", "../elsewhere/docs/protocol.md", true},
+		{"e2e", "../../elsewhere/docs/protocol.md", true},
 		{"alloctrack", "../testdata/README.md", false},
 		{"testdata", "../cmd/", false},
-		{"scripts", "../shared/testdata/real/x.real", true},
-		{".", "../shared", true},
+		{"scripts", "../elsewhere/testdata/real/x.real", true},
+		{".", "../elsewhere", true},
 	} {
 		if got := checkRef(c.dir, c.ref, known) != ""; got != c.bad {
 			t.Errorf("checkRef(%q, %q) bad = %v, want %v", c.dir, c.ref, got, c.bad)
 		}
 	}
-	if got := refs("a_test.go", `var r = filepath.Join("..", "..", "shared", "testdata", "x.real")`); len(got) != 1 || got[0] != "../../shared/testdata/x.real" {
+	if got := refs("a_test.go", `var r = filepath.Join("..", "..", "elsewhere", "testdata", "x.real")`); len(got) != 1 || got[0] != "../../elsewhere/testdata/x.real" {
 		t.Errorf("refs of a filepath.Join: %q", got)
 	}
 }
