@@ -68,8 +68,7 @@ func CheckName(name string) error {
 	pkg, proc, hasProc := strings.Cut(name, ":")
 	check := func(part string, off int) error {
 		front := true
-		for i := 0; i < len(part); i++ {
-			c := part[i]
+		for i, c := range part {
 			switch {
 			case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
 				front = false
