@@ -25,7 +25,7 @@ func TestCapturePackageByShellFlavour(t *testing.T) {
 		t.Run(be.name, func(t *testing.T) {
 			f := newCaptureFarm(t, sim.FarmConfig{Devices: len(apis), APIs: apis, AppsPerDevice: 1, Workload: quietCaptureWorkload()})
 			for i, d := range f.Devices() {
-				d.AddProcess(500+i, app)          // same name, not debuggable
+				d.AddProcess(500+i, app)           // same name, not debuggable
 				d.AddProcess(600+i, app+":remote") // toolbox's name filter would match these
 				if _, err := f.AddApp(d.Serial(), sim.AppConfig{Package: app + "0", Workload: quietCaptureWorkload()}); err != nil {
 					t.Fatal(err)
