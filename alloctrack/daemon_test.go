@@ -451,6 +451,13 @@ func TestDaemonHeldBeforeFirstSeen(t *testing.T) {
 			t.Fatal(err)
 		}
 		excl.SetFaults(sim.Faults{DebuggerAttached: true})
+		// Held before it was even named: the process list has no name
+		// for it either, so it stays an unnamed hello error.
+		unnamed, err := farm.AddApp(dev.Serial(), sim.AppConfig{Package: "com.example.unnamed", NameAfter: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		unnamed.SetFaults(sim.Faults{DebuggerAttached: true})
 	}
 	cfg := daemonConfig()
 	var err error
@@ -474,8 +481,17 @@ func TestDaemonHeldBeforeFirstSeen(t *testing.T) {
 		if _, ok := r.app(dev.Serial(), "com.example.skip"); ok {
 			t.Errorf("%s: the excluded held app has stats", dev.Serial())
 		}
-		if dv, _ := r.device(dev.Serial()); dv.Errors[alloctrack.StageHello] != 0 {
-			t.Errorf("%s: %d unnamed hello errors, want 0 (every held app was named)", dev.Serial(), dv.Errors[alloctrack.StageHello])
+		for _, pkg := range []string{"com.example.unnamed", alloctrack.PreInitialized} {
+			if _, ok := r.app(dev.Serial(), pkg); ok {
+				t.Errorf("%s: the unnamed held app has stats as %s", dev.Serial(), pkg)
+			}
+		}
+		// Only the unnamed app's attempts count: the others were named.
+		// (Errors first: a refusal is counted before the error it causes.)
+		dv, _ := r.device(dev.Serial())
+		unnamed := onlyVM(t, farm, dev.Serial(), "com.example.unnamed").Stats().Refused
+		if n := dv.Errors[alloctrack.StageHello]; n == 0 || n > uint64(unnamed) {
+			t.Errorf("%s: %d unnamed hello errors, want between 1 and the %d refusals of the unnamed app", dev.Serial(), n, unnamed)
 		}
 		skip := onlyVM(t, farm, dev.Serial(), "com.example.skip")
 		if st := skip.Stats(); st.Refused != 1 {

@@ -154,7 +154,8 @@ func (d *Device) processes() []psEntry {
 		if uid := vm.Config().UserID; uid >= 10000 {
 			user = fmt.Sprintf("u%d_a%d", uid/100000, uid%100000-10000)
 		}
-		out = append(out, psEntry{vm.PID(), 310, user, vm.ProcessName()})
+		// argv[0] is set when the app is named, as APNM is sent.
+		out = append(out, psEntry{vm.PID(), 310, user, vm.AppName()})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].pid < out[j].pid })
 	return out
