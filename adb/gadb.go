@@ -81,8 +81,15 @@ func (c *Client) Devices(ctx context.Context) ([]DeviceInfo, error) {
 	})
 }
 
-// Shell runs a command on a device with shell: and returns its output.
-func (c *Client) Shell(ctx context.Context, serial string, cmd string, args ...string) (string, error) {
+// Shell runs argv on a device through the shell: service and returns its
+// output (standard output and error together). Every element of argv is
+// quoted with Quote, so the device's shell sees exactly these words and
+// nothing in them can start another command.
+func (c *Client) Shell(ctx context.Context, serial string, argv ...string) (string, error) {
+	if len(argv) == 0 {
+		return "", fmt.Errorf("adb: %s: shell: no command", serial)
+	}
+	cmd := ShellCommand(argv...)
 	return runCtx(ctx, func() (string, error) {
 		gc, err := c.gadbClient()
 		if err != nil {
@@ -94,7 +101,8 @@ func (c *Client) Shell(ctx context.Context, serial string, cmd string, args ...s
 		}
 		for _, d := range devs {
 			if d.Serial() == serial {
-				out, err := d.RunShellCommand(cmd, args...)
+				// One string, no args: gadb would join args unquoted.
+				out, err := d.RunShellCommand(cmd)
 				if err != nil {
 					return "", fmt.Errorf("adb: %s: shell %s: %w", serial, cmd, gadbError("shell:"+cmd, err))
 				}

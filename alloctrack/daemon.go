@@ -36,6 +36,11 @@ type Source interface {
 	TrackJDWP(ctx context.Context, serial string, fn func([]int)) error
 	OpenJDWP(ctx context.Context, serial string, pid int) (net.Conn, error)
 	Prop(ctx context.Context, serial, name string) (string, error)
+	// ProcessName names a process from the device's process list (its
+	// argv[0]), for one whose VM cannot be asked: another debugger holds
+	// its JDWP stream. api is the device's API level (0: unknown), which
+	// decides how the list is read.
+	ProcessName(ctx context.Context, serial string, pid, api int) (string, error)
 }
 
 // Filter selects names by anchored regular expressions: a name passes when
@@ -327,6 +332,9 @@ func (d *Daemon) runDevice(ctx context.Context, src Source, e *deviceEntry, log 
 	}
 	cancel()
 
+	d.mu.Lock()
+	api := e.api
+	d.mu.Unlock()
 	slots := make(chan struct{}, d.cfg.ReportsPerDevice)
 	runs := map[int]*pidRun{}
 	var mu sync.Mutex
@@ -342,7 +350,7 @@ func (d *Daemon) runDevice(ctx context.Context, src Source, e *deviceEntry, log 
 				runs[pid] = r
 				go func() {
 					defer close(r.done)
-					d.runPID(rctx, src, e.serial, pid, slots, log.With(zap.Int("pid", pid)))
+					d.runPID(rctx, src, e.serial, api, pid, slots, log.With(zap.Int("pid", pid)))
 				}()
 			}
 		}
@@ -407,8 +415,14 @@ func (d *Daemon) bind(serial, app string) (*Counters, *AppStats) {
 
 // runPID runs sessions for one process until ctx ends (the pid is gone,
 // the device left, or the daemon stops).
-func (d *Daemon) runPID(ctx context.Context, src Source, serial string, pid int, slots chan struct{}, log *zap.Logger) {
+//
+// A process whose handshake is refused because another debugger holds it
+// cannot say its name, so the device's process list names it instead: it
+// is then shown as held, under that name, and tracked once the debugger
+// lets go.
+func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, pid int, slots chan struct{}, log *zap.Logger) {
 	var stats *AppStats
+	var heldStats *AppStats // stats of the name the process list gave
 	key := fmt.Sprintf("%s/%s/%d", src.Addr(), serial, pid)
 	defer d.logs.forget(key)
 	for attempt := 0; ctx.Err() == nil; attempt++ {
@@ -420,6 +434,12 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, pid int,
 			Accept: d.cfg.Packages.Match,
 			Bind: func(app string) (*Counters, *AppStats) {
 				c, st := d.bind(serial, app)
+				if heldStats != nil && heldStats != st {
+					// The VM calls itself otherwise than the process
+					// list did: that name no longer runs here.
+					heldStats.SetStateIf(pid, StateExited)
+				}
+				heldStats = nil
 				stats = st
 				return c, st
 			},
@@ -445,11 +465,27 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, pid int,
 			log.Info("allocation tracking not supported (no REAQ reply; Android 12+); re-probing later", zap.Duration("reprobe", d.cfg.Reprobe))
 			wait = d.cfg.Reprobe
 		case errors.Is(err, ErrHeld):
+			if stats == nil {
+				name, nerr := d.nameHeld(ctx, src, serial, api, pid)
+				switch {
+				case nerr != nil:
+					d.countDeviceError(serial, StageHello)
+					d.logs.warn(log, key, "another debugger holds the app, and the device's process list does not name it; retrying", nerr)
+				case !d.cfg.Packages.Match(name):
+					log.Debug("app held by another debugger excluded by the package filter", zap.String("package", name))
+					<-ctx.Done()
+					return
+				default:
+					_, st := d.bind(serial, name)
+					st.update(func(s *AppStatus) { s.PID = pid })
+					stats, heldStats = st, st
+					log.Info("another debugger holds the app; named from the device's process list", zap.String("package", name))
+				}
+			}
 			if stats != nil {
 				stats.SetState(StateHeld)
+				d.logs.warn(log, key, "another debugger holds the app; retrying", err)
 			}
-			d.countDeviceError(serial, StageHello)
-			d.logs.warn(log, key, "another debugger holds the app; retrying", err)
 		case errors.Is(err, ErrStreamEnded):
 			log.Debug("JDWP stream ended; reconnecting unless the process is gone", zap.Error(err))
 		case errors.Is(err, ErrRefused):
@@ -487,6 +523,21 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, pid int,
 			stats.SetStateIf(pid, StateDisconnected)
 		}
 	}
+}
+
+// nameHeld names a process from the device's process list. A process
+// that has not been named yet ("<pre-initialized>") has no name.
+func (d *Daemon) nameHeld(ctx context.Context, src Source, serial string, api, pid int) (string, error) {
+	nctx, cancel := context.WithTimeout(ctx, d.cfg.Session.RequestTimeout)
+	defer cancel()
+	name, err := src.ProcessName(nctx, serial, pid, api)
+	if err != nil {
+		return "", err
+	}
+	if name == "" || name == PreInitialized {
+		return "", fmt.Errorf("pid %d is %q in the process list: not named yet", pid, name)
+	}
+	return name, nil
 }
 
 // DeviceStatus describes a device as the daemon sees it.

@@ -431,3 +431,90 @@ func TestFilter(t *testing.T) {
 		}
 	}
 }
+
+// TestDaemonHeldBeforeFirstSeen: an app another debugger holds before the
+// daemon first sees it refuses the handshake, so its VM never says its
+// name. The daemon names it from the device's process list (toolbox ps
+// before API 26, toybox ps -A after), shows it held under that name with
+// its pid, counts no unnamed error for it, and tracks it once the debugger
+// lets go. A held app the package filter excludes is left alone.
+func TestDaemonHeldBeforeFirstSeen(t *testing.T) {
+	apis := []int{19, 23, 26, 30}
+	farm := newFarm(sim.FarmConfig{Devices: len(apis), AppsPerDevice: 2, APIs: apis})
+	var held []*sim.VM
+	for _, dev := range farm.Devices() {
+		vm := onlyVM(t, farm, dev.Serial(), "com.example.app2")
+		vm.SetFaults(sim.Faults{DebuggerAttached: true})
+		held = append(held, vm)
+		excl, err := farm.AddApp(dev.Serial(), sim.AppConfig{Package: "com.example.skip"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		excl.SetFaults(sim.Faults{DebuggerAttached: true})
+		// Held before it was even named: the process list has no name
+		// for it either, so it stays an unnamed hello error.
+		unnamed, err := farm.AddApp(dev.Serial(), sim.AppConfig{Package: "com.example.unnamed", NameAfter: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		unnamed.SetFaults(sim.Faults{DebuggerAttached: true})
+	}
+	cfg := daemonConfig()
+	var err error
+	if cfg.Packages, err = alloctrack.NewFilter(nil, []string{`com\.example\.skip`}); err != nil {
+		t.Fatal(err)
+	}
+	r := startDaemon(t, farm, cfg)
+	for i, dev := range farm.Devices() {
+		serial := dev.Serial()
+		eventually(t, fmt.Sprintf("%s (API %d): app2 held, app1 tracking", serial, apis[i]), func() bool {
+			a, ok := r.app(serial, "com.example.app2")
+			return ok && a.State == alloctrack.StateHeld && r.tracking(serial, "com.example.app1", 1)
+		})
+		a, _ := r.app(serial, "com.example.app2")
+		if a.PID != held[i].PID() || a.Tracking || a.Windows != 0 {
+			t.Errorf("%s: held app %+v; want pid %d, not tracking", serial, a.AppStatus, held[i].PID())
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // a few retries of the held apps
+	for _, dev := range farm.Devices() {
+		if _, ok := r.app(dev.Serial(), "com.example.skip"); ok {
+			t.Errorf("%s: the excluded held app has stats", dev.Serial())
+		}
+		for _, pkg := range []string{"com.example.unnamed", alloctrack.PreInitialized} {
+			if _, ok := r.app(dev.Serial(), pkg); ok {
+				t.Errorf("%s: the unnamed held app has stats as %s", dev.Serial(), pkg)
+			}
+		}
+		// Only the unnamed app's attempts count: the others were named.
+		// (Errors first: a refusal is counted before the error it causes.)
+		dv, _ := r.device(dev.Serial())
+		unnamed := onlyVM(t, farm, dev.Serial(), "com.example.unnamed").Stats().Refused
+		if n := dv.Errors[alloctrack.StageHello]; n == 0 || n > uint64(unnamed) {
+			t.Errorf("%s: %d unnamed hello errors, want between 1 and the %d refusals of the unnamed app", dev.Serial(), n, unnamed)
+		}
+		skip := onlyVM(t, farm, dev.Serial(), "com.example.skip")
+		if st := skip.Stats(); st.Refused != 1 {
+			t.Errorf("%s: the excluded held app was tried %d times, want once", dev.Serial(), st.Refused)
+		}
+	}
+	// The debugger lets go.
+	for _, vm := range held {
+		vm.SetFaults(sim.Faults{})
+	}
+	for _, dev := range farm.Devices() {
+		serial := dev.Serial()
+		eventually(t, serial+": app2 tracking once the debugger let go", func() bool { return r.tracking(serial, "com.example.app2", 1) })
+	}
+}
+
+func onlyVM(t *testing.T, farm *sim.Farm, serial, pkg string) *sim.VM {
+	t.Helper()
+	for _, vm := range farm.Device(serial).VMs() {
+		if vm.ProcessName() == pkg {
+			return vm
+		}
+	}
+	t.Fatalf("no %s on %s", pkg, serial)
+	return nil
+}

@@ -32,6 +32,15 @@ func quietWorkload() sim.Workload {
 // the daemon (extra: more serve flags).
 func newRig(t *testing.T, cfg sim.FarmConfig, setup func(*sim.Farm), extra ...string) *rig {
 	t.Helper()
+	r := attachFarm(t, cfg, setup)
+	r.d = startDaemon(t, r.adb.Addr(), extra...)
+	return r
+}
+
+// attachFarm is newRig without the daemon: the farm's devices attached to
+// a new adb server.
+func attachFarm(t *testing.T, cfg sim.FarmConfig, setup func(*sim.Farm)) *rig {
+	t.Helper()
 	adbtest.Binary(t) // skip early without adb
 	r := &rig{farm: sim.NewFarm(cfg), serial: map[string]string{}}
 	t.Cleanup(func() { r.farm.Close() })
@@ -47,7 +56,6 @@ func newRig(t *testing.T, cfg sim.FarmConfig, setup func(*sim.Farm), extra ...st
 		r.adb.Connect(t, addrs[i].String())
 		r.serial[d.Serial()] = addrs[i].String()
 	}
-	r.d = startDaemon(t, r.adb.Addr(), extra...)
 	return r
 }
 

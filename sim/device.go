@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -38,6 +39,9 @@ type Device struct {
 	watchers map[chan struct{}]struct{}
 	closed   bool
 	conns    map[net.Conn]struct{} // service streams, closed on Disconnect
+	procs    map[int]string        // processes that are not debuggable VMs, by pid
+	shellLog [][]string            // commands the shell ran, oldest first
+	reboots  int
 }
 
 // NewDevice returns a device with no processes.
@@ -59,6 +63,7 @@ func NewDevice(cfg DeviceConfig) *Device {
 		vms:      map[int]*VM{},
 		watchers: map[chan struct{}]struct{}{},
 		conns:    map[net.Conn]struct{}{},
+		procs:    map[int]string{},
 	}
 }
 
@@ -229,6 +234,11 @@ func (d *Device) OpenService(name string) (net.Conn, error) {
 		serve = func(c net.Conn) {
 			defer c.Close()
 			out, _ := d.runShell(cmd)
+			if d.cfg.API < apiShellV2 {
+				// Before Android 7.0 the shell ran on a pty, which turns
+				// each "\n" into "\r\n".
+				out = bytes.ReplaceAll(out, []byte("\n"), []byte("\r\n"))
+			}
 			c.Write(out)
 		}
 	default:
@@ -325,55 +335,4 @@ func (d *Device) serveShellV2(c net.Conn, cmd string) {
 	}
 	b = append(b, 3, 1, 0, 0, 0, byte(code))
 	c.Write(b)
-}
-
-// runShell runs the few commands the simulator knows. Unknown ones print
-// an error and exit 127, as sh does.
-func (d *Device) runShell(cmdline string) (out []byte, code int) {
-	f := strings.Fields(cmdline)
-	if len(f) == 0 {
-		return nil, 0
-	}
-	switch f[0] {
-	case "echo":
-		return []byte(strings.Join(f[1:], " ") + "\n"), 0
-	case "getprop":
-		props := d.Props()
-		if len(f) > 1 {
-			return []byte(props[f[1]] + "\n"), 0
-		}
-		keys := make([]string, 0, len(props))
-		for k := range props {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		var b strings.Builder
-		for _, k := range keys {
-			fmt.Fprintf(&b, "[%s]: [%s]\n", k, props[k])
-		}
-		return []byte(b.String()), 0
-	case "pidof":
-		if len(f) < 2 {
-			return nil, 1
-		}
-		var pids []string
-		for _, vm := range d.VMs() {
-			if vm.ProcessName() == f[1] {
-				pids = append(pids, strconv.Itoa(vm.PID()))
-			}
-		}
-		if len(pids) == 0 {
-			return nil, 1
-		}
-		return []byte(strings.Join(pids, " ") + "\n"), 0
-	case "ps":
-		var b strings.Builder
-		b.WriteString("  PID NAME\n")
-		b.WriteString("    1 init\n")
-		for _, vm := range d.VMs() {
-			fmt.Fprintf(&b, "%5d %s\n", vm.PID(), vm.ProcessName())
-		}
-		return []byte(b.String()), 0
-	}
-	return []byte(fmt.Sprintf("/system/bin/sh: %s: inaccessible or not found\n", f[0])), 127
 }

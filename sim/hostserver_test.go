@@ -260,11 +260,11 @@ func TestHostServerGadb(t *testing.T) {
 		wantPrefix bool
 	}{
 		{dev, "getprop", []string{"ro.build.version.sdk"}, "30\n", false},
-		{devices[1], "getprop", []string{"ro.build.version.sdk"}, "23\n", false},
+		{devices[1], "getprop", []string{"ro.build.version.sdk"}, "23\r\n", false}, // the pty of Android 6
 		{dev, "getprop", []string{"ro.product.model"}, "Pixel 7\n", false},
 		{dev, "echo", []string{"hi"}, "hi\n", false},
 		{dev, "pidof", []string{"com.example.gadb"}, "3131\n", false},
-		{dev, "ps", nil, "  PID NAME\n    1 init\n 3131 com.example.gadb\n", false},
+		{dev, "ps", []string{"-A"}, "USER         PID  PPID     VSZ    RSS WCHAN                  ADDR S NAME\n", true},
 		{dev, "getprop", nil, "[ro.build.type]: [userdebug]\n", true},
 		{dev, "no-such-tool", nil, "/system/bin/sh: no-such-tool: inaccessible or not found\n", false},
 	} {

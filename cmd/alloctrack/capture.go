@@ -76,6 +76,8 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 		return fail(exitUsage, "give exactly one of --package and --pid")
 	case *c.pid < 0:
 		return fail(exitUsage, "--pid %d is not a process id", *c.pid)
+	case *c.pkg != "" && adb.CheckName(*c.pkg) != nil:
+		return fail(exitUsage, "--package: %v", adb.CheckName(*c.pkg))
 	case *c.duration <= 0 || *c.window <= 0 || *c.windowMin < 0 || *c.windowMin > *c.window:
 		return fail(exitUsage, "--duration and --window must be positive, --window.min positive and at most --window")
 	case *c.requestTimeout <= 0 || *c.reportTimeout <= 0 || *c.top < 1:
@@ -134,32 +136,28 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 		api, _ = strconv.Atoi(v)
 	}
 
-	// The process.
-	pid := *c.pid
-	if pid == 0 {
-		out, err := client.Shell(lookup, serial, "pidof", *c.pkg)
-		if err != nil {
-			return fail(exitFailure, "looking up %s on %s: %v", *c.pkg, serial, err)
-		}
-		f := strings.Fields(out)
-		if len(f) == 0 {
-			return fail(exitFailure, "app %s is not running on %s", *c.pkg, serial)
-		}
-		if pid, err = strconv.Atoi(f[0]); err != nil {
-			return fail(exitFailure, "pidof %s on %s printed %q", *c.pkg, serial, strings.TrimSpace(out))
-		}
-	}
-	var pids []int
+	// The process: the device's JDWP list says which pids can be tracked;
+	// with --package the shell narrows them to the processes of that name
+	// and each VM's own HELO/APNM name decides.
+	var jdwpPIDs []int
 	tctx, tcancel := context.WithCancel(lookup)
 	terr := client.TrackJDWP(tctx, serial, func(p []int) {
-		pids = p
+		jdwpPIDs = p
 		tcancel() // the first list is all we need
 	})
 	tcancel()
-	if pids == nil && lookup.Err() != nil {
+	if jdwpPIDs == nil && lookup.Err() != nil {
 		return fail(exitFailure, "listing debuggable processes on %s: no answer from the adb server (%v)", serial, terr)
 	}
-	if !slices.Contains(pids, pid) {
+	scfg := alloctrack.SessionConfig{Window: *c.window, MinWindow: *c.windowMin, RequestTimeout: *c.requestTimeout, ReportTimeout: *c.reportTimeout}
+	pid := *c.pid
+	if pid == 0 {
+		var code int
+		var msg string
+		if pid, code, msg = findApp(ctx, client, serial, *c.pkg, api, jdwpPIDs, scfg, stderr); code != exitOK {
+			return fail(code, "%s", msg)
+		}
+	} else if !slices.Contains(jdwpPIDs, pid) {
 		return fail(exitFailure, "pid %d on %s is not a debuggable process (not in the device's JDWP list; is the app built debuggable?)", pid, serial)
 	}
 
@@ -198,14 +196,19 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 
 	progress := isTerminal(stderr)
 	var writeErr error
+	var named string // the app's name by its VM's account
 	s := &alloctrack.Session{
 		Serial: serial, PID: pid,
 		Open: func(ctx context.Context) (io.ReadWriteCloser, error) { return client.OpenJDWP(ctx, serial, pid) },
+		Accept: func(app string) bool {
+			named = app
+			return *c.pkg == "" || app == *c.pkg
+		},
 		Bind: func(app string) (*alloctrack.Counters, *alloctrack.AppStats) {
 			w.SetPackage(app)
 			return alloctrack.NewCounters(alloctrack.AggregateConfig{TopClasses: 1, TopSites: 1}), alloctrack.NewAppStats(serial, pid)
 		},
-		Config: alloctrack.SessionConfig{Window: *c.window, MinWindow: *c.windowMin, RequestTimeout: *c.requestTimeout, ReportTimeout: *c.reportTimeout},
+		Config: scfg,
 		Stop:   stop,
 		Log:    log,
 		OnWindow: func(win *alloctrack.Window) {
@@ -237,6 +240,8 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 		*c.out, sum.Windows, sum.Overflowed, sum.Allocations, sum.Bytes, sum.DurationSeconds)
 	if runErr != nil {
 		switch {
+		case errors.Is(runErr, alloctrack.ErrFiltered):
+			return fail(exitFailure, "pid %d on %s is %q by its VM's own account, not %s", pid, serial, named, *c.pkg)
 		case errors.Is(runErr, alloctrack.ErrHeld):
 			return fail(exitFailure, "another debugger (Android Studio?) holds pid %d on %s: close it and retry", pid, serial)
 		case errors.Is(runErr, alloctrack.ErrUnsupported):
@@ -258,4 +263,84 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 		return checkBudget(stderr, "alloctrack capture", bud, t, in.Duration)
 	}
 	return exitOK
+}
+
+// findApp picks the process of app pkg to record: the shell lists the
+// pids of that name (pidof, or ps where there is no pidof), the JDWP list
+// keeps the debuggable ones, and when several are left each VM is asked
+// its name (HELO, APNM) and the first, by pid, that calls itself pkg is
+// taken. When several pids matched it says on w which was taken and why.
+// A non-zero code comes with a message.
+func findApp(ctx context.Context, client *adb.Client, serial, pkg string, api int, jdwpPIDs []int, cfg alloctrack.SessionConfig, w io.Writer) (pid, code int, msg string) {
+	sctx, cancel := context.WithTimeout(ctx, 2*cfg.RequestTimeout)
+	pids, err := client.PIDsOf(sctx, serial, pkg, api)
+	cancel()
+	if err != nil {
+		return 0, exitFailure, fmt.Sprintf("looking up %s on %s: %v", pkg, serial, err)
+	}
+	if len(pids) == 0 {
+		return 0, exitFailure, fmt.Sprintf("app %s is not running on %s", pkg, serial)
+	}
+	slices.Sort(pids)
+	var debuggable []int
+	for _, p := range pids {
+		if slices.Contains(jdwpPIDs, p) {
+			debuggable = append(debuggable, p)
+		}
+	}
+	switch len(debuggable) {
+	case 0:
+		return 0, exitFailure, fmt.Sprintf("app %s runs on %s as pid %s, which is not a debuggable process (not in the device's JDWP list; is the app built debuggable?)", pkg, serial, joinInts(pids))
+	case 1:
+		if len(pids) > 1 {
+			fmt.Fprintf(w, "alloctrack capture: %s runs on %s as pids %s; recording pid %d, the one in the device's JDWP list\n", pkg, serial, joinInts(pids), debuggable[0])
+		}
+		return debuggable[0], exitOK, ""
+	}
+	// Several debuggable processes of that name: ask each VM its name.
+	var notes []string
+	for _, p := range debuggable {
+		name, err := vmName(ctx, client, serial, p, cfg)
+		switch {
+		case err != nil:
+			notes = append(notes, fmt.Sprintf("pid %d: %v", p, err))
+		case name != pkg:
+			notes = append(notes, fmt.Sprintf("pid %d calls itself %q", p, name))
+		default:
+			fmt.Fprintf(w, "alloctrack capture: %s runs on %s as debuggable pids %s; recording pid %d, whose VM calls itself %s%s\n",
+				pkg, serial, joinInts(debuggable), p, pkg, strings.Join(append([]string{""}, notes...), "; "))
+			return p, exitOK, ""
+		}
+	}
+	return 0, exitFailure, fmt.Sprintf("app %s runs on %s as debuggable pids %s, but none could be confirmed by its VM: %s", pkg, serial, joinInts(debuggable), strings.Join(notes, "; "))
+}
+
+// vmName asks the VM of pid its app name (HELO, or APNM while it is not
+// yet named) and leaves again before anything is tracked.
+func vmName(ctx context.Context, client *adb.Client, serial string, pid int, cfg alloctrack.SessionConfig) (string, error) {
+	var name string
+	s := &alloctrack.Session{
+		Serial: serial, PID: pid,
+		Open:   func(ctx context.Context) (io.ReadWriteCloser, error) { return client.OpenJDWP(ctx, serial, pid) },
+		Accept: func(app string) bool { name = app; return false },
+		Config: cfg,
+	}
+	err := s.Run(ctx)
+	switch {
+	case errors.Is(err, alloctrack.ErrFiltered):
+		return name, nil
+	case errors.Is(err, alloctrack.ErrHeld):
+		return "", errors.New("another debugger holds it")
+	case err == nil:
+		return "", ctx.Err()
+	}
+	return "", err
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ", ")
 }

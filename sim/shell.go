@@ -1,0 +1,286 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// API levels where a device's shell changes, as AOSP records its shell
+// utilities per release.
+const (
+	// apiPidof: Android 6.0 moved most tools to toybox, pidof among them;
+	// Android 4.4 and 5.x have none.
+	apiPidof = 23
+	// apiShellV2: Android 7.0's adbd runs shell: commands without a pty
+	// (and speaks shell protocol v2); before, output lines end in "\r\n".
+	apiShellV2 = 24
+	// apiToyboxPS: Android 8.0 replaced toolbox ps with toybox ps, which
+	// lists only the caller's own processes unless given -A (or -e).
+	// Toolbox ps lists every process and takes any other word, -A too, as a
+	// prefix of the names to show.
+	apiToyboxPS = 26
+)
+
+// errShellSyntax is a command line the simulated shell cannot parse.
+var errShellSyntax = errors.New("syntax error")
+
+// parseShell splits a command line as sh does, as far as the simulator
+// needs: commands are separated by an unquoted ';', '&', '|', '&&', '||'
+// or newline (and run one after the other: enough to show that a word
+// meant as an argument ran as a command); words are split at unquoted
+// blanks; '…' keeps everything literally, "…" everything but a
+// backslash before \ " $ or `, and a backslash outside quotes escapes the
+// next character.
+func parseShell(line string) ([][]string, error) {
+	var cmds [][]string
+	var words []string
+	var w strings.Builder
+	inWord := false
+	endWord := func() {
+		if inWord {
+			words = append(words, w.String())
+			w.Reset()
+			inWord = false
+		}
+	}
+	endCmd := func() {
+		endWord()
+		if len(words) > 0 {
+			cmds = append(cmds, words)
+			words = nil
+		}
+	}
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch c {
+		case ' ', '\t':
+			endWord()
+		case ';', '&', '|', '\n':
+			endCmd()
+		case '\\':
+			if i+1 < len(line) {
+				i++
+				if line[i] != '\n' {
+					w.WriteByte(line[i])
+					inWord = true
+				}
+			}
+		case '\'':
+			j := strings.IndexByte(line[i+1:], '\'')
+			if j < 0 {
+				return nil, fmt.Errorf("%w: unterminated '", errShellSyntax)
+			}
+			w.WriteString(line[i+1 : i+1+j])
+			inWord = true
+			i += j + 1
+		case '"':
+			inWord = true
+			for i++; ; i++ {
+				if i >= len(line) {
+					return nil, fmt.Errorf("%w: unterminated \"", errShellSyntax)
+				}
+				if line[i] == '"' {
+					break
+				}
+				if line[i] == '\\' && i+1 < len(line) && strings.IndexByte("\\\"$`", line[i+1]) >= 0 {
+					i++
+				}
+				w.WriteByte(line[i])
+			}
+		default:
+			w.WriteByte(c)
+			inWord = true
+		}
+	}
+	endCmd()
+	return cmds, nil
+}
+
+// AddProcess adds a process that is not a debuggable VM (a service, an
+// app built for release): ps and pidof show it, track-jdwp does not.
+func (d *Device) AddProcess(pid int, name string) {
+	d.mu.Lock()
+	d.procs[pid] = name
+	d.mu.Unlock()
+}
+
+// ShellLog returns the commands the device's shell ran, oldest first (up
+// to 256), each as its words after the shell's parsing.
+func (d *Device) ShellLog() [][]string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([][]string, len(d.shellLog))
+	for i, c := range d.shellLog {
+		out[i] = slices.Clone(c)
+	}
+	return out
+}
+
+// Reboots counts the reboot commands the shell ran (it only counts them).
+func (d *Device) Reboots() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.reboots
+}
+
+// psEntry is one process as ps shows it.
+type psEntry struct {
+	pid, ppid int
+	user      string
+	name      string
+}
+
+// processes lists the device's processes: a few of the system's, the
+// added ones, and the VMs, by pid.
+func (d *Device) processes() []psEntry {
+	out := []psEntry{
+		{1, 0, "root", "init"},
+		{2, 0, "root", "kthreadd"},
+		{310, 1, "root", "zygote"},
+		{620, 310, "system", "system_server"},
+		{930, 310, "u0_a15", "com.android.systemui"},
+	}
+	d.mu.Lock()
+	for pid, name := range d.procs {
+		out = append(out, psEntry{pid, 310, "u0_a90", name})
+	}
+	d.mu.Unlock()
+	for _, vm := range d.VMs() {
+		user := fmt.Sprintf("u0_a%d", vm.PID()%100)
+		if uid := vm.Config().UserID; uid >= 10000 {
+			user = fmt.Sprintf("u%d_a%d", uid/100000, uid%100000-10000)
+		}
+		// argv[0] is set when the app is named, as APNM is sent.
+		out = append(out, psEntry{vm.PID(), 310, user, vm.AppName()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].pid < out[j].pid })
+	return out
+}
+
+// runShell runs a command line with the few commands the simulator knows,
+// as the device's API level has them. Every command run is logged.
+// Unknown ones print mksh's error and exit 127.
+func (d *Device) runShell(line string) (out []byte, code int) {
+	cmds, err := parseShell(line)
+	if err != nil {
+		return []byte(fmt.Sprintf("/system/bin/sh: %v\n", err)), 1
+	}
+	for _, argv := range cmds {
+		d.mu.Lock()
+		if len(d.shellLog) == maxTrace {
+			d.shellLog = slices.Delete(d.shellLog, 0, 1)
+		}
+		d.shellLog = append(d.shellLog, argv)
+		d.mu.Unlock()
+		var o []byte
+		o, code = d.runCommand(argv)
+		out = append(out, o...)
+	}
+	return out, code
+}
+
+func (d *Device) runCommand(f []string) (out []byte, code int) {
+	api := d.cfg.API
+	switch f[0] {
+	case "echo":
+		return []byte(strings.Join(f[1:], " ") + "\n"), 0
+	case "getprop":
+		props := d.Props()
+		if len(f) > 1 {
+			return []byte(props[f[1]] + "\n"), 0
+		}
+		keys := make([]string, 0, len(props))
+		for k := range props {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var b strings.Builder
+		for _, k := range keys {
+			fmt.Fprintf(&b, "[%s]: [%s]\n", k, props[k])
+		}
+		return []byte(b.String()), 0
+	case "reboot":
+		d.mu.Lock()
+		d.reboots++
+		d.mu.Unlock()
+		return nil, 0
+	case "pidof":
+		if api < apiPidof {
+			break
+		}
+		var pids []string
+		for _, p := range d.processes() {
+			if slices.Contains(f[1:], p.name) {
+				pids = append(pids, strconv.Itoa(p.pid))
+			}
+		}
+		if len(pids) == 0 {
+			return nil, 1
+		}
+		return []byte(strings.Join(pids, " ") + "\n"), 0
+	case "ps":
+		if api < apiToyboxPS {
+			return d.toolboxPS(f[1:])
+		}
+		return d.toyboxPS(f[1:])
+	}
+	if api < apiPidof {
+		return []byte(fmt.Sprintf("/system/bin/sh: %s: not found\n", f[0])), 127
+	}
+	return []byte(fmt.Sprintf("/system/bin/sh: %s: inaccessible or not found\n", f[0])), 127
+}
+
+// toolboxPS is ps of Android 4.4 to 7.1: every process; a number selects
+// one pid, any other word that is not an option is a name prefix (so
+// "ps -A" shows only the header).
+func (d *Device) toolboxPS(args []string) ([]byte, int) {
+	pidFilter, nameFilter := 0, ""
+	for _, a := range args {
+		switch {
+		case slices.Contains([]string{"-t", "-x", "-P", "-p", "-c", "-n", "-Z", "--abi"}, a):
+			// Options that add columns or threads: not simulated.
+		case a != "" && a[0] >= '0' && a[0] <= '9':
+			pidFilter, _ = strconv.Atoi(a)
+		default:
+			nameFilter = a
+		}
+	}
+	var b strings.Builder
+	b.WriteString("USER     PID   PPID  VSIZE  RSS     WCHAN    PC         NAME\n")
+	for _, p := range d.processes() {
+		if (pidFilter != 0 && p.pid != pidFilter) || !strings.HasPrefix(p.name, nameFilter) {
+			continue
+		}
+		fmt.Fprintf(&b, "%-9s %-5d %-5d %-6d %-5d %08x %08x %s %s\n", p.user, p.pid, p.ppid, 498120, 27512, 0xffffffff, 0x4006ba10, "S", p.name)
+	}
+	return []byte(b.String()), 0
+}
+
+// toyboxPS is ps of Android 8 and later: without -A (or -e) only the
+// shell's own processes.
+func (d *Device) toyboxPS(args []string) ([]byte, int) {
+	all := false
+	for _, a := range args {
+		switch a {
+		case "-A", "-e":
+			all = true
+		default:
+			return []byte(fmt.Sprintf("ps: Unknown option '%s' (see \"ps --help\")\n", strings.TrimLeft(a, "-"))), 1
+		}
+	}
+	procs := d.processes()
+	if !all {
+		sh := procs[len(procs)-1].pid + 1
+		procs = []psEntry{{sh, 1, "shell", "sh"}, {sh + 1, sh, "shell", "ps"}}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-10s %5s %5s %7s %6s %-16s %10s %s %s\n", "USER", "PID", "PPID", "VSZ", "RSS", "WCHAN", "ADDR", "S", "NAME")
+	for _, p := range procs {
+		fmt.Fprintf(&b, "%-10s %5d %5d %7d %6d %-16s %10s %s %s\n", p.user, p.pid, p.ppid, 1234567, 45678, "SyS_epoll_wait", "0", "S", p.name)
+	}
+	return []byte(b.String()), 0
+}
