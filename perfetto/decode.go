@@ -676,7 +676,7 @@ func (d *Decoder) processDump(s *sequence, m *msg, f *field, pktTS uint64) {
 	// Count before buffering: every sample is at least its two-byte
 	// header, so len(samples) is bounded by the packet's size.
 	if s.pending+len(samples) > d.opts.MaxPendingSamples {
-		sm.fail(f.off, sm.name("samples"), "%v: %d buffered + %d new > %d", ErrTooManyPendingSamples, s.pending, len(samples), d.opts.MaxPendingSamples)
+		sm.fail(f.off, sm.name("samples"), "%w: %d buffered + %d new > %d", ErrTooManyPendingSamples, s.pending, len(samples), d.opts.MaxPendingSamples)
 		m.inherit(sm)
 		return
 	}

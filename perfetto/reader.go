@@ -76,6 +76,16 @@ func (p *packetReader) readVarint() (v uint64, first bool, err error) {
 	return 0, false, fmt.Errorf("%w: varint longer than 10 bytes", ErrMalformed)
 }
 
+// readInner reads a varint that must be there: the end of the stream is
+// unexpected.
+func (p *packetReader) readInner() (uint64, error) {
+	v, _, err := p.readVarint()
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return v, err
+}
+
 // next returns the next packet's payload (valid until the following call),
 // its index and the stream offset of its tag. It returns io.EOF at a clean
 // end of stream, between packets.
@@ -95,7 +105,7 @@ func (p *packetReader) next() (pkt []byte, start int64, err error) {
 		}
 		switch typ {
 		case protowire.VarintType:
-			if _, _, err := p.readVarint(); err != nil {
+			if _, err := p.readInner(); err != nil {
 				return nil, start, p.errAt(start, p.off, fmt.Sprintf("top-level field %d", num), err)
 			}
 			continue
@@ -115,7 +125,7 @@ func (p *packetReader) next() (pkt []byte, start int64, err error) {
 			return nil, start, p.errAt(start, start, "packet tag", fmt.Errorf("%w: top-level field %d has unsupported wire type %d", ErrMalformed, num, typ))
 		}
 		lenOff := p.off
-		size, _, err := p.readVarint()
+		size, err := p.readInner()
 		if err != nil {
 			return nil, start, p.errAt(start, lenOff, "packet length", err)
 		}

@@ -3,6 +3,7 @@ package perfetto
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -24,8 +25,8 @@ type FormatError struct {
 }
 
 func (e *FormatError) Error() string {
-	return fmt.Sprintf("perfetto: packet %d (at byte %d): %s at byte %d: %v",
-		e.Packet, e.PacketOffset, e.Field, e.Offset, e.Err)
+	return fmt.Sprintf("perfetto: packet %d (at byte %d): %s at byte %d: %s",
+		e.Packet, e.PacketOffset, e.Field, e.Offset, strings.ReplaceAll(e.Err.Error(), "perfetto: ", ""))
 }
 
 func (e *FormatError) Unwrap() error { return e.Err }

@@ -1,0 +1,268 @@
+package perfetto_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"runtime"
+	"testing"
+	"testing/iotest"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/alloctrack/alloctrack/perfetto"
+)
+
+// packet wraps a TracePacket payload as a trace's field 1.
+func packet(payload []byte) []byte {
+	b := protowire.AppendTag(nil, 1, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(len(payload)))
+	return append(b, payload...)
+}
+
+func lenField(num protowire.Number, payload []byte) []byte {
+	b := protowire.AppendTag(nil, num, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(len(payload)))
+	return append(b, payload...)
+}
+
+func varintField(num protowire.Number, v uint64) []byte {
+	b := protowire.AppendTag(nil, num, protowire.VarintType)
+	return protowire.AppendVarint(b, v)
+}
+
+func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+
+func TestRejections(t *testing.T) {
+	good := packet(varintField(8, 1))
+	tests := []struct {
+		name      string
+		in        []byte
+		opts      *perfetto.Options
+		is        error
+		tooLarge  bool
+		packet    int
+		pktOff    int64
+		off       int64
+		field     string
+		goodDumps int
+	}{{
+		name: "top-level group", in: []byte{0x0b}, is: perfetto.ErrMalformed, field: "packet tag",
+	}, {
+		name: "top-level field 0", in: []byte{0x02, 0x00}, is: perfetto.ErrMalformed, field: "packet tag",
+	}, {
+		name: "tag varint overflows", in: bytes.Repeat([]byte{0xff}, 11), is: perfetto.ErrMalformed, field: "packet tag",
+	}, {
+		name: "stream ends in a top-level varint", in: []byte{0x30}, is: io.ErrUnexpectedEOF, off: 1, field: "top-level field 6",
+	}, {
+		name: "stream ends in the length", in: []byte{0x0a, 0x80}, is: io.ErrUnexpectedEOF, off: 1, field: "packet length",
+	}, {
+		name: "packet too large", in: cat([]byte{0x0a}, protowire.AppendVarint(nil, 101)), opts: &perfetto.Options{MaxPacketSize: 100},
+		tooLarge: true, off: 1, field: "packet length",
+	}, {
+		name: "payload cut short", in: []byte{0x0a, 10, 0x40, 1, 0x50}, is: io.ErrUnexpectedEOF, off: 5, field: "packet payload (3 of 10 bytes read)",
+	}, {
+		name: "second packet cut short", in: cat(good, []byte{0x0a, 10, 0x40}), is: io.ErrUnexpectedEOF, packet: 1, pktOff: 4, off: 7,
+		field: "packet payload (1 of 10 bytes read)",
+	}, {
+		name: "top-level fixed32 cut short", in: []byte{0x15, 1, 2}, is: io.ErrUnexpectedEOF, off: 3, field: "top-level field 2",
+	}, {
+		name: "bad varint in packet", in: packet(cat([]byte{0x40}, bytes.Repeat([]byte{0xff}, 10))), is: perfetto.ErrMalformed, off: 3, field: "field 8",
+	}, {
+		name: "length past the end", in: packet(cat([]byte{0x62, 50}, []byte{1, 2})), is: perfetto.ErrMalformed, off: 4, field: "field 12",
+	}, {
+		name: "timestamp as bytes", in: packet(lenField(8, []byte{1})), is: perfetto.ErrMalformed, off: 2, field: "timestamp",
+	}, {
+		name: "sample callstack_id as bytes",
+		in:   cat(good, packet(lenField(37, lenField(5, lenField(2, lenField(1, []byte{7})))))),
+		is:   perfetto.ErrMalformed, packet: 1, pktOff: 4, off: 4 + 3 + 2 + 2 + 2, field: "profile_packet.process_dumps.samples.callstack_id",
+	}, {
+		name: "packed frame ids end inside a varint",
+		in:   packet(cat(varintField(10, 1), varintField(13, 1), lenField(12, lenField(7, cat(varintField(1, 1), lenField(2, []byte{0x01, 0x80})))))),
+		is:   perfetto.ErrMalformed, off: 2 + 2 + 2 + 2 + 2 + 2 + 2 + 1, field: "interned_data.callstacks.frame_ids",
+	}, {
+		name: "repeated field as fixed64",
+		in:   packet(cat(varintField(10, 1), varintField(13, 1), lenField(12, lenField(7, cat(protowire.AppendTag(nil, 2, protowire.Fixed64Type), make([]byte, 8)))))),
+		is:   perfetto.ErrMalformed, off: 2 + 2 + 2 + 2 + 2, field: "interned_data.callstacks.frame_ids",
+	}, {
+		name: "group inside a packet", in: packet([]byte{0x43}), is: perfetto.ErrMalformed, off: 2, field: "field 8",
+	}, {
+		name: "unfinished dump too big",
+		in: packet(lenField(37, cat(varintField(6, 1), lenField(5, cat(
+			lenField(2, varintField(1, 1)), lenField(2, varintField(1, 2))))))),
+		opts: &perfetto.Options{MaxPendingSamples: 1}, is: perfetto.ErrTooManyPendingSamples, off: 7, field: "profile_packet.process_dumps.samples",
+	}, {
+		name:      "garbage after a good trace",
+		in:        cat(mustFixture("art_heapprofd"), []byte{0x0a, 3, 0x62, 5, 0}),
+		is:        perfetto.ErrMalformed,
+		packet:    9,
+		pktOff:    int64(len(mustFixture("art_heapprofd"))),
+		off:       int64(len(mustFixture("art_heapprofd"))) + 4,
+		field:     "field 12",
+		goodDumps: 4,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := perfetto.NewDecoder(bytes.NewReader(tt.in), tt.opts)
+			var err error
+			dumps := 0
+			for {
+				if _, err = d.Next(); err != nil {
+					break
+				}
+				dumps++
+			}
+			if dumps != tt.goodDumps {
+				t.Errorf("%d dumps before the error, want %d", dumps, tt.goodDumps)
+			}
+			if err == io.EOF {
+				t.Fatal("no error")
+			}
+			t.Log(err)
+			var fe *perfetto.FormatError
+			if !errors.As(err, &fe) {
+				t.Fatalf("%v (%T) is not a *FormatError", err, err)
+			}
+			if tt.tooLarge {
+				var tl *perfetto.PacketTooLargeError
+				if !errors.As(err, &tl) || tl.Size != 101 || tl.Max != 100 {
+					t.Errorf("%v: want *PacketTooLargeError 101 > 100", err)
+				}
+			} else if !errors.Is(err, tt.is) {
+				t.Errorf("%v: want %v", err, tt.is)
+			}
+			if fe.Packet != tt.packet || fe.PacketOffset != tt.pktOff || fe.Offset != tt.off || fe.Field != tt.field {
+				t.Errorf("packet %d at %d, offset %d, field %q; want %d at %d, %d, %q",
+					fe.Packet, fe.PacketOffset, fe.Offset, fe.Field, tt.packet, tt.pktOff, tt.off, tt.field)
+			}
+			// Errors are final.
+			if _, err2 := d.Next(); err2 != err {
+				t.Errorf("second Next: %v, want the same error", err2)
+			}
+			if tt.goodDumps > 0 && len(d.Profiles()) == 0 {
+				t.Error("profiles lost after the error")
+			}
+		})
+	}
+}
+
+func mustFixture(name string) []byte { return fixture(&testing.T{}, name, false) }
+
+func TestReaderError(t *testing.T) {
+	boom := errors.New("boom")
+	d := perfetto.NewDecoder(io.MultiReader(bytes.NewReader(packet(varintField(8, 1))), iotest.ErrReader(boom)), nil)
+	_, err := d.Next()
+	if !errors.Is(err, boom) {
+		t.Fatalf("%v, want boom", err)
+	}
+	var fe *perfetto.FormatError
+	if errors.As(err, &fe) {
+		t.Errorf("a reader's error is not a format error: %v", err)
+	}
+}
+
+// TestDeclaredLengthDoesNotAllocate declares a packet just under the
+// maximum and sends ten bytes of it: the decoder must not allocate the
+// declared size.
+func TestDeclaredLengthDoesNotAllocate(t *testing.T) {
+	in := cat([]byte{0x0a}, protowire.AppendVarint(nil, perfetto.DefaultMaxPacketSize-1), make([]byte, 10))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	d := perfetto.NewDecoder(bytes.NewReader(in), nil)
+	_, err := d.Next()
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("%v, want unexpected EOF", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 256<<10 {
+		t.Errorf("allocated %d bytes for a 10-byte packet declaring %d", got, perfetto.DefaultMaxPacketSize-1)
+	}
+}
+
+// pausingReader returns io.EOF once between its parts, as a file that is
+// still being written does.
+type pausingReader struct {
+	parts [][]byte
+	pause bool
+}
+
+func (p *pausingReader) Read(b []byte) (int, error) {
+	for len(p.parts) > 0 && len(p.parts[0]) == 0 {
+		p.parts = p.parts[1:]
+		if p.pause {
+			p.pause = false
+			return 0, io.EOF
+		}
+	}
+	if len(p.parts) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(b, p.parts[0])
+	p.parts[0] = p.parts[0][n:]
+	if len(p.parts[0]) == 0 {
+		p.pause = true
+	}
+	return n, nil
+}
+
+// packetEnds returns the offsets at which a trace's packets end.
+func packetEnds(t *testing.T, b []byte) []int {
+	var ends []int
+	for off := 0; off < len(b); {
+		_, _, n := protowire.ConsumeField(b[off:])
+		if n < 0 {
+			t.Fatal(protowire.ParseError(n))
+		}
+		off += n
+		ends = append(ends, off)
+	}
+	return ends
+}
+
+// TestResumeAfterEOF reads a trace that arrives in pieces split at packet
+// boundaries, calling Next again after each io.EOF.
+func TestResumeAfterEOF(t *testing.T) {
+	raw := fixture(t, "art_heapprofd", false)
+	want := summary(decodeAll(t, bytes.NewReader(raw)))
+	ends := packetEnds(t, raw)
+	var parts [][]byte
+	prev := 0
+	for _, e := range ends {
+		parts = append(parts, raw[prev:e])
+		prev = e
+	}
+	d := perfetto.NewDecoder(&pausingReader{parts: parts}, nil)
+	var dumps []*perfetto.Dump
+	eofs := 0
+	for eofs < len(parts)+2 {
+		dp, err := d.Next()
+		if err == io.EOF {
+			eofs++
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		dumps = append(dumps, dp)
+	}
+	if got := summary(dumps, d); got != want {
+		t.Errorf("resumed:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestSkipsOtherTopLevelFields(t *testing.T) {
+	raw := fixture(t, "new_stack", false)
+	want := summary(decodeAll(t, bytes.NewReader(raw)))
+	ends := packetEnds(t, raw)
+	in := cat(varintField(3, 9), lenField(4, []byte("xyz")), protowire.AppendTag(nil, 5, protowire.Fixed32Type), []byte{1, 2, 3, 4},
+		raw[:ends[1]], protowire.AppendTag(nil, 6, protowire.Fixed64Type), make([]byte, 8), raw[ends[1]:])
+	dumps, d := decodeAll(t, bytes.NewReader(in))
+	got := summary(dumps, d)
+	if got != want {
+		t.Errorf("with extra fields:\n%s\nwant:\n%s", got, want)
+	}
+	if st := d.Stats(); st.Bytes != int64(len(in)) {
+		t.Errorf("bytes %d, want %d", st.Bytes, len(in))
+	}
+}
