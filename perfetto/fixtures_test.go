@@ -24,6 +24,7 @@ var fixtures = []string{
 	"android10_window",
 	"art_heapprofd",
 	"lost_state",
+	"writer_small",
 }
 
 func fixture(t testing.TB, name string, packed bool) []byte {

@@ -1,0 +1,149 @@
+package perfetto_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/alloctrack/alloctrack/perfetto"
+)
+
+var (
+	frameAlloc = perfetto.Frame{RawFunction: "art_quick_alloc_object_resolved_region_tlab", Mapping: "/apex/com.android.art/lib64/libart.so", RelPC: 0x10}
+	frameRun   = perfetto.Frame{RawFunction: "void com.example.A.run(int)", Mapping: "/data/app/base.odex", RelPC: 0x20}
+	frameErr   = perfetto.Frame{Function: "ERROR 2", Mapping: "ERROR"}
+	stackA     = []perfetto.Frame{frameAlloc, frameRun}
+	stackB     = []perfetto.Frame{frameErr}
+)
+
+// writeSmall writes the two rounds that testdata/writer_small.textproto
+// spells out.
+func writeSmall(t *testing.T, opts *perfetto.WriterOptions) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w := perfetto.NewWriter(&buf, opts)
+	if err := w.WriteDumps(perfetto.DumpSpec{
+		PacketTimestamp: 100, PID: 42, Heap: perfetto.ArtHeap, Timestamp: 1000, SamplingInterval: 4096,
+		Samples: []perfetto.SampleSpec{{Frames: stackA, Values: perfetto.Values{Allocated: 64, Count: 2}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	w.Retire(stackA)
+	if err := w.WriteDumps(perfetto.DumpSpec{
+		PacketTimestamp: 200, PID: 42, Heap: perfetto.ArtHeap, StartTimestamp: 1000, Timestamp: 2000, SamplingInterval: 4096, BufferOverran: true,
+		Samples: []perfetto.SampleSpec{
+			{Frames: stackA, Values: perfetto.Values{Allocated: 32, Count: 1}},
+			{Frames: stackB, Values: perfetto.Values{Allocated: 8, Count: 1}},
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestWriterBytes checks the Writer's exact bytes against protoc's encoding
+// of testdata/writer_small.textproto, unpacked and packed, then decodes them.
+func TestWriterBytes(t *testing.T) {
+	for _, packed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("packed=%v", packed), func(t *testing.T) {
+			got := writeSmall(t, &perfetto.WriterOptions{Packed: packed})
+			if want := fixture(t, "writer_small", packed); !bytes.Equal(got, want) {
+				t.Fatalf("writer output differs from testdata/writer_small (packed=%v):\n got %x\nwant %x", packed, got, want)
+			}
+			dumps, d := decodeAll(t, bytes.NewReader(got))
+			if len(dumps) != 2 || !dumps[1].BufferOverran || dumps[1].StartTimestamp != 1000 {
+				t.Fatalf("dumps %+v", dumps)
+			}
+			keyA := "art_quick_alloc_object_resolved_region_tlab\ncom.example.A.run"
+			equalTotals(t, totals(d), map[string]perfetto.Values{
+				"42/com.android.art/" + keyA: {Allocated: 96, Count: 3},
+				"42/com.android.art/ERROR 2": {Allocated: 8, Count: 1},
+			})
+			if st := d.Stats(); st.ErrorStackSamples != 1 || st.ErrorStackBytes != 8 || st.BufferOverran != 1 {
+				t.Errorf("stats %+v", st)
+			}
+		})
+	}
+}
+
+// TestWriterLayouts writes a longer history with every Writer option and
+// expects the decoder to find the same per-stack totals in each.
+func TestWriterLayouts(t *testing.T) {
+	frames := func(method string, pc uint64) []perfetto.Frame {
+		return []perfetto.Frame{frameAlloc, {RawFunction: method, Mapping: "/data/app/oat/arm64/base.odex", RelPC: pc}, {Function: "com.example.Main.loop", Mapping: "/data/app/oat/arm64/base.odex", RelPC: 4}}
+	}
+	const n = 40
+	for _, opts := range []perfetto.WriterOptions{
+		{},
+		{Packed: true},
+		{InPacket: true},
+		{InPacket: true, Packed: true},
+		{DumpPacketBytes: 30, Sequence: 9},
+		{DumpPacketBytes: 30, InPacket: true},
+	} {
+		t.Run(fmt.Sprintf("%+v", opts), func(t *testing.T) {
+			var buf bytes.Buffer
+			w := perfetto.NewWriter(&buf, &opts)
+			want := map[string]perfetto.Values{}
+			cum := make([]perfetto.Values, n)
+			for round := range 6 {
+				var samples []perfetto.SampleSpec
+				for i := range n {
+					// Every third stack skips a round and comes back under
+					// a new id, counting from zero.
+					if (i+round)%3 == 0 {
+						w.Retire(frames(fmt.Sprintf("void com.example.M.m%d(int)", i), uint64(i)))
+						cum[i] = perfetto.Values{}
+						continue
+					}
+					step := perfetto.Values{Allocated: uint64(16 * (i + 1)), Count: uint64(i%4 + 1), Freed: 8, FreeCount: 1}
+					cum[i] = perfetto.Values{Allocated: cum[i].Allocated + step.Allocated, Count: cum[i].Count + step.Count, Freed: cum[i].Freed + step.Freed, FreeCount: cum[i].FreeCount + step.FreeCount}
+					k := fmt.Sprintf("7/com.android.art/art_quick_alloc_object_resolved_region_tlab\ncom.example.M.m%d\ncom.example.Main.loop", i)
+					v := want[k]
+					want[k] = perfetto.Values{Allocated: v.Allocated + step.Allocated, Count: v.Count + step.Count}
+					samples = append(samples, perfetto.SampleSpec{Frames: frames(fmt.Sprintf("void com.example.M.m%d(int)", i), uint64(i)), Values: cum[i]})
+				}
+				if err := w.WriteDumps(
+					perfetto.DumpSpec{PacketTimestamp: uint64(round), PID: 7, Heap: perfetto.ArtHeap, Timestamp: uint64(1000 * round), SamplingInterval: 512, Samples: samples},
+					perfetto.DumpSpec{PacketTimestamp: uint64(round), PID: 8, Heap: perfetto.ArtHeap, Timestamp: uint64(1000 * round), SamplingInterval: 512, RejectedConcurrent: true},
+				); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dumps, d := decodeAll(t, bytes.NewReader(buf.Bytes()))
+			if len(dumps) != 12 {
+				t.Errorf("%d dumps, want 12", len(dumps))
+			}
+			equalTotals(t, totals(d), want)
+			st := d.Stats()
+			if st.UnresolvedSamples != 0 || st.NonMonotonicSamples != 0 || st.MissingProfilePackets != 0 || st.RejectedConcurrent != 6 {
+				t.Errorf("stats %+v", st)
+			}
+			if opts.DumpPacketBytes == 30 && st.ProfilePackets < 6*8 {
+				t.Errorf("only %d profile packets: dumps were not split", st.ProfilePackets)
+			}
+		})
+	}
+}
+
+type failWriter struct{ n int }
+
+func (f *failWriter) Write(b []byte) (int, error) {
+	if f.n == 0 {
+		return 0, errors.New("disk full")
+	}
+	f.n--
+	return len(b), nil
+}
+
+func TestWriterError(t *testing.T) {
+	w := perfetto.NewWriter(&failWriter{n: 1}, nil)
+	d := perfetto.DumpSpec{PID: 1, Samples: []perfetto.SampleSpec{{Frames: stackA, Values: perfetto.Values{Count: 1}}}}
+	if err := w.WriteDumps(d); err == nil {
+		t.Fatal("no error")
+	}
+	if err := w.WriteDumps(d); err == nil || err.Error() != "disk full" {
+		t.Fatalf("second write: %v", err)
+	}
+}
