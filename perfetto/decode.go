@@ -1,6 +1,7 @@
 package perfetto
 
 import (
+	"encoding/binary"
 	"errors"
 	"io"
 	"sort"
@@ -25,7 +26,14 @@ type Options struct {
 	// MaxPendingSamples is the most samples buffered per sequence before
 	// the dump that holds them ends (default DefaultMaxPendingSamples).
 	MaxPendingSamples int
+	// MaxStackDepth is the most frames a call stack may have (default
+	// DefaultMaxStackDepth); a deeper one is an error.
+	MaxStackDepth int
 }
+
+// DefaultMaxStackDepth is twice heapprofd's own limit (1000 frames plus
+// its error frame).
+const DefaultMaxStackDepth = 2048
 
 // Values are allocation totals of a call stack.
 type Values struct {
@@ -166,11 +174,12 @@ type Decoder struct {
 	opts Options
 	err  error
 
-	seqs     map[uint32]*sequence
-	stacks   map[string]*Stack
-	profiles map[profileKey]*profile
-	queue    []*Dump
-	stats    Stats
+	seqs      map[uint32]*sequence
+	stacks    map[string]*Stack
+	frameKeys map[string]uint32 // frame key -> small id, for compact stack keys
+	profiles  map[profileKey]*profile
+	queue     []*Dump
+	stats     Stats
 }
 
 // NewDecoder returns a Decoder reading from r. opts may be nil.
@@ -185,12 +194,16 @@ func NewDecoder(r io.Reader, opts *Options) *Decoder {
 	if o.MaxPendingSamples <= 0 {
 		o.MaxPendingSamples = DefaultMaxPendingSamples
 	}
+	if o.MaxStackDepth <= 0 {
+		o.MaxStackDepth = DefaultMaxStackDepth
+	}
 	return &Decoder{
-		pr:       newPacketReader(r, o.MaxPacketSize),
-		opts:     o,
-		seqs:     map[uint32]*sequence{},
-		stacks:   map[string]*Stack{},
-		profiles: map[profileKey]*profile{},
+		pr:        newPacketReader(r, o.MaxPacketSize),
+		opts:      o,
+		seqs:      map[uint32]*sequence{},
+		stacks:    map[string]*Stack{},
+		frameKeys: map[string]uint32{},
+		profiles:  map[profileKey]*profile{},
 	}
 }
 
@@ -278,7 +291,14 @@ type tables struct {
 	frames                 map[uint64]rawFrame
 	mappings               map[uint64]rawMapping
 	callstacks             map[uint64][]uint64
-	cache                  map[uint64]*Stack // resolved callstacks
+	cache                  map[uint64]*Stack        // resolved callstacks
+	frameCache             map[uint64]resolvedFrame // resolved frames
+	pathCache              map[uint64]string        // mapping id -> path
+}
+
+type resolvedFrame struct {
+	f   *Frame
+	key uint32
 }
 
 func newTables(shared bool) *tables {
@@ -288,6 +308,8 @@ func newTables(shared bool) *tables {
 		mappings:   map[uint64]rawMapping{},
 		callstacks: map[uint64][]uint64{},
 		cache:      map[uint64]*Stack{},
+		frameCache: map[uint64]resolvedFrame{},
+		pathCache:  map[uint64]string{},
 	}
 	if shared {
 		t.paths, t.buildIDs = t.names, t.names
@@ -302,7 +324,11 @@ func (t *tables) empty() bool {
 }
 
 // redefined drops resolved stacks when an existing id gets a new meaning.
-func (t *tables) redefined() { clear(t.cache) }
+func (t *tables) redefined() {
+	clear(t.cache)
+	clear(t.frameCache)
+	clear(t.pathCache)
+}
 
 type idKey struct {
 	pid  uint64
@@ -574,6 +600,9 @@ func (d *Decoder) internCallstack(t *tables, m *msg, f *field, name string) {
 			iid = sm.uint(&g, "iid")
 		case fCallstackFrames:
 			frames = sm.appendRepeated(frames, &g, "frame_ids")
+			if len(frames) > d.opts.MaxStackDepth {
+				sm.fail(g.off, sm.name("frame_ids"), "call stack deeper than %d frames", d.opts.MaxStackDepth)
+			}
 		}
 	}
 	m.inherit(sm)
@@ -905,54 +934,64 @@ func (d *Decoder) resolve(s *sequence, id uint64) *Stack {
 }
 
 func (d *Decoder) build(t *tables, fids []uint64) *Stack {
-	frames := make([]Frame, len(fids))
+	n := len(fids)
+	frames := make([]*Frame, n)
+	key := make([]byte, 4*n)
 	for i, fid := range fids {
-		rf, ok := t.frames[fid]
+		rf, ok := d.frame(t, fid)
 		if !ok {
 			return nil
 		}
-		fr, ok := t.frame(rf)
-		if !ok {
-			return nil
-		}
-		frames[len(fids)-1-i] = fr // innermost first
+		j := n - 1 - i // innermost first
+		frames[j] = rf.f
+		binary.LittleEndian.PutUint32(key[4*j:], rf.key)
 	}
-	var kb strings.Builder
-	for i, fr := range frames {
-		if i > 0 {
-			kb.WriteByte('\n')
-		}
-		kb.WriteString(fr.key())
-	}
-	key := kb.String()
-	if st := d.stacks[key]; st != nil {
+	if st := d.stacks[string(key)]; st != nil {
 		return st
 	}
-	st := &Stack{Frames: frames, Key: key, Unwind: classify(frames)}
-	d.stacks[key] = st
+	st := &Stack{Frames: frames, Key: string(key), Unwind: classify(frames)}
+	d.stacks[st.Key] = st
 	return st
 }
 
-// frame resolves a frame's strings and mapping. Id 0 is the empty string
-// and the empty mapping even when the trace does not define it (heapprofd
-// defines both; hand-written traces often do not).
-func (t *tables) frame(rf rawFrame) (Frame, bool) {
-	var fr Frame
-	name, ok := t.names[rf.name]
-	if !ok && rf.name != 0 {
-		return fr, false
+// frame resolves a frame id once per table generation. Id 0 is the empty
+// string and the empty mapping even when the trace does not define it
+// (heapprofd defines both; hand-written traces often do not).
+func (d *Decoder) frame(t *tables, fid uint64) (resolvedFrame, bool) {
+	if rf, ok := t.frameCache[fid]; ok {
+		return rf, true
 	}
-	fr.RawFunction = name
-	fr.Function = NormalizeFunction(name)
-	fr.RelPC = rf.relPC
-	mp, ok := t.mappings[rf.mapping]
+	raw, ok := t.frames[fid]
 	if !ok {
-		if rf.mapping != 0 {
-			return fr, false
-		}
-		return fr, true
+		return resolvedFrame{}, false
 	}
-	fr.BuildID = t.buildIDs[mp.buildID]
+	name, ok := t.names[raw.name]
+	if !ok && raw.name != 0 {
+		return resolvedFrame{}, false
+	}
+	fr := &Frame{RawFunction: name, Function: NormalizeFunction(name), RelPC: raw.relPC}
+	if mp, ok := t.mappings[raw.mapping]; ok {
+		fr.BuildID = t.buildIDs[mp.buildID]
+		fr.Mapping = t.path(raw.mapping, mp)
+	} else if raw.mapping != 0 {
+		return resolvedFrame{}, false
+	}
+	k := fr.key()
+	id, ok := d.frameKeys[k]
+	if !ok {
+		id = uint32(len(d.frameKeys))
+		d.frameKeys[k] = id
+	}
+	rf := resolvedFrame{f: fr, key: id}
+	t.frameCache[fid] = rf
+	return rf, true
+}
+
+// path joins a mapping's path components, once per mapping.
+func (t *tables) path(id uint64, mp rawMapping) string {
+	if p, ok := t.pathCache[id]; ok {
+		return p
+	}
 	var pb strings.Builder
 	for _, pid := range mp.paths {
 		p, ok := t.paths[pid]
@@ -962,9 +1001,10 @@ func (t *tables) frame(rf rawFrame) (Frame, bool) {
 		pb.WriteByte('/')
 		pb.WriteString(p)
 	}
-	fr.Mapping = pb.String()
-	if fr.Mapping == "/ERROR" {
-		fr.Mapping = "ERROR"
+	p := pb.String()
+	if p == "/ERROR" {
+		p = "ERROR"
 	}
-	return fr, true
+	t.pathCache[id] = p
+	return p
 }

@@ -94,14 +94,29 @@ type Stack struct {
 	// last frame is the thread's outermost one. This is the order of a Java
 	// stack trace and of DDM allocation records; the trace itself stores
 	// callstacks outermost first.
-	Frames []Frame
-	// Key identifies the stack: the frame keys joined by "\n", innermost
-	// first. Equal keys mean the same stack.
+	// Frames are shared between the stacks that hold them.
+	Frames []*Frame
+	// Key identifies the stack within one Decoder: equal keys mean the
+	// same frames after normalization. It is compact (four bytes a frame)
+	// and opaque; String gives a readable form.
 	Key    string
 	Unwind Unwind
 }
 
-func classify(frames []Frame) Unwind {
+// String lists the stack's frames innermost first, one a line: the
+// normalized function name, or for a frame without one, its mapping and pc.
+func (s *Stack) String() string {
+	var b strings.Builder
+	for i, f := range s.Frames {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(f.key())
+	}
+	return b.String()
+}
+
+func classify(frames []*Frame) Unwind {
 	named := false
 	for _, f := range frames {
 		switch f.Kind() {

@@ -38,13 +38,13 @@ func summary(dumps []*perfetto.Dump, d *perfetto.Decoder) string {
 			dp.FromStartup, dp.RejectedConcurrent, dp.Disconnected, dp.BufferOverran, dp.BufferCorrupted, dp.HitGuardrail,
 			dp.ClientError, dp.ProcessStats, dp.Delta, dp.Broken, dp.BrokenStacks, dp.Unresolved, dp.NonMonotonic)
 		for _, s := range dp.Stacks {
-			fmt.Fprintf(&b, "  %q %v delta=%+v total=%+v\n", s.Stack.Key, s.Stack.Unwind, s.Delta, s.Total)
+			fmt.Fprintf(&b, "  %q %v delta=%+v total=%+v\n", s.Stack.String(), s.Stack.Unwind, s.Delta, s.Total)
 		}
 	}
 	for _, p := range d.Profiles() {
 		fmt.Fprintf(&b, "profile pid=%d heap=%q dumps=%d total=%+v\n", p.PID, p.Heap, p.Dumps, p.Total)
 		for _, s := range p.Stacks {
-			fmt.Fprintf(&b, "  %q %+v\n", s.Stack.Key, s.Values)
+			fmt.Fprintf(&b, "  %q %+v\n", s.Stack.String(), s.Values)
 		}
 	}
 	st := d.Stats()
@@ -58,7 +58,7 @@ func totals(d *perfetto.Decoder) map[string]perfetto.Values {
 	m := map[string]perfetto.Values{}
 	for _, p := range d.Profiles() {
 		for _, s := range p.Stacks {
-			m[fmt.Sprintf("%d/%s/%s", p.PID, p.Heap, s.Stack.Key)] = s.Values
+			m[fmt.Sprintf("%d/%s/%s", p.PID, p.Heap, s.Stack.String())] = s.Values
 		}
 	}
 	return m
@@ -138,7 +138,7 @@ func TestPerfettoExpectations(t *testing.T) {
 				sum := map[string]perfetto.Values{}
 				for _, dp := range dumps {
 					for _, s := range dp.Stacks {
-						k := fmt.Sprintf("%d/%s/%s", dp.PID, dp.Heap, s.Stack.Key)
+						k := fmt.Sprintf("%d/%s/%s", dp.PID, dp.Heap, s.Stack.String())
 						v := sum[k]
 						sum[k] = perfetto.Values{Allocated: v.Allocated + s.Delta.Allocated, Count: v.Count + s.Delta.Count, Freed: v.Freed + s.Delta.Freed, FreeCount: v.FreeCount + s.Delta.FreeCount}
 					}
@@ -190,8 +190,8 @@ func TestArtTrace(t *testing.T) {
 				}
 				for j, w := range want {
 					s := dp.Stacks[j]
-					if s.Stack.Key != w.key || s.Delta != w.delta || s.Total != w.total {
-						t.Errorf("dump %d stack %d: %q delta %+v total %+v, want %q %+v %+v", i, j, s.Stack.Key, s.Delta, s.Total, w.key, w.delta, w.total)
+					if s.Stack.String() != w.key || s.Delta != w.delta || s.Total != w.total {
+						t.Errorf("dump %d stack %d: %q delta %+v total %+v, want %q %+v %+v", i, j, s.Stack.String(), s.Delta, s.Total, w.key, w.delta, w.total)
 					}
 				}
 			}

@@ -85,6 +85,10 @@ func TestRejections(t *testing.T) {
 		in:   packet(cat(varintField(10, 1), varintField(13, 1), lenField(12, lenField(7, cat(protowire.AppendTag(nil, 2, protowire.Fixed64Type), make([]byte, 8)))))),
 		is:   perfetto.ErrMalformed, off: 2 + 2 + 2 + 2 + 2, field: "interned_data.callstacks.frame_ids",
 	}, {
+		name: "call stack too deep",
+		in:   packet(cat(varintField(10, 1), varintField(13, 1), lenField(12, lenField(7, cat(varintField(1, 1), varintField(2, 1), varintField(2, 1), varintField(2, 1)))))),
+		opts: &perfetto.Options{MaxStackDepth: 2}, is: perfetto.ErrMalformed, off: 2 + 2 + 2 + 2 + 2 + 2 + 2 + 2, field: "interned_data.callstacks.frame_ids",
+	}, {
 		name: "group inside a packet", in: packet([]byte{0x43}), is: perfetto.ErrMalformed, off: 2, field: "field 8",
 	}, {
 		name: "unfinished dump too big",
