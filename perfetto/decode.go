@@ -177,6 +177,7 @@ type Decoder struct {
 	seqs      map[uint32]*sequence
 	stacks    map[string]*Stack
 	frameKeys map[string]uint32 // frame key -> small id, for compact stack keys
+	pos       map[*Stack]int    // scratch for commit
 	profiles  map[profileKey]*profile
 	queue     []*Dump
 	stats     Stats
@@ -203,6 +204,7 @@ func NewDecoder(r io.Reader, opts *Options) *Decoder {
 		seqs:      map[uint32]*sequence{},
 		stacks:    map[string]*Stack{},
 		frameKeys: map[string]uint32{},
+		pos:       map[*Stack]int{},
 		profiles:  map[profileKey]*profile{},
 	}
 }
@@ -412,7 +414,7 @@ func (d *Decoder) clearState(s *sequence) {
 func (d *Decoder) packet(b []byte, start int64, index int) *locErr {
 	// The payload follows the tag and length varints.
 	base := start + int64(protowire.SizeTag(tracePacketField)+protowire.SizeVarint(uint64(len(b))))
-	m := newMsg(b, base, "")
+	m := newMsg(b, base)
 	var (
 		f                     field
 		seqID                 uint32
@@ -462,7 +464,7 @@ func (d *Decoder) packet(b []byte, start int64, index int) *locErr {
 			continue
 		}
 		sub := m.sub(&interned[i], "interned_data")
-		d.internedData(s, sub)
+		d.internedData(s, &sub)
 		if sub.err != nil {
 			return sub.err
 		}
@@ -473,7 +475,7 @@ func (d *Decoder) packet(b []byte, start int64, index int) *locErr {
 	}
 	for i := range profilePkts {
 		sub := m.sub(&profilePkts[i], "profile_packet")
-		d.profilePacket(s, sub, ts, index)
+		d.profilePacket(s, &sub, ts, index)
 		if sub.err != nil {
 			return sub.err
 		}
@@ -518,7 +520,7 @@ func (d *Decoder) internString(t *tables, dst map[uint64]string, m *msg, f *fiel
 			str = sm.bytes(&g, "str")
 		}
 	}
-	m.inherit(sm)
+	m.inherit(&sm)
 	if m.err != nil {
 		return
 	}
@@ -548,7 +550,7 @@ func (d *Decoder) internFrame(t *tables, m *msg, f *field, name string) {
 			fr.relPC = sm.uint(&g, "rel_pc")
 		}
 	}
-	m.inherit(sm)
+	m.inherit(&sm)
 	if m.err != nil {
 		return
 	}
@@ -576,7 +578,7 @@ func (d *Decoder) internMapping(t *tables, m *msg, f *field, name string) {
 			mp.paths = sm.appendRepeated(mp.paths, &g, "path_string_ids")
 		}
 	}
-	m.inherit(sm)
+	m.inherit(&sm)
 	if m.err != nil {
 		return
 	}
@@ -605,7 +607,7 @@ func (d *Decoder) internCallstack(t *tables, m *msg, f *field, name string) {
 			}
 		}
 	}
-	m.inherit(sm)
+	m.inherit(&sm)
 	if m.err != nil {
 		return
 	}
@@ -661,21 +663,23 @@ func (d *Decoder) processDump(s *sequence, m *msg, f *field, pktTS uint64) {
 	sm := m.sub(f, "process_dumps")
 	var g field
 	h := Dump{Sequence: s.id, PacketTimestamp: pktTS}
-	var samples []field
+	// First pass: the header (its fields may follow the samples) and the
+	// number of samples.
+	nSamples := 0
 	for sm.next(&g) {
 		switch g.num {
 		case fDumpPID:
 			h.PID = sm.uint(&g, "pid")
 		case fDumpSamples:
 			if sm.want(&g, "samples", protowire.BytesType) {
-				samples = append(samples, g)
+				nSamples++
 			}
 		case fDumpFromStartup:
 			h.FromStartup = sm.bool(&g, "from_startup")
 		case fDumpRejectedConcurrent:
 			h.RejectedConcurrent = sm.bool(&g, "rejected_concurrent")
 		case fDumpStats:
-			h.ProcessStats = d.processStats(sm, &g)
+			h.ProcessStats = d.processStats(&sm, &g)
 		case fDumpDisconnected:
 			h.Disconnected = sm.bool(&g, "disconnected")
 		case fDumpBufferOverran:
@@ -699,14 +703,14 @@ func (d *Decoder) processDump(s *sequence, m *msg, f *field, pktTS uint64) {
 		}
 	}
 	if sm.err != nil {
-		m.inherit(sm)
+		m.inherit(&sm)
 		return
 	}
 	// Count before buffering: every sample is at least its two-byte
 	// header, so len(samples) is bounded by the packet's size.
-	if s.pending+len(samples) > d.opts.MaxPendingSamples {
-		sm.fail(f.off, sm.name("samples"), "%w: %d buffered + %d new > %d", ErrTooManyPendingSamples, s.pending, len(samples), d.opts.MaxPendingSamples)
-		m.inherit(sm)
+	if s.pending+nSamples > d.opts.MaxPendingSamples {
+		sm.fail(f.off, sm.name("samples"), "%w: %d buffered + %d new > %d", ErrTooManyPendingSamples, s.pending, nSamples, d.opts.MaxPendingSamples)
+		m.inherit(&sm)
 		return
 	}
 	k := groupKey{h.PID, h.Heap, h.Timestamp}
@@ -734,18 +738,25 @@ func (d *Decoder) processDump(s *sequence, m *msg, f *field, pktTS uint64) {
 			g.ProcessStats = h.ProcessStats
 		}
 	}
-	if len(samples) > 0 && grp.samples == nil {
-		grp.samples = make([]pendingSample, 0, len(samples))
+	if nSamples == 0 {
+		return
 	}
-	for i := range samples {
-		ps := d.sample(sm, &samples[i])
+	if grp.samples == nil {
+		grp.samples = make([]pendingSample, 0, nSamples)
+	}
+	// Second pass: the samples.
+	sm.pos = 0
+	for sm.next(&g) {
+		if g.num != fDumpSamples {
+			continue
+		}
+		grp.samples = append(grp.samples, d.sample(&sm, &g))
 		if sm.err != nil {
-			m.inherit(sm)
+			m.inherit(&sm)
 			return
 		}
-		grp.samples = append(grp.samples, ps)
 	}
-	s.pending += len(samples)
+	s.pending += nSamples
 }
 
 func (d *Decoder) processStats(m *msg, f *field) ProcessStats {
@@ -769,7 +780,7 @@ func (d *Decoder) processStats(m *msg, f *field) ProcessStats {
 			st.ClientSpinlockBlockedUS = sm.uint(&g, "client_spinlock_blocked_us")
 		}
 	}
-	m.inherit(sm)
+	m.inherit(&sm)
 	return st
 }
 
@@ -797,7 +808,7 @@ func (d *Decoder) sample(m *msg, f *field) pendingSample {
 			ps.maxCnt = sm.uint(&g, "self_max_count")
 		}
 	}
-	m.inherit(sm)
+	m.inherit(&sm)
 	return ps
 }
 
@@ -808,7 +819,9 @@ func (d *Decoder) commit(s *sequence, index int) {
 		dump := grp.d
 		dump.Packet = index
 		art := dump.Heap == ArtHeap
-		pos := map[*Stack]int{}
+		pos := d.pos
+		clear(pos)
+		dump.Stacks = make([]StackDelta, 0, len(grp.samples))
 		prof := d.profile(dump.PID, dump.Heap)
 		prof.dumps++
 		for _, ps := range grp.samples {

@@ -75,11 +75,17 @@ type Writer struct {
 	nextID                         map[protowire.Number]uint64
 	functionNames, paths, buildIDs map[string]uint64
 	mappings                       map[string]uint64
+	mappingInfo                    map[uint64]wMapping
 	frames                         map[wFrameKey]uint64
 	callstacks                     map[string]uint64
 	defs                           map[defKey][]byte           // encoded table entries
 	emitted                        map[defKey]bool             // written this round (Android 10) or ever
 	pending                        map[protowire.Number][]byte // entries to write after the round's samples, by table
+}
+
+type wMapping struct {
+	comps   []uint64
+	buildID uint64
 }
 
 type wFrameKey struct {
@@ -112,6 +118,7 @@ func NewWriter(w io.Writer, opts *WriterOptions) *Writer {
 		paths:         map[string]uint64{"": 0},
 		buildIDs:      map[string]uint64{"": 0},
 		mappings:      map[string]uint64{},
+		mappingInfo:   map[uint64]wMapping{},
 		frames:        map[wFrameKey]uint64{},
 		callstacks:    map[string]uint64{},
 		defs:          map[defKey][]byte{},
@@ -337,41 +344,43 @@ func (w *Writer) mappingID(path, buildID string, intern bool) (uint64, bool) {
 	if path == "" && buildID == "" {
 		return 0, true
 	}
-	var comps []uint64
-	for _, c := range strings.Split(path, "/") {
-		if c == "" {
-			continue
+	key := path + "\x00" + buildID
+	if id, ok := w.mappings[key]; ok {
+		if intern {
+			mi := w.mappingInfo[id]
+			for _, c := range mi.comps {
+				w.use(fInternedMappingPaths, c)
+			}
+			if mi.buildID != 0 {
+				w.use(fInternedBuildIDs, mi.buildID)
+			}
+			w.use(fInternedMappings, id)
 		}
-		id, ok := w.stringID(w.paths, fInternedMappingPaths, c, intern)
-		if !ok {
-			return 0, false
-		}
-		comps = append(comps, id)
+		return id, true
 	}
-	bid, ok := w.stringID(w.buildIDs, fInternedBuildIDs, buildID, intern)
-	if !ok {
+	if !intern {
 		return 0, false
 	}
-	key := path + "\x00" + buildID
-	id, ok := w.mappings[key]
-	if !ok {
-		if !intern {
-			return 0, false
+	var comps []uint64
+	for _, c := range strings.Split(path, "/") {
+		if c != "" {
+			id, _ := w.stringID(w.paths, fInternedMappingPaths, c, true)
+			comps = append(comps, id)
 		}
-		id = w.newID(fInternedMappings)
-		w.mappings[key] = id
-		e := protowire.AppendTag(nil, fMappingIID, protowire.VarintType)
-		e = protowire.AppendVarint(e, id)
-		if bid != 0 {
-			e = protowire.AppendTag(e, fMappingBuildID, protowire.VarintType)
-			e = protowire.AppendVarint(e, bid)
-		}
-		e = w.appendRepeated(e, fMappingPaths, comps)
-		w.defs[defKey{fInternedMappings, id}] = e
 	}
-	if intern {
-		w.use(fInternedMappings, id)
+	bid, _ := w.stringID(w.buildIDs, fInternedBuildIDs, buildID, true)
+	id := w.newID(fInternedMappings)
+	w.mappings[key] = id
+	w.mappingInfo[id] = wMapping{comps: comps, buildID: bid}
+	e := protowire.AppendTag(nil, fMappingIID, protowire.VarintType)
+	e = protowire.AppendVarint(e, id)
+	if bid != 0 {
+		e = protowire.AppendTag(e, fMappingBuildID, protowire.VarintType)
+		e = protowire.AppendVarint(e, bid)
 	}
+	e = w.appendRepeated(e, fMappingPaths, comps)
+	w.defs[defKey{fInternedMappings, id}] = e
+	w.use(fInternedMappings, id)
 	return id, true
 }
 

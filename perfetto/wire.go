@@ -55,11 +55,12 @@ type field struct {
 // msg walks the fields of one protobuf message held in b, whose first byte
 // is at absolute stream offset base. The first failure is sticky.
 type msg struct {
-	b    []byte
-	pos  int
-	base int64
-	path string // dotted field path for error messages
-	err  *locErr
+	b      []byte
+	pos    int
+	base   int64
+	parent *msg   // the enclosing message, for error messages
+	seg    string // this message's field name in its parent
+	err    *locErr
 }
 
 // locErr is a decoding failure inside a packet, before the packet index is
@@ -70,7 +71,7 @@ type locErr struct {
 	err   error
 }
 
-func newMsg(b []byte, base int64, path string) *msg { return &msg{b: b, base: base, path: path} }
+func newMsg(b []byte, base int64) *msg { return &msg{b: b, base: base} }
 
 func (m *msg) fail(off int64, field string, format string, args ...any) {
 	if m.err == nil {
@@ -78,13 +79,10 @@ func (m *msg) fail(off int64, field string, format string, args ...any) {
 	}
 }
 
-// sub returns a walker over a LEN field's payload.
-func (m *msg) sub(f *field, name string) *msg {
-	p := name
-	if m.path != "" {
-		p = m.path + "." + name
-	}
-	return &msg{b: f.b, base: f.pay, path: p}
+// sub returns a walker over a LEN field's payload. Its path is only
+// spelled out if an error needs it.
+func (m *msg) sub(f *field, name string) msg {
+	return msg{b: f.b, base: f.pay, parent: m, seg: name}
 }
 
 // inherit copies a nested walker's first error into m.
@@ -94,11 +92,22 @@ func (m *msg) inherit(s *msg) {
 	}
 }
 
+// name is the dotted path of field n of m, e.g.
+// "profile_packet.process_dumps.samples.callstack_id".
 func (m *msg) name(n string) string {
-	if m.path == "" {
-		return n
+	var segs []string
+	for p := m; p != nil; p = p.parent {
+		if p.seg != "" {
+			segs = append(segs, p.seg)
+		}
 	}
-	return m.path + "." + n
+	var b strings.Builder
+	for i := len(segs) - 1; i >= 0; i-- {
+		b.WriteString(segs[i])
+		b.WriteByte('.')
+	}
+	b.WriteString(n)
+	return b.String()
 }
 
 // next reads the next field into f. It returns false at the end of the
