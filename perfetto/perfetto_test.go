@@ -329,6 +329,7 @@ func TestNormalizeFunction(t *testing.T) {
 		{"com.example.Foo$Inner.lambda$run$0", "com.example.Foo$Inner.lambda$run$0"},
 		{"int com.example.Foo$1.run() [DEDUPED]", "com.example.Foo$1.run"},
 		{"com.example.Foo.bar [DEDUPED]", "com.example.Foo.bar"},
+		{"[DEDUPED] void com.example.Foo.bar(long)", "com.example.Foo.bar"},
 		{"  com.example.Foo.bar  ", "com.example.Foo.bar"},
 		{"art_quick_alloc_object_resolved_region_tlab", "art_quick_alloc_object_resolved_region_tlab"},
 		{"void art::interpreter::ExecuteSwitchImplCpp<false>(art::interpreter::SwitchImplContext*)", "void art::interpreter::ExecuteSwitchImplCpp<false>(art::interpreter::SwitchImplContext*)"},

@@ -67,9 +67,9 @@ func TestRejections(t *testing.T) {
 	}, {
 		name: "top-level fixed32 cut short", in: []byte{0x15, 1, 2}, is: io.ErrUnexpectedEOF, off: 3, field: "top-level field 2",
 	}, {
-		name: "bad varint in packet", in: packet(cat([]byte{0x40}, bytes.Repeat([]byte{0xff}, 10))), is: perfetto.ErrMalformed, off: 3, field: "field 8",
+		name: "bad varint in packet", in: packet(cat([]byte{0x40}, bytes.Repeat([]byte{0xff}, 10))), is: perfetto.ErrMalformed, off: 3, field: "timestamp",
 	}, {
-		name: "length past the end", in: packet(cat([]byte{0x62, 50}, []byte{1, 2})), is: perfetto.ErrMalformed, off: 4, field: "field 12",
+		name: "length past the end", in: packet(cat([]byte{0x62, 50}, []byte{1, 2})), is: perfetto.ErrMalformed, off: 4, field: "interned_data",
 	}, {
 		name: "timestamp as bytes", in: packet(lenField(8, []byte{1})), is: perfetto.ErrMalformed, off: 2, field: "timestamp",
 	}, {
@@ -89,7 +89,7 @@ func TestRejections(t *testing.T) {
 		in:   packet(cat(varintField(10, 1), varintField(13, 1), lenField(12, lenField(7, cat(varintField(1, 1), varintField(2, 1), varintField(2, 1), varintField(2, 1)))))),
 		opts: &perfetto.Options{MaxStackDepth: 2}, is: perfetto.ErrMalformed, off: 2 + 2 + 2 + 2 + 2 + 2 + 2 + 2, field: "interned_data.callstacks.frame_ids",
 	}, {
-		name: "group inside a packet", in: packet([]byte{0x43}), is: perfetto.ErrMalformed, off: 2, field: "field 8",
+		name: "group inside a packet", in: packet([]byte{0x43}), is: perfetto.ErrMalformed, off: 2, field: "timestamp",
 	}, {
 		name: "unfinished dump too big",
 		in: packet(lenField(37, cat(varintField(6, 1), lenField(5, cat(
@@ -102,7 +102,7 @@ func TestRejections(t *testing.T) {
 		packet:    9,
 		pktOff:    int64(len(mustFixture("art_heapprofd"))),
 		off:       int64(len(mustFixture("art_heapprofd"))) + 4,
-		field:     "field 12",
+		field:     "interned_data",
 		goodDumps: 4,
 	}}
 	for _, tt := range tests {

@@ -92,6 +92,31 @@ func (m *msg) inherit(s *msg) {
 	}
 }
 
+// fieldNames names the fields the decoder reads, per message (keyed by
+// the message's own field name; "" is TracePacket), for error messages.
+var fieldNames = map[string]map[protowire.Number]string{
+	"": {fPacketTimestamp: "timestamp", fPacketSequenceID: "trusted_packet_sequence_id", fPacketInternedData: "interned_data",
+		fPacketSequenceFlags: "sequence_flags", fPacketProfilePacket: "profile_packet", fPacketIncrementalClear: "incremental_state_cleared",
+		fPacketPreviousDropped: "previous_packet_dropped"},
+	"interned_data": {fInternedFunctionNames: "function_names", fInternedFrames: "frames", fInternedCallstacks: "callstacks",
+		fInternedBuildIDs: "build_ids", fInternedMappingPaths: "mapping_paths", fInternedMappings: "mappings"},
+	"profile_packet": {fProfileStrings: "strings", fProfileFrames: "frames", fProfileCallstacks: "callstacks", fProfileMappings: "mappings",
+		fProfileDumps: "process_dumps", fProfileContinued: "continued", fProfileIndex: "index"},
+	"process_dumps": {fDumpPID: "pid", fDumpSamples: "samples", fDumpStats: "stats", fDumpTimestamp: "timestamp", fDumpHeapName: "heap_name"},
+	"samples":       {fSampleCallstack: "callstack_id", fSampleAllocated: "self_allocated", fSampleAllocCount: "alloc_count"},
+	"callstacks":    {fCallstackIID: "iid", fCallstackFrames: "frame_ids"},
+	"mappings":      {fMappingIID: "iid", fMappingPaths: "path_string_ids"},
+}
+
+// label names field num of m: its name if the decoder reads it, else
+// "field N".
+func (m *msg) label(num protowire.Number) string {
+	if n, ok := fieldNames[m.seg][num]; ok {
+		return n
+	}
+	return fmt.Sprint("field ", num)
+}
+
 // name is the dotted path of field n of m, e.g.
 // "profile_packet.process_dumps.samples.callstack_id".
 func (m *msg) name(n string) string {
@@ -128,7 +153,7 @@ func (m *msg) next(f *field) bool {
 	case protowire.VarintType:
 		v, n := protowire.ConsumeVarint(m.b[m.pos:])
 		if n < 0 {
-			m.fail(m.base+int64(m.pos), m.name(fmt.Sprint("field ", num)), "bad varint (%v)", protowire.ParseError(n))
+			m.fail(m.base+int64(m.pos), m.name(m.label(num)), "bad varint (%v)", protowire.ParseError(n))
 			return false
 		}
 		f.v = v
@@ -136,7 +161,7 @@ func (m *msg) next(f *field) bool {
 	case protowire.Fixed64Type:
 		v, n := protowire.ConsumeFixed64(m.b[m.pos:])
 		if n < 0 {
-			m.fail(m.base+int64(m.pos), m.name(fmt.Sprint("field ", num)), "fixed64 needs 8 bytes, %d left", len(m.b)-m.pos)
+			m.fail(m.base+int64(m.pos), m.name(m.label(num)), "fixed64 needs 8 bytes, %d left", len(m.b)-m.pos)
 			return false
 		}
 		f.v = v
@@ -144,7 +169,7 @@ func (m *msg) next(f *field) bool {
 	case protowire.Fixed32Type:
 		v, n := protowire.ConsumeFixed32(m.b[m.pos:])
 		if n < 0 {
-			m.fail(m.base+int64(m.pos), m.name(fmt.Sprint("field ", num)), "fixed32 needs 4 bytes, %d left", len(m.b)-m.pos)
+			m.fail(m.base+int64(m.pos), m.name(m.label(num)), "fixed32 needs 4 bytes, %d left", len(m.b)-m.pos)
 			return false
 		}
 		f.v = uint64(v)
@@ -152,12 +177,12 @@ func (m *msg) next(f *field) bool {
 	case protowire.BytesType:
 		l, n := protowire.ConsumeVarint(m.b[m.pos:])
 		if n < 0 {
-			m.fail(m.base+int64(m.pos), m.name(fmt.Sprint("field ", num)), "bad length varint (%v)", protowire.ParseError(n))
+			m.fail(m.base+int64(m.pos), m.name(m.label(num)), "bad length varint (%v)", protowire.ParseError(n))
 			return false
 		}
 		m.pos += n
 		if l > uint64(len(m.b)-m.pos) {
-			m.fail(m.base+int64(m.pos), m.name(fmt.Sprint("field ", num)), "length %d past the end of the message (%d bytes left)", l, len(m.b)-m.pos)
+			m.fail(m.base+int64(m.pos), m.name(m.label(num)), "length %d past the end of the message (%d bytes left)", l, len(m.b)-m.pos)
 			return false
 		}
 		f.b = m.b[m.pos : m.pos+int(l)]
@@ -165,7 +190,7 @@ func (m *msg) next(f *field) bool {
 		m.pos += int(l)
 	default:
 		// Groups (deprecated) and reserved wire types: perfetto writes none.
-		m.fail(f.off, m.name(fmt.Sprint("field ", num)), "unsupported wire type %d", typ)
+		m.fail(f.off, m.name(m.label(num)), "unsupported wire type %d", typ)
 		return false
 	}
 	return true
