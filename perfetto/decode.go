@@ -113,7 +113,8 @@ type Dump struct {
 	Broken       Values
 	BrokenStacks int
 	// Unresolved counts samples whose callstack id was never defined on
-	// the sequence (lost interned data); they are left out of Stacks.
+	// the sequence (lost interned data) or names an empty call stack;
+	// they are left out of Stacks.
 	Unresolved int
 	// NonMonotonic counts samples whose cumulative values went down; they
 	// are left out, as perfetto's trace processor does.
@@ -144,7 +145,8 @@ type Stats struct {
 	NonMonotonicSamples int
 
 	// Broken stacks (see Dump.Broken): samples and bytes on stacks with
-	// heapprofd's ERROR frame, and on stacks with no named frame.
+	// heapprofd's ERROR frame (UnwindError), and on stacks whose outermost
+	// frame has no name (UnwindUnknown).
 	ErrorStackSamples, ErrorStackBytes     uint64
 	UnknownStackSamples, UnknownStackBytes uint64
 
@@ -927,7 +929,8 @@ func (d *Decoder) profile(pid uint64, heap string) *profile {
 
 // resolve finds a callstack by id: in the current dump's own tables first
 // (Android 10), then in the sequence's interned data. It returns nil when
-// the id, or a frame or mapping it names, is not defined.
+// the id, or a frame or mapping it names, is not defined, or when the
+// call stack is empty.
 func (d *Decoder) resolve(s *sequence, id uint64) *Stack {
 	for _, t := range [...]*tables{s.inPacket, s.interned} {
 		if st := t.cache[id]; st != nil {
@@ -948,6 +951,9 @@ func (d *Decoder) resolve(s *sequence, id uint64) *Stack {
 
 func (d *Decoder) build(t *tables, fids []uint64) *Stack {
 	n := len(fids)
+	if n == 0 {
+		return nil // an empty call stack is dropped, as the trace processor does
+	}
 	frames := make([]*Frame, n)
 	key := make([]byte, 4*n)
 	for i, fid := range fids {

@@ -44,10 +44,12 @@
 // with or without a return type and parameter list, sometimes marked
 // "[DEDUPED]". NormalizeFunction brings them to one form ("pkg.Class.method")
 // and stacks are keyed by the normalized names, so one method is one frame.
-// Stacks that were not unwound, holding heapprofd's synthetic "ERROR <code>"
-// frame or no named frame at all (the Android 12/13 ART unwinding bug, shown
-// by the perfetto UI as "unknown"), are classified (Stack.Unwind) and their
-// share is counted in each Dump and in Stats so a caller can report it.
+// Stacks that were not unwound whole, holding heapprofd's synthetic
+// "ERROR <code>" frame or ending in a frame without a name where the
+// thread's entry point should be (the Android 12/13 ART unwinding bug, shown
+// by the perfetto UI as one "unknown" frame at the top of the stack), are
+// classified (Stack.Unwind) and their share is counted in each Dump and in
+// Stats so a caller can report it.
 //
 // # Bounds and errors
 //

@@ -25,6 +25,7 @@ var fixtures = []string{
 	"art_heapprofd",
 	"lost_state",
 	"writer_small",
+	"empty_callstack",
 }
 
 func fixture(t testing.TB, name string, packed bool) []byte {

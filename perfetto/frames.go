@@ -31,8 +31,9 @@ const (
 	// FrameNamed is a frame with a function name.
 	FrameNamed FrameKind = iota
 	// FrameUnknown has no function name. The perfetto UI shows it as
-	// "unknown". A Java stack that is only unknown frames is the symptom
-	// of the Android 12/13 ART unwinding bug.
+	// "unknown". An unknown frame at the root of a stack, where the
+	// thread's entry point should be, is the symptom of the Android 12/13
+	// ART unwinding bug.
 	FrameUnknown
 	// FrameError is heapprofd's synthetic frame for an unwinding error:
 	// function "ERROR <code>" in mapping "ERROR".
@@ -65,11 +66,14 @@ func (f Frame) key() string {
 type Unwind uint8
 
 const (
-	// UnwindOK: at least one named frame and no error frame.
+	// UnwindOK: no error frame, and the outermost frame has a name.
 	UnwindOK Unwind = iota
 	// UnwindError: the stack holds heapprofd's "ERROR" frame.
 	UnwindError
-	// UnwindUnknown: no frame has a name (or the stack is empty).
+	// UnwindUnknown: the outermost frame has no name: unwinding stopped short of the thread's entry point, as
+	// with the Android 12/13 ART bug, where the perfetto UI shows one
+	// "unknown" frame at the top of the flame graph above the libart
+	// frames.
 	UnwindUnknown
 )
 
@@ -117,16 +121,12 @@ func (s *Stack) String() string {
 }
 
 func classify(frames []*Frame) Unwind {
-	named := false
 	for _, f := range frames {
-		switch f.Kind() {
-		case FrameError:
+		if f.Kind() == FrameError {
 			return UnwindError
-		case FrameNamed:
-			named = true
 		}
 	}
-	if !named {
+	if len(frames) == 0 || frames[len(frames)-1].Kind() == FrameUnknown {
 		return UnwindUnknown
 	}
 	return UnwindOK

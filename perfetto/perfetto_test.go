@@ -86,9 +86,10 @@ func equalTotals(t *testing.T, got, want map[string]perfetto.Values) {
 // tests expect: the sum of a call site's rows is its total.
 func TestPerfettoExpectations(t *testing.T) {
 	tests := []struct {
-		fixture string
-		want    map[string]perfetto.Values
-		dumps   int
+		fixture    string
+		want       map[string]perfetto.Values
+		dumps      int
+		unresolved int
 	}{{
 		// heap_profile_tracker_new_stack: (+1, +1) at ts 0 and again at ts 1
 		// for callsite 0; frees (-1, -1) each time (heap is not ART).
@@ -125,6 +126,12 @@ func TestPerfettoExpectations(t *testing.T) {
 		fixture: "android10_window",
 		want:    map[string]perfetto.Values{"31//growBuffer": {Allocated: 1000, Count: 4}},
 		dumps:   1,
+	}, {
+		// stack_profile_tracker_empty_callstack: no rows.
+		fixture:    "empty_callstack",
+		want:       map[string]perfetto.Values{},
+		dumps:      1,
+		unresolved: 2,
 	}}
 	for _, tt := range tests {
 		for _, packed := range []bool{false, true} {
@@ -134,6 +141,9 @@ func TestPerfettoExpectations(t *testing.T) {
 					t.Fatalf("%d dumps, want %d", len(dumps), tt.dumps)
 				}
 				equalTotals(t, totals(d), tt.want)
+				if got := d.Stats().UnresolvedSamples; got != tt.unresolved {
+					t.Errorf("%d unresolved samples, want %d", got, tt.unresolved)
+				}
 				// The running totals are the sums of the dumps' deltas.
 				sum := map[string]perfetto.Values{}
 				for _, dp := range dumps {

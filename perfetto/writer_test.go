@@ -147,3 +147,47 @@ func TestWriterError(t *testing.T) {
 		t.Fatalf("second write: %v", err)
 	}
 }
+
+// TestUnwindClasses classifies stacks by how far they were unwound.
+func TestUnwindClasses(t *testing.T) {
+	libart := "/apex/com.android.art/lib64/libart.so"
+	named := func(n string) perfetto.Frame { return perfetto.Frame{Function: n, Mapping: libart, RelPC: 1} }
+	unknown := perfetto.Frame{Mapping: libart, RelPC: 0x99}
+	tests := []struct {
+		frames []perfetto.Frame
+		want   perfetto.Unwind
+	}{
+		{[]perfetto.Frame{named("art_quick_alloc"), named("com.example.A.run"), named("art_quick_invoke_stub")}, perfetto.UnwindOK},
+		// Android 12/13: libart frames, then nothing named up to the root.
+		{[]perfetto.Frame{named("art_quick_alloc"), named("artAllocObjectFromCode"), unknown}, perfetto.UnwindUnknown},
+		{[]perfetto.Frame{unknown}, perfetto.UnwindUnknown},
+		// An unnamed frame in the middle is not a broken stack.
+		{[]perfetto.Frame{named("art_quick_alloc"), unknown, named("art_quick_invoke_stub")}, perfetto.UnwindOK},
+		{[]perfetto.Frame{named("art_quick_alloc"), {Function: "ERROR 7", Mapping: "ERROR"}}, perfetto.UnwindError},
+	}
+	var buf bytes.Buffer
+	w := perfetto.NewWriter(&buf, nil)
+	var samples []perfetto.SampleSpec
+	for i, tt := range tests {
+		samples = append(samples, perfetto.SampleSpec{Frames: tt.frames, Values: perfetto.Values{Allocated: uint64(10 * (i + 1)), Count: 1}})
+	}
+	if err := w.WriteDumps(perfetto.DumpSpec{PID: 3, Heap: perfetto.ArtHeap, Samples: samples}); err != nil {
+		t.Fatal(err)
+	}
+	dumps, d := decodeAll(t, &buf)
+	if len(dumps) != 1 || len(dumps[0].Stacks) != len(tests) {
+		t.Fatalf("dumps %+v", dumps)
+	}
+	for i, tt := range tests {
+		if got := dumps[0].Stacks[i].Stack.Unwind; got != tt.want {
+			t.Errorf("stack %d %q: %v, want %v", i, dumps[0].Stacks[i].Stack, got, tt.want)
+		}
+	}
+	st := d.Stats()
+	if st.UnknownStackSamples != 2 || st.UnknownStackBytes != 20+30 || st.ErrorStackSamples != 1 || st.ErrorStackBytes != 50 {
+		t.Errorf("stats %+v", st)
+	}
+	if dp := dumps[0]; dp.BrokenStacks != 3 || dp.Broken != (perfetto.Values{Allocated: 100, Count: 3}) {
+		t.Errorf("broken %+v / %d", dp.Broken, dp.BrokenStacks)
+	}
+}
