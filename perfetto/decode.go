@@ -3,6 +3,7 @@ package perfetto
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"sort"
 	"strings"
@@ -29,7 +30,15 @@ type Options struct {
 	// MaxStackDepth is the most frames a call stack may have (default
 	// DefaultMaxStackDepth); a deeper one is an error.
 	MaxStackDepth int
+	// MaxSequences is the most packet sequences with interning or profile
+	// state the decoder tracks (default DefaultMaxSequences); one more is
+	// an error.
+	MaxSequences int
 }
+
+// DefaultMaxSequences is far more than the writers of one trace: heapprofd
+// uses one sequence per data source.
+const DefaultMaxSequences = 4096
 
 // DefaultMaxStackDepth is twice heapprofd's own limit (1000 frames plus
 // its error frame).
@@ -199,6 +208,9 @@ func NewDecoder(r io.Reader, opts *Options) *Decoder {
 	}
 	if o.MaxStackDepth <= 0 {
 		o.MaxStackDepth = DefaultMaxStackDepth
+	}
+	if o.MaxSequences <= 0 {
+		o.MaxSequences = DefaultMaxSequences
 	}
 	return &Decoder{
 		pr:        newPacketReader(r, o.MaxPacketSize),
@@ -388,15 +400,6 @@ func newSequence(id uint32) *sequence {
 	}
 }
 
-func (d *Decoder) seq(id uint32) *sequence {
-	s := d.seqs[id]
-	if s == nil {
-		s = newSequence(id)
-		d.seqs[id] = s
-	}
-	return s
-}
-
 // clearState starts a new generation of a sequence's incremental state, as
 // perfetto's trace processor does on SEQ_INCREMENTAL_STATE_CLEARED: interned
 // data, callstack-id baselines and any unfinished dump are dropped. Totals
@@ -420,6 +423,7 @@ func (d *Decoder) packet(b []byte, start int64, index int) *locErr {
 	var (
 		f                     field
 		seqID                 uint32
+		seqOff                = base
 		hasSeq                bool
 		flags                 uint64
 		cleared, dropped      bool
@@ -431,7 +435,7 @@ func (d *Decoder) packet(b []byte, start int64, index int) *locErr {
 		case fPacketTimestamp:
 			ts = m.uint(&f, "timestamp")
 		case fPacketSequenceID:
-			seqID, hasSeq = uint32(m.uint(&f, "trusted_packet_sequence_id")), true
+			seqID, hasSeq, seqOff = uint32(m.uint(&f, "trusted_packet_sequence_id")), true, f.off
 		case fPacketInternedData:
 			if m.want(&f, "interned_data", protowire.BytesType) {
 				interned = append(interned, f)
@@ -451,7 +455,18 @@ func (d *Decoder) packet(b []byte, start int64, index int) *locErr {
 	if m.err != nil {
 		return m.err
 	}
-	s := d.seq(seqID)
+	if len(interned) == 0 && len(profilePkts) == 0 && !cleared && !dropped && flags&seqIncrementalStateCleared == 0 {
+		return nil // nothing for us: other data sources' packets
+	}
+	s := d.seqs[seqID]
+	if s == nil {
+		if len(d.seqs) >= d.opts.MaxSequences {
+			return &locErr{off: seqOff, field: "trusted_packet_sequence_id",
+				err: fmt.Errorf("%w: more than %d packet sequences", ErrMalformed, d.opts.MaxSequences)}
+		}
+		s = newSequence(seqID)
+		d.seqs[seqID] = s
+	}
 	// Incremental state first, as the trace processor orders it.
 	if cleared || flags&seqIncrementalStateCleared != 0 {
 		if hasSeq {
@@ -709,7 +724,7 @@ func (d *Decoder) processDump(s *sequence, m *msg, f *field, pktTS uint64) {
 		return
 	}
 	// Count before buffering: every sample is at least its two-byte
-	// header, so len(samples) is bounded by the packet's size.
+	// header, so nSamples is bounded by the packet's size.
 	if s.pending+nSamples > d.opts.MaxPendingSamples {
 		sm.fail(f.off, sm.name("samples"), "%w: %d buffered + %d new > %d", ErrTooManyPendingSamples, s.pending, nSamples, d.opts.MaxPendingSamples)
 		m.inherit(&sm)

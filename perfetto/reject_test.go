@@ -89,6 +89,10 @@ func TestRejections(t *testing.T) {
 		in:   packet(cat(varintField(10, 1), varintField(13, 1), lenField(12, lenField(7, cat(varintField(1, 1), varintField(2, 1), varintField(2, 1), varintField(2, 1)))))),
 		opts: &perfetto.Options{MaxStackDepth: 2}, is: perfetto.ErrMalformed, off: 2 + 2 + 2 + 2 + 2 + 2 + 2 + 2, field: "interned_data.callstacks.frame_ids",
 	}, {
+		name: "too many sequences",
+		in:   cat(packet(cat(varintField(10, 1), varintField(42, 1))), packet(cat(varintField(10, 2), varintField(8, 5))), packet(cat(varintField(10, 3), varintField(42, 1)))),
+		opts: &perfetto.Options{MaxSequences: 1}, is: perfetto.ErrMalformed, packet: 2, pktOff: 13, off: 15, field: "trusted_packet_sequence_id",
+	}, {
 		name: "group inside a packet", in: packet([]byte{0x43}), is: perfetto.ErrMalformed, off: 2, field: "timestamp",
 	}, {
 		name: "unfinished dump too big",
