@@ -53,12 +53,19 @@
 //
 // # Bounds and errors
 //
-// The Decoder reads from an io.Reader one packet at a time. A packet's
-// declared length is checked against Options.MaxPacketSize before anything
-// is read, and its bytes are read in chunks so memory grows only with the
-// bytes that actually arrive; lists are counted before they are allocated.
+// The Decoder reads from an io.Reader one packet at a time and holds only
+// the packet being decoded, the interning tables, the samples of unfinished
+// dumps and the running totals. A packet's declared length is checked
+// against Options.MaxPacketSize before anything is read, and its bytes are
+// read in chunks so memory grows only with the bytes that actually arrive;
+// lists are counted before they are allocated. Each frame is resolved once
+// and shared by the stacks that hold it, and a stack's key costs four bytes
+// a frame, so what the decoder keeps stays proportional to its input
+// (TestAllocationBoundedByInput). Options also cap a stack's depth, the
+// samples an unfinished dump may buffer, and the number of sequences.
 // A malformed trace gives a *FormatError naming the packet's index, the
-// packet's byte offset, the field and the byte offset of the fault.
+// packet's byte offset, the field and the byte offset of the fault; what
+// was decoded before it stays available.
 //
 // The package knows nothing of adb, logging or metrics. Writer (encode.go)
 // produces traces in heapprofd's packet order for simulators and tests.
