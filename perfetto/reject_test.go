@@ -274,3 +274,30 @@ func TestSkipsOtherTopLevelFields(t *testing.T) {
 		t.Errorf("bytes %d, want %d", st.Bytes, len(in))
 	}
 }
+
+// TestClearDropsUnfinishedDump: a sequence whose state is cleared in the
+// middle of a continued dump abandons that dump, as the trace processor
+// does.
+func TestClearDropsUnfinishedDump(t *testing.T) {
+	clearSeq := packet(cat(varintField(10, 1), varintField(13, 1), lenField(12, cat(
+		lenField(5, cat(varintField(1, 1), lenField(2, []byte("f")))),
+		lenField(6, cat(varintField(1, 1), varintField(2, 1))),
+		lenField(7, cat(varintField(1, 1), varintField(2, 1)))))))
+	sample := func(idx uint64, continued bool, alloc uint64) []byte {
+		cont := uint64(0)
+		if continued {
+			cont = 1
+		}
+		return packet(cat(varintField(10, 1), lenField(37, cat(
+			lenField(5, cat(varintField(1, 5), lenField(2, cat(varintField(1, 1), varintField(2, alloc), varintField(5, 1))))),
+			varintField(6, cont), varintField(7, idx)))))
+	}
+	in := cat(clearSeq, sample(0, true, 100), clearSeq, sample(1, false, 40))
+	dumps, d := decodeAll(t, bytes.NewReader(in))
+	if len(dumps) != 1 || len(dumps[0].Stacks) != 1 || dumps[0].Stacks[0].Delta != (perfetto.Values{Allocated: 40, Count: 1}) {
+		t.Fatalf("dumps %+v", dumps)
+	}
+	if st := d.Stats(); st.AbandonedDumps != 1 {
+		t.Errorf("stats %+v", st)
+	}
+}

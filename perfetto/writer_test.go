@@ -191,3 +191,39 @@ func TestUnwindClasses(t *testing.T) {
 		t.Errorf("broken %+v / %d", dp.Broken, dp.BrokenStacks)
 	}
 }
+
+// TestDumpHeader round-trips every header field through the Writer and
+// the decoder, and counts the status flags.
+func TestDumpHeader(t *testing.T) {
+	spec := perfetto.DumpSpec{
+		PacketTimestamp: 77, PID: 31337, Heap: perfetto.ArtHeap, Timestamp: 9000, StartTimestamp: 4000,
+		SamplingInterval: 8192, OrigSamplingInterval: 4096,
+		FromStartup: true, RejectedConcurrent: true, Disconnected: true, BufferOverran: true, BufferCorrupted: true, HitGuardrail: true,
+		ClientError:  2,
+		ProcessStats: perfetto.ProcessStats{UnwindingErrors: 1, HeapSamples: 2, MapReparses: 3, TotalUnwindingTimeUS: 4, ClientSpinlockBlockedUS: 5},
+	}
+	for _, opts := range []perfetto.WriterOptions{{}, {InPacket: true}} {
+		var buf bytes.Buffer
+		if err := perfetto.NewWriter(&buf, &opts).WriteDumps(spec); err != nil {
+			t.Fatal(err)
+		}
+		dumps, d := decodeAll(t, &buf)
+		if len(dumps) != 1 {
+			t.Fatalf("%d dumps", len(dumps))
+		}
+		got := *dumps[0]
+		want := perfetto.Dump{
+			Sequence: 1, Packet: got.Packet, PacketTimestamp: 77, PID: 31337, Heap: perfetto.ArtHeap, Timestamp: 9000, StartTimestamp: 4000,
+			SamplingInterval: 8192, OrigSamplingInterval: 4096,
+			FromStartup: true, RejectedConcurrent: true, Disconnected: true, BufferOverran: true, BufferCorrupted: true, HitGuardrail: true,
+			ClientError: 2, ProcessStats: spec.ProcessStats, Stacks: got.Stacks,
+		}
+		if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) || len(got.Stacks) != 0 {
+			t.Errorf("%+v:\n got %+v\nwant %+v", opts, got, want)
+		}
+		st := d.Stats()
+		if st.RejectedConcurrent != 1 || st.Disconnected != 1 || st.BufferOverran != 1 || st.BufferCorrupted != 1 || st.HitGuardrail != 1 || st.ClientError != 1 {
+			t.Errorf("stats %+v", st)
+		}
+	}
+}
