@@ -30,6 +30,11 @@ type Options struct {
 	// MaxStackDepth is the most frames a call stack may have (default
 	// DefaultMaxStackDepth); a deeper one is an error.
 	MaxStackDepth int
+	// Follow reads a trace that is still being written: when the stream
+	// ends inside a packet, Next returns io.EOF and keeps the bytes read,
+	// and the next call continues the packet with what the reader has
+	// then. Without Follow that is an error wrapping io.ErrUnexpectedEOF.
+	Follow bool
 	// MaxSequences is the most packet sequences with interning or profile
 	// state the decoder tracks (default DefaultMaxSequences); one more is
 	// an error.
@@ -213,7 +218,7 @@ func NewDecoder(r io.Reader, opts *Options) *Decoder {
 		o.MaxSequences = DefaultMaxSequences
 	}
 	return &Decoder{
-		pr:        newPacketReader(r, o.MaxPacketSize),
+		pr:        newPacketReader(r, o.MaxPacketSize, o.Follow),
 		opts:      o,
 		seqs:      map[uint32]*sequence{},
 		stacks:    map[string]*Stack{},
@@ -224,8 +229,9 @@ func NewDecoder(r io.Reader, opts *Options) *Decoder {
 }
 
 // Next returns the next completed dump. It returns io.EOF when the stream
-// ends between packets; a Decoder whose reader can produce more bytes
-// later (a growing file) may be called again after io.EOF. Any other error
+// ends between packets (with Options.Follow, also inside one); a Decoder
+// whose reader can produce more bytes later (a growing file) may be called
+// again after io.EOF. Any other error
 // is final and is returned by every later call; what was decoded before it
 // stays available through Profiles and Stats.
 func (d *Decoder) Next() (*Dump, error) {
@@ -242,7 +248,8 @@ func (d *Decoder) Next() (*Dump, error) {
 			return nil, err
 		}
 		d.stats.Packets++
-		if le := d.packet(pkt, start, d.pr.n-1); le != nil {
+		// The payload ends where the reader stands.
+		if le := d.packet(pkt, d.pr.off-int64(len(pkt)), d.pr.n-1); le != nil {
 			d.err = &FormatError{Packet: d.pr.n - 1, PacketOffset: start, Offset: le.off, Field: le.field, Err: le.err}
 			return nil, d.err
 		}
@@ -253,6 +260,10 @@ func (d *Decoder) Next() (*Dump, error) {
 	d.stats.Dumps++
 	return dump, nil
 }
+
+// Pending is the number of bytes of a packet cut short that a Decoder with
+// Options.Follow holds until the rest arrives.
+func (d *Decoder) Pending() int { return d.pr.pending() }
 
 // Stats returns counts of what was decoded so far.
 func (d *Decoder) Stats() Stats { return d.stats }
@@ -415,10 +426,8 @@ func (d *Decoder) clearState(s *sequence) {
 }
 
 // packet decodes one TracePacket whose payload starts at stream offset
-// start.
-func (d *Decoder) packet(b []byte, start int64, index int) *locErr {
-	// The payload follows the tag and length varints.
-	base := start + int64(protowire.SizeTag(tracePacketField)+protowire.SizeVarint(uint64(len(b))))
+// base.
+func (d *Decoder) packet(b []byte, base int64, index int) *locErr {
 	m := newMsg(b, base)
 	var (
 		f                     field

@@ -24,12 +24,15 @@ func FuzzDecodeTrace(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d := perfetto.NewDecoder(bytes.NewReader(data), &perfetto.Options{MaxPacketSize: 1 << 20, MaxPendingSamples: 1 << 12})
 		sums := map[string]perfetto.Values{}
+		var dumps []*perfetto.Dump
+		failed := false
 		for {
 			dp, err := d.Next()
 			if err == io.EOF {
 				break
 			}
 			if err != nil {
+				failed = true
 				var fe *perfetto.FormatError
 				if !errors.As(err, &fe) {
 					t.Fatalf("%v (%T) is not a *FormatError", err, err)
@@ -54,6 +57,7 @@ func FuzzDecodeTrace(f *testing.F) {
 			if sum != dp.Delta {
 				t.Fatalf("dump delta %+v, stacks add up to %+v", dp.Delta, sum)
 			}
+			dumps = append(dumps, dp)
 		}
 		for _, p := range d.Profiles() {
 			for _, s := range p.Stacks {
@@ -62,6 +66,29 @@ func FuzzDecodeTrace(f *testing.F) {
 					t.Fatalf("profile stack %q total %+v, deltas add up to %+v", k, s.Values, sums[k])
 				}
 			}
+		}
+		if failed {
+			return
+		}
+		// The same bytes arriving in two pieces, followed, decode alike.
+		want := summary(dumps, d)
+		half := len(data) / 2
+		f := perfetto.NewDecoder(&pausingReader{parts: [][]byte{bytes.Clone(data[:half]), bytes.Clone(data[half:])}},
+			&perfetto.Options{MaxPacketSize: 1 << 20, MaxPendingSamples: 1 << 12, Follow: true})
+		var got []*perfetto.Dump
+		for eofs := 0; eofs < 3; {
+			dp, err := f.Next()
+			if err == io.EOF {
+				eofs++
+				continue
+			}
+			if err != nil {
+				t.Fatalf("followed: %v", err)
+			}
+			got = append(got, dp)
+		}
+		if g := summary(got, f); g != want {
+			t.Fatalf("followed in two pieces:\n%s\nwhole:\n%s", g, want)
 		}
 	})
 }

@@ -53,6 +53,11 @@ func TestRejections(t *testing.T) {
 	}, {
 		name: "tag varint overflows", in: bytes.Repeat([]byte{0xff}, 11), is: perfetto.ErrMalformed, field: "packet tag",
 	}, {
+		name: "top-level field 1 as fixed64 is skipped, not a packet", in: cat([]byte{0x09}, make([]byte, 8), []byte{0x0a, 1, 0x43}), is: perfetto.ErrMalformed,
+		pktOff: 9, off: 11, field: "timestamp",
+	}, {
+		name: "padded length varint", in: cat([]byte{0x0a, 0x83, 0x00}, []byte{0x40, 0xff, 0xff}), is: perfetto.ErrMalformed, off: 4, field: "timestamp",
+	}, {
 		name: "stream ends in a top-level varint", in: []byte{0x30}, is: io.ErrUnexpectedEOF, off: 1, field: "top-level field 6",
 	}, {
 		name: "stream ends in the length", in: []byte{0x0a, 0x80}, is: io.ErrUnexpectedEOF, off: 1, field: "packet length",
@@ -299,5 +304,57 @@ func TestClearDropsUnfinishedDump(t *testing.T) {
 	}
 	if st := d.Stats(); st.AbandonedDumps != 1 {
 		t.Errorf("stats %+v", st)
+	}
+}
+
+// TestFollowGrowingTrace reads traces that arrive in two pieces split at
+// every byte, with Options.Follow: each piece ends with io.EOF, the decoder
+// keeps the packet cut short, and the result is that of reading it whole.
+func TestFollowGrowingTrace(t *testing.T) {
+	for _, name := range []string{"art_heapprofd", "lost_state", "android10_dump_max"} {
+		raw := fixture(t, name, false)
+		want := summary(decodeAll(t, bytes.NewReader(raw)))
+		for k := 0; k <= len(raw); k++ {
+			head, tail := bytes.Clone(raw[:k]), bytes.Clone(raw[k:])
+			d := perfetto.NewDecoder(&pausingReader{parts: [][]byte{head, tail}}, &perfetto.Options{Follow: true})
+			var dumps []*perfetto.Dump
+			eofs := 0
+			for eofs < 3 {
+				dp, err := d.Next()
+				if err == io.EOF {
+					eofs++
+					continue
+				}
+				if err != nil {
+					t.Fatalf("%s split at %d: %v", name, k, err)
+				}
+				dumps = append(dumps, dp)
+			}
+			if got := summary(dumps, d); got != want {
+				t.Fatalf("%s split at %d:\n%s\nwant:\n%s", name, k, got, want)
+			}
+			if d.Pending() != 0 {
+				t.Fatalf("%s split at %d: %d bytes pending at the end", name, k, d.Pending())
+			}
+		}
+	}
+}
+
+// TestFollowTruncated: a trace that stops inside a packet leaves the
+// packet pending, and Stats count only whole packets.
+func TestFollowTruncated(t *testing.T) {
+	raw := fixture(t, "art_heapprofd", false)
+	ends := packetEnds(t, raw)
+	cut := ends[3] + 5
+	d := perfetto.NewDecoder(bytes.NewReader(raw[:cut]), &perfetto.Options{Follow: true})
+	for {
+		if _, err := d.Next(); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d.Pending() != 5 || d.Stats().Bytes != int64(ends[3]) || d.Stats().Packets != 4 {
+		t.Errorf("pending %d, stats %+v", d.Pending(), d.Stats())
 	}
 }
