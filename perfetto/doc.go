@@ -53,7 +53,9 @@
 //
 // # Bounds and errors
 //
-// The Decoder reads from an io.Reader one packet at a time and holds only
+// The Decoder reads from an io.Reader one packet at a time (with
+// Options.Follow, from a trace file that is still growing: a packet cut
+// short at the current end is kept until the rest arrives) and holds only
 // the packet being decoded, the interning tables, the samples of unfinished
 // dumps and the running totals. A packet's declared length is checked
 // against Options.MaxPacketSize before anything is read, and its bytes are
