@@ -45,8 +45,9 @@ type Options struct {
 // uses one sequence per data source.
 const DefaultMaxSequences = 4096
 
-// DefaultMaxStackDepth is twice heapprofd's own limit (1000 frames plus
-// its error frame).
+// DefaultMaxStackDepth is the default Options.MaxStackDepth: deeper than
+// the Java stacks of ordinary apps, small enough that a stack costs at most
+// some tens of kilobytes.
 const DefaultMaxStackDepth = 2048
 
 // Values are allocation totals of a call stack.
