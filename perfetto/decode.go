@@ -351,6 +351,15 @@ func (t *tables) empty() bool {
 	return len(t.names) == 0 && len(t.paths) == 0 && len(t.frames) == 0 && len(t.mappings) == 0 && len(t.callstacks) == 0
 }
 
+// put stores an interned entry. An id defined again drops what was
+// resolved with its old meaning.
+func put[V any](t *tables, m map[uint64]V, iid uint64, v V) {
+	if _, ok := m[iid]; ok {
+		t.redefined()
+	}
+	m[iid] = v
+}
+
 // redefined drops resolved stacks when an existing id gets a new meaning.
 func (t *tables) redefined() {
 	clear(t.cache)
@@ -551,10 +560,7 @@ func (d *Decoder) internString(t *tables, dst map[uint64]string, m *msg, f *fiel
 	if m.err != nil {
 		return
 	}
-	if _, ok := dst[iid]; ok {
-		t.redefined()
-	}
-	dst[iid] = string(str)
+	put(t, dst, iid, string(str))
 }
 
 func (d *Decoder) internFrame(t *tables, m *msg, f *field, name string) {
@@ -581,10 +587,7 @@ func (d *Decoder) internFrame(t *tables, m *msg, f *field, name string) {
 	if m.err != nil {
 		return
 	}
-	if _, ok := t.frames[iid]; ok {
-		t.redefined()
-	}
-	t.frames[iid] = fr
+	put(t, t.frames, iid, fr)
 }
 
 func (d *Decoder) internMapping(t *tables, m *msg, f *field, name string) {
@@ -609,10 +612,7 @@ func (d *Decoder) internMapping(t *tables, m *msg, f *field, name string) {
 	if m.err != nil {
 		return
 	}
-	if _, ok := t.mappings[iid]; ok {
-		t.redefined()
-	}
-	t.mappings[iid] = mp
+	put(t, t.mappings, iid, mp)
 }
 
 func (d *Decoder) internCallstack(t *tables, m *msg, f *field, name string) {
@@ -638,10 +638,7 @@ func (d *Decoder) internCallstack(t *tables, m *msg, f *field, name string) {
 	if m.err != nil {
 		return
 	}
-	if _, ok := t.callstacks[iid]; ok {
-		t.redefined()
-	}
-	t.callstacks[iid] = frames
+	put(t, t.callstacks, iid, frames)
 }
 
 func (d *Decoder) profilePacket(s *sequence, m *msg, ts uint64, index int) {
