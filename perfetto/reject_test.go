@@ -358,3 +358,33 @@ func TestFollowTruncated(t *testing.T) {
 		t.Errorf("pending %d, stats %+v", d.Pending(), d.Stats())
 	}
 }
+
+// TestRedefinedID: an interned id given a new meaning resolves to the new
+// stack from then on, whose values count from zero.
+func TestRedefinedID(t *testing.T) {
+	name := func(iid uint64, s string) []byte { return lenField(5, cat(varintField(1, iid), lenField(2, []byte(s)))) }
+	setup := packet(cat(varintField(10, 1), lenField(12, cat(name(1, "com.example.A.a"),
+		lenField(6, cat(varintField(1, 1), varintField(2, 1))),
+		lenField(7, cat(varintField(1, 1), varintField(2, 1))))), varintField(13, 1)))
+	dump := func(idx, alloc uint64, interned []byte) []byte {
+		var id []byte
+		if interned != nil {
+			id = lenField(12, interned)
+		}
+		return packet(cat(varintField(10, 1), id, lenField(37, cat(
+			lenField(5, cat(varintField(1, 5), lenField(2, cat(varintField(1, 1), varintField(2, alloc), varintField(5, 1))))),
+			varintField(7, idx)))))
+	}
+	in := cat(setup, dump(0, 100, nil), dump(1, 150, name(1, "com.example.B.b")))
+	dumps, d := decodeAll(t, bytes.NewReader(in))
+	if len(dumps) != 2 {
+		t.Fatalf("%d dumps", len(dumps))
+	}
+	if s := dumps[1].Stacks; len(s) != 1 || s[0].Stack.String() != "com.example.B.b" || s[0].Delta != (perfetto.Values{Allocated: 150, Count: 1}) {
+		t.Errorf("after redefinition: %+v", s)
+	}
+	equalTotals(t, totals(d), map[string]perfetto.Values{
+		"5//com.example.A.a": {Allocated: 100, Count: 1},
+		"5//com.example.B.b": {Allocated: 150, Count: 1},
+	})
+}
