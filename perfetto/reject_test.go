@@ -362,7 +362,9 @@ func TestFollowTruncated(t *testing.T) {
 // TestRedefinedID: an interned id given a new meaning resolves to the new
 // stack from then on, whose values count from zero.
 func TestRedefinedID(t *testing.T) {
-	name := func(iid uint64, s string) []byte { return lenField(5, cat(varintField(1, iid), lenField(2, []byte(s)))) }
+	name := func(iid uint64, s string) []byte {
+		return lenField(5, cat(varintField(1, iid), lenField(2, []byte(s))))
+	}
 	setup := packet(cat(varintField(10, 1), lenField(12, cat(name(1, "com.example.A.a"),
 		lenField(6, cat(varintField(1, 1), varintField(2, 1))),
 		lenField(7, cat(varintField(1, 1), varintField(2, 1))))), varintField(13, 1)))
