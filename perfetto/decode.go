@@ -103,6 +103,12 @@ type Dump struct {
 	// Window of the dump, CLOCK_MONOTONIC_COARSE ns. StartTimestamp is 0
 	// when the producer does not write it (all but very recent ones).
 	Timestamp, StartTimestamp uint64
+	// The window in BOOTTIME ns (the trace's own clock), converted with
+	// the trace's clock snapshots as perfetto's trace processor does: by
+	// the latest snapshot taken at or before the time, else the first.
+	// HasBootTime is false when no snapshot relates the two clocks.
+	BootTimestamp, BootStartTimestamp uint64
+	HasBootTime                       bool
 
 	SamplingInterval     uint64 // sampling_interval_bytes
 	OrigSamplingInterval uint64 // orig_sampling_interval_bytes (before adaptive sampling)
@@ -198,6 +204,7 @@ type Decoder struct {
 	profiles  map[profileKey]*profile
 	queue     []*Dump
 	stats     Stats
+	clocks    []clockPair // MONOTONIC_COARSE and BOOTTIME per clock snapshot
 }
 
 // NewDecoder returns a Decoder reading from r. opts may be nil.
@@ -289,6 +296,57 @@ func (d *Decoder) Profiles() []Profile {
 		return out[i].Heap < out[j].Heap
 	})
 	return out
+}
+
+// clockPair is one clock snapshot's reading of the two clocks a dump
+// window needs.
+type clockPair struct{ mono, boot uint64 }
+
+// bootTime converts a MONOTONIC_COARSE time to BOOTTIME.
+func (d *Decoder) bootTime(mono uint64) (uint64, bool) {
+	if len(d.clocks) == 0 {
+		return 0, false
+	}
+	c := d.clocks[0]
+	for _, p := range d.clocks {
+		if p.mono <= mono && p.mono >= c.mono {
+			c = p
+		}
+	}
+	return mono - c.mono + c.boot, true
+}
+
+// clockSnapshot records a snapshot holding both clocks.
+func (d *Decoder) clockSnapshot(m *msg) {
+	var f field
+	var pair clockPair
+	have := 0
+	for m.next(&f) {
+		if f.num != fSnapshotClocks || !m.want(&f, "clocks", protowire.BytesType) {
+			continue
+		}
+		cm := m.sub(&f, "clocks")
+		var g field
+		var id, ts uint64
+		for cm.next(&g) {
+			switch g.num {
+			case fClockID:
+				id = cm.uint(&g, "clock_id")
+			case fClockTimestamp:
+				ts = cm.uint(&g, "timestamp")
+			}
+		}
+		m.inherit(&cm)
+		switch id {
+		case clockMonotonicCoarse:
+			pair.mono, have = ts, have|1
+		case clockBoottime:
+			pair.boot, have = ts, have|2
+		}
+	}
+	if m.err == nil && have == 3 {
+		d.clocks = append(d.clocks, pair)
+	}
 }
 
 type profileKey struct {
@@ -451,6 +509,12 @@ func (d *Decoder) packet(b []byte, base int64, index int) *locErr {
 	)
 	for m.next(&f) {
 		switch f.num {
+		case fPacketClockSnapshot:
+			if m.want(&f, "clock_snapshot", protowire.BytesType) {
+				cs := m.sub(&f, "clock_snapshot")
+				d.clockSnapshot(&cs)
+				m.inherit(&cs)
+			}
 		case fPacketTimestamp:
 			ts = m.uint(&f, "timestamp")
 		case fPacketSequenceID:
@@ -842,6 +906,12 @@ func (d *Decoder) commit(s *sequence, index int) {
 	for _, grp := range s.groups {
 		dump := grp.d
 		dump.Packet = index
+		if bt, ok := d.bootTime(dump.Timestamp); ok {
+			dump.BootTimestamp, dump.HasBootTime = bt, true
+			if dump.StartTimestamp != 0 {
+				dump.BootStartTimestamp, _ = d.bootTime(dump.StartTimestamp)
+			}
+		}
 		art := dump.Heap == ArtHeap
 		pos := d.pos
 		clear(pos)

@@ -9,6 +9,7 @@ package perfetto
 //	  1  packet            repeated TracePacket (LEN)
 //
 //	TracePacket
+//	  6  clock_snapshot                LEN     ClockSnapshot
 //	  8  timestamp                     varint  BOOTTIME ns when written
 //	 10  trusted_packet_sequence_id    varint  one per writer; interning is per sequence
 //	 12  interned_data                 LEN     InternedData
@@ -17,6 +18,10 @@ package perfetto
 //	 37  profile_packet                LEN     ProfilePacket
 //	 41  incremental_state_cleared     varint  bool (older writers)
 //	 42  previous_packet_dropped       varint  bool
+//
+//	ClockSnapshot    1 clocks (repeated Clock)
+//	Clock            1 clock_id varint (4 = MONOTONIC_COARSE, 6 = BOOTTIME),
+//	                 2 timestamp varint (ns)
 //
 //	InternedData                       (each entry: InternedString, Frame, ...)
 //	  5  function_names   InternedString   16 build_ids      InternedString
@@ -55,6 +60,7 @@ package perfetto
 //	             4 unwinding_time_us (a histogram, skipped),
 //	             5 total_unwinding_time_us, 6 client_spinlock_blocked_us
 const (
+	fPacketClockSnapshot    = 6
 	fPacketTimestamp        = 8
 	fPacketSequenceID       = 10
 	fPacketInternedData     = 12
@@ -62,6 +68,13 @@ const (
 	fPacketProfilePacket    = 37
 	fPacketIncrementalClear = 41
 	fPacketPreviousDropped  = 42
+
+	fSnapshotClocks = 1
+	fClockID        = 1
+	fClockTimestamp = 2
+
+	clockMonotonicCoarse = 4
+	clockBoottime        = 6
 
 	seqIncrementalStateCleared = 1
 	seqNeedsIncrementalState   = 2

@@ -33,8 +33,8 @@ func decodeAll(t testing.TB, r io.Reader) ([]*perfetto.Dump, *perfetto.Decoder) 
 func summary(dumps []*perfetto.Dump, d *perfetto.Decoder) string {
 	var b strings.Builder
 	for _, dp := range dumps {
-		fmt.Fprintf(&b, "dump seq=%d pkt=%d pid=%d heap=%q ts=%d..%d si=%d flags=%v%v%v%v%v%v ce=%d stats=%+v delta=%+v broken=%+v/%d unres=%d nonmono=%d\n",
-			dp.Sequence, dp.Packet, dp.PID, dp.Heap, dp.StartTimestamp, dp.Timestamp, dp.SamplingInterval,
+		fmt.Fprintf(&b, "dump seq=%d pkt=%d pid=%d heap=%q ts=%d..%d boot=%v:%d..%d si=%d flags=%v%v%v%v%v%v ce=%d stats=%+v delta=%+v broken=%+v/%d unres=%d nonmono=%d\n",
+			dp.Sequence, dp.Packet, dp.PID, dp.Heap, dp.StartTimestamp, dp.Timestamp, dp.HasBootTime, dp.BootStartTimestamp, dp.BootTimestamp, dp.SamplingInterval,
 			dp.FromStartup, dp.RejectedConcurrent, dp.Disconnected, dp.BufferOverran, dp.BufferCorrupted, dp.HitGuardrail,
 			dp.ClientError, dp.ProcessStats, dp.Delta, dp.Broken, dp.BrokenStacks, dp.Unresolved, dp.NonMonotonic)
 		for _, s := range dp.Stacks {
@@ -162,10 +162,13 @@ func TestPerfettoExpectations(t *testing.T) {
 func TestWindow(t *testing.T) {
 	dumps, _ := decodeAll(t, bytes.NewReader(fixture(t, "android10_window", false)))
 	dp := dumps[0]
-	// perfetto maps MONOTONIC_COARSE 15..30 to trace time 5..20 with the
-	// clock snapshot (offset 10); the decoder reports the raw clock.
+	// perfetto's heap_profile_window expects the window 5..20 in trace
+	// time (BOOTTIME): MONOTONIC_COARSE 15..30 moved by the clock snapshot.
 	if dp.StartTimestamp != 15 || dp.Timestamp != 30 || dp.PacketTimestamp != 30 || dp.SamplingInterval != 1024 || dp.OrigSamplingInterval != 1024 {
 		t.Errorf("window %d..%d packet ts %d interval %d/%d", dp.StartTimestamp, dp.Timestamp, dp.PacketTimestamp, dp.SamplingInterval, dp.OrigSamplingInterval)
+	}
+	if !dp.HasBootTime || dp.BootStartTimestamp != 5 || dp.BootTimestamp != 20 {
+		t.Errorf("boot time window %v %d..%d, want 5..20", dp.HasBootTime, dp.BootStartTimestamp, dp.BootTimestamp)
 	}
 	if got := dp.Stacks[0].Stack.Frames[0]; got.Function != "growBuffer" || got.Mapping != "/growBuffer" || got.BuildID != "growBuffer" || got.RelPC != 0x880 {
 		t.Errorf("frame %+v", got)

@@ -95,7 +95,7 @@ func (m *msg) inherit(s *msg) {
 // fieldNames names the fields the decoder reads, per message (keyed by
 // the message's own field name; "" is TracePacket), for error messages.
 var fieldNames = map[string]map[protowire.Number]string{
-	"": {fPacketTimestamp: "timestamp", fPacketSequenceID: "trusted_packet_sequence_id", fPacketInternedData: "interned_data",
+	"": {fPacketClockSnapshot: "clock_snapshot", fPacketTimestamp: "timestamp", fPacketSequenceID: "trusted_packet_sequence_id", fPacketInternedData: "interned_data",
 		fPacketSequenceFlags: "sequence_flags", fPacketProfilePacket: "profile_packet", fPacketIncrementalClear: "incremental_state_cleared",
 		fPacketPreviousDropped: "previous_packet_dropped"},
 	"interned_data": {fInternedFunctionNames: "function_names", fInternedFrames: "frames", fInternedCallstacks: "callstacks",
