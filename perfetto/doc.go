@@ -40,6 +40,9 @@
 // trace processor does. ART reports no frees (heapprofd infers them from
 // reused addresses), so frees are ignored for the ART heap.
 //
+// A dump's window is in CLOCK_MONOTONIC_COARSE; the decoder also gives it
+// in BOOTTIME, the trace's own clock, through the trace's clock snapshots.
+//
 // Frames are named the way heapprofd's unwinder found them: Java methods
 // with or without a return type and parameter list, sometimes marked
 // "[DEDUPED]". NormalizeFunction brings them to one form ("pkg.Class.method")

@@ -227,3 +227,37 @@ func TestDumpHeader(t *testing.T) {
 		}
 	}
 }
+
+// TestBootTime converts dump windows with the latest clock snapshot taken
+// at or before them (the first one for earlier times).
+func TestBootTime(t *testing.T) {
+	snapshot := func(mono, boot uint64) []byte {
+		clock := func(id, ts uint64) []byte { return lenField(1, cat(varintField(1, id), varintField(2, ts))) }
+		return packet(lenField(6, cat(clock(6, boot), clock(4, mono), clock(1, 999))))
+	}
+	var buf bytes.Buffer
+	w := perfetto.NewWriter(&buf, nil)
+	write := func(start, end uint64) {
+		if err := w.WriteDumps(perfetto.DumpSpec{PID: 1, Heap: perfetto.ArtHeap, StartTimestamp: start, Timestamp: end}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(20, 40) // before any snapshot: no boot time
+	buf.Write(snapshot(30, 130))
+	write(10, 40)
+	buf.Write(snapshot(50, 160))
+	write(45, 60)
+	dumps, _ := decodeAll(t, &buf)
+	if len(dumps) != 3 {
+		t.Fatalf("%d dumps", len(dumps))
+	}
+	for i, want := range []struct {
+		has         bool
+		start, boot uint64
+	}{{false, 0, 0}, {true, 110, 140}, {true, 145, 170}} {
+		dp := dumps[i]
+		if dp.HasBootTime != want.has || dp.BootStartTimestamp != want.start || dp.BootTimestamp != want.boot {
+			t.Errorf("dump %d: %v %d..%d, want %v %d..%d", i, dp.HasBootTime, dp.BootStartTimestamp, dp.BootTimestamp, want.has, want.start, want.boot)
+		}
+	}
+}
