@@ -39,6 +39,7 @@ fuzz:
 	$(GO) test ./ddms       -run '^$$' -fuzz '^FuzzDecodeChunk$$'    -fuzztime $(FUZZTIME)
 	$(GO) test ./ddms       -run '^$$' -fuzz '^FuzzDecodePayloads$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./alloctrack -run '^$$' -fuzz '^FuzzParse$$'          -fuzztime $(FUZZTIME)
+	$(GO) test ./perfetto   -run '^$$' -fuzz '^FuzzDecodeTrace$$'    -fuzztime $(FUZZTIME)
 
 # Parse speed against Google's ddmlib (needs a JDK and libandroid-ddms-java).
 bench-parse:
