@@ -174,6 +174,20 @@ func (sh *siteHasher) site(a *Allocation, st Stack) uint64 {
 	return h
 }
 
+// SiteHashNames returns the site hash of an allocation of class at frames
+// (top first), all names dotted as in Report.Classes, Methods and Files:
+// the hash Counters gives the same site in any report.
+func SiteHashNames(class string, frames []FrameName) uint64 {
+	h := mix(0x616c6c6f63, xxhash.Sum64String(class))
+	for _, f := range frames {
+		h = mix(h, xxhash.Sum64String(f.Class))
+		h = mix(h, xxhash.Sum64String(f.Method)^0x5bd1e995)
+		h = mix(h, xxhash.Sum64String(f.File)^0x27d4eb2f)
+		h = mix(h, uint64(uint16(f.Line))|0x10000)
+	}
+	return h
+}
+
 // SiteID formats a site hash as its label: 12 hex digits.
 func SiteID(h uint64) string {
 	var b [8]byte

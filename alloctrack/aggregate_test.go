@@ -540,3 +540,32 @@ func TestCountersConcurrent(t *testing.T) {
 	wg.Wait()
 	checkSums(t, c.Snapshot(), want)
 }
+
+// SiteHashNames, from names alone, gives every site of a report the hash
+// the counters give it (the id its series is labelled with).
+func TestSiteHashNamesMatchesReport(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var allocs []al
+	for i := range 50 {
+		var frames []alloctrack.FrameName
+		for j := range rng.IntN(6) {
+			line := int16(rng.IntN(900))
+			if j == 0 && i%7 == 0 {
+				line = -2
+			}
+			frames = append(frames, fr(fmt.Sprintf("Lcom/例/C%d;", rng.IntN(9)), fmt.Sprintf("m%d", rng.IntN(5)), fmt.Sprintf("C%d.java", rng.IntN(3)), line))
+		}
+		allocs = append(allocs, al{class: fmt.Sprintf("Lcom/x/K%d;", i%4), size: 8, n: 1, frames: frames})
+	}
+	r := build(t, allocs...)
+	for i := range r.Allocations {
+		a := &r.Allocations[i]
+		var names []alloctrack.FrameName
+		for _, f := range r.Stack(a).All() {
+			names = append(names, alloctrack.FrameName{Class: r.Classes[f.Class], Method: r.Methods[f.Method], File: r.Files[f.File], Line: f.Line})
+		}
+		if got, want := alloctrack.SiteHashNames(r.ClassName(a), names), r.SiteHash(i); got != want {
+			t.Fatalf("allocation %d: SiteHashNames %x, Report.SiteHash %x", i, got, want)
+		}
+	}
+}

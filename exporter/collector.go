@@ -51,9 +51,9 @@ var (
 	descAppBytes       = desc("app_allocated_bytes_total", "Bytes allocated by counted allocations of the app: the exact total.", app...)
 	descClassAllocs    = desc("allocations_total", "Allocations per allocated class; classes without a series of their own count into class=\"other\".", "serial", "package", "class")
 	descClassBytes     = desc("allocated_bytes_total", "Bytes allocated per allocated class; see alloctrack_allocations_total.", "serial", "package", "class")
-	descSiteAllocs     = desc("site_allocations_total", "Allocations per allocation site (allocated class and whole stack); others count into site=\"other\".", "serial", "package", "class", "site", "frame")
-	descSiteBytes      = desc("site_allocated_bytes_total", "Bytes allocated per allocation site; see alloctrack_site_allocations_total.", "serial", "package", "class", "site", "frame")
-	descSiteInfo       = desc("site_info", "The frames of an allocation site, top first (capped in length); join on site.", "site", "stack")
+	descSiteAllocs     = desc("site_allocations_total", "Allocations per allocation site (allocated class and whole stack); others count into site=\"other\". Join alloctrack_site_info on site for class and frame.", "serial", "package", "site")
+	descSiteBytes      = desc("site_allocated_bytes_total", "Bytes allocated per allocation site; see alloctrack_site_allocations_total.", "serial", "package", "site")
+	descSiteInfo       = desc("site_info", "An exported allocation site's allocated class and first app frame, 1 per site across apps; join on site.", "site", "class", "frame")
 	descSnapshotApps   = desc("apps", "Apps the daemon has counters for.")
 	descSnapshotSeries = desc("site_series", "Site series currently exported across all apps.")
 )
@@ -122,7 +122,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
-	sites := map[string]string{}
+	type siteLabels struct{ class, frame string }
+	sites := map[string]siteLabels{}
 	nSites := 0
 	for _, a := range s.Apps {
 		l := []string{a.Serial, a.Package}
@@ -158,16 +159,20 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			if frame == "" {
 				frame = "none"
 			}
-			ch <- m(descSiteAllocs, counter, float64(sc.Allocations), a.Serial, a.Package, sc.Class, sc.ID, frame)
-			ch <- m(descSiteBytes, counter, float64(sc.Bytes), a.Serial, a.Package, sc.Class, sc.ID, frame)
-			sites[sc.ID] = sc.Stack
+			ch <- m(descSiteAllocs, counter, float64(sc.Allocations), a.Serial, a.Package, sc.ID)
+			ch <- m(descSiteBytes, counter, float64(sc.Bytes), a.Serial, a.Package, sc.ID)
+			sites[sc.ID] = siteLabels{sc.Class, frame}
 			nSites++
 		}
-		ch <- m(descSiteAllocs, counter, float64(ct.SiteOther.Allocations), a.Serial, a.Package, alloctrack.Other, alloctrack.Other, alloctrack.Other)
-		ch <- m(descSiteBytes, counter, float64(ct.SiteOther.Bytes), a.Serial, a.Package, alloctrack.Other, alloctrack.Other, alloctrack.Other)
+		ch <- m(descSiteAllocs, counter, float64(ct.SiteOther.Allocations), a.Serial, a.Package, alloctrack.Other)
+		ch <- m(descSiteBytes, counter, float64(ct.SiteOther.Bytes), a.Serial, a.Package, alloctrack.Other)
 	}
-	for id, stack := range sites {
-		ch <- m(descSiteInfo, gauge, 1, id, stack)
+	if len(s.Apps) > 0 {
+		// site="other" joins too, so a join keeps every app's remainder.
+		sites[alloctrack.Other] = siteLabels{alloctrack.Other, alloctrack.Other}
+	}
+	for id, l := range sites {
+		ch <- m(descSiteInfo, gauge, 1, id, l.class, l.frame)
 	}
 	ch <- m(descSnapshotApps, gauge, float64(len(s.Apps)))
 	ch <- m(descSnapshotSeries, gauge, float64(nSites))
