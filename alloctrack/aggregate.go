@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -18,7 +19,7 @@ const Other = "other"
 // AggregateConfig bounds the series one app gets.
 type AggregateConfig struct {
 	TopClasses int           // classes with a series of their own
-	TopSites   int           // sites with a series of their own
+	TopSites   int           // sites with a series of their own (default 100)
 	Expiry     time.Duration // an admitted series idle this long is dropped (0: never)
 	// Candidates bounds the bookkeeping of classes and sites waiting for a
 	// series; 0 means 4 × the top size.
@@ -32,7 +33,7 @@ func (c *AggregateConfig) fill() {
 		c.TopClasses = 100
 	}
 	if c.TopSites <= 0 {
-		c.TopSites = 200
+		c.TopSites = 100
 	}
 	if c.StackLabelMax <= 0 {
 		c.StackLabelMax = 1024
@@ -58,6 +59,10 @@ type (
 	// AppCounts is a consistent copy of one app's counters. Sites share
 	// their SiteInfo (frames included) with the counters: do not modify.
 	AppCounts struct {
+		// Gen identifies the state of the counters: it changes whenever
+		// Add runs and is never the same for two states of any two
+		// Counters of the process (0: never added to).
+		Gen        uint64
 		Total      Count
 		Classes    []ClassCount // admitted, by name
 		ClassOther Count
@@ -84,6 +89,7 @@ type Counters struct {
 	cfg AggregateConfig
 
 	mu         sync.Mutex
+	gen        uint64
 	total      Count
 	classes    map[string]*series
 	classOther Count
@@ -244,10 +250,14 @@ type local struct {
 	rep int32 // index of one allocation with this key
 }
 
+// countersGen numbers the states of every Counters of the process.
+var countersGen atomic.Uint64
+
 // Add counts every allocation of r at time now.
 func (c *Counters) Add(r *Report, now time.Time) {
 	if len(r.Allocations) == 0 {
 		c.mu.Lock()
+		c.gen = countersGen.Add(1)
 		c.expireLocked(now)
 		c.mu.Unlock()
 		return
@@ -307,6 +317,7 @@ func (c *Counters) Add(r *Report, now time.Time) {
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.gen = countersGen.Add(1)
 	c.expireLocked(now)
 	c.total.Allocations += total.Allocations
 	c.total.Bytes += total.Bytes
@@ -395,7 +406,7 @@ func (c *Counters) expireLocked(now time.Time) {
 func (c *Counters) Snapshot() AppCounts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := AppCounts{Total: c.total, ClassOther: c.classOther, SiteOther: c.siteOther}
+	out := AppCounts{Gen: c.gen, Total: c.total, ClassOther: c.classOther, SiteOther: c.siteOther}
 	out.Classes = make([]ClassCount, 0, len(c.classes))
 	for k, s := range c.classes {
 		out.Classes = append(out.Classes, ClassCount{Class: k, Count: s.Count})

@@ -68,7 +68,7 @@ func newServeCmd(app *kingpin.Application) *serveCmd {
 	c.window = f("window", "Length of a tracking window: how often each app's report is fetched.").Default("10s").Duration()
 	c.windowMin = f("window.min", "Shortest window after reports overflow (65,535 entries); default 1s, or --window if shorter.").Duration()
 	c.topClasses = f("top.classes", "Classes per app with a series of their own; the rest count as class=\"other\".").Default("100").Int()
-	c.topSites = f("top.sites", "Allocation sites per app with a series of their own; the rest count as site=\"other\".").Default("200").Int()
+	c.topSites = f("top.sites", "Allocation sites per app with a series of their own; the rest count as site=\"other\".").Default("100").Int()
 	c.topExpiry = f("top.expiry", "Drop a class or site series idle this long, making room for others (0: never).").Default("1h").Duration()
 	c.requestTimeout = f("request.timeout", "Timeout of the JDWP handshake, HELO, and the REAQ probe (no answer: tracking unsupported, Android 12+).").Default("5s").Duration()
 	c.reportTimeout = f("report.timeout", "Timeout of a REAL (allocation report) request.").Default("30s").Duration()
@@ -193,9 +193,8 @@ func (c *serveCmd) run(stderr io.Writer) int {
 		versioncollector.NewCollector("alloctrack"),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		exporter.NewCollector(d),
 	)
-	handler, err := exporter.NewHandler(reg, exporter.HandlerConfig{Version: version.Info(), Ready: d.Ready, Extra: extra, ExtraLinks: links})
+	handler, err := exporter.NewHandler(reg, exporter.HandlerConfig{Version: version.Info(), Counts: exporter.NewCollector(d), Ready: d.Ready, Extra: extra, ExtraLinks: links})
 	if err != nil {
 		log.Error("building the HTTP handler", zap.Error(err))
 		return exitFailure
