@@ -279,6 +279,25 @@ func TestMatchesDdmlib(t *testing.T) {
 			return p
 		}},
 		{"wide-real", func(t *testing.T) []byte { return widen(t, readReal(t), 40, 20, 12) }},
+		// Padded lengths and bytes between the last entry and
+		// strings_offset: ddmlib reads entry_count entries, then jumps.
+		{"gap-padded-real", func(t *testing.T) []byte {
+			p := withGap(widen(t, readReal(t), 20, 16, 12), 37, 0xEE)
+			if r, err := Parse(p); err != nil || r.GapBytes != 37 {
+				t.Fatalf("Parse: %v (%+v)", err, r)
+			}
+			return p
+		}},
+		{"gap-padded-edge", func(t *testing.T) []byte { return withGap(widen(t, edge, 17, 16, 10), 5, 0) }},
+		// A whole entry left out of entry_count is a gap too.
+		{"gap-undeclared-entry", func(t *testing.T) []byte {
+			p := append([]byte(nil), edge...)
+			binary.BigEndian.PutUint16(p[3:], binary.BigEndian.Uint16(p[3:])-1)
+			if r, err := Parse(p); err != nil || r.GapBytes == 0 {
+				t.Fatalf("Parse: %v (%+v)", err, r)
+			}
+			return p
+		}},
 		{"trailing-bytes", func(t *testing.T) []byte {
 			p := append(append([]byte(nil), edge...), 0, 0, 0, 2, 0xDE, 0xAD, 0xBE, 0xEF, 1)
 			if r, err := Parse(p); err != nil || r.TrailingBytes != 9 {

@@ -60,6 +60,10 @@ type Report struct {
 	// TrailingBytes counts bytes after the file-name table, which this
 	// parser (like ddmlib 25) ignores.
 	TrailingBytes int
+	// GapBytes counts bytes between the last entry and strings_offset
+	// that are not entries (see Parse), which this parser (like ddmlib 25)
+	// skips.
+	GapBytes int
 
 	nums   []int32 // ddmlib numbers when the report is a filtered subset
 	frames []byte  // frame bytes in wire layout: the payload, or built ones
@@ -209,8 +213,15 @@ func perr(off int, format string, args ...any) error {
 //	entries, from offset header_len, entry_count times
 //	  u32 size, u16 thread, u16 class, u8 depth, (extra bytes)
 //	  depth x: u16 class, u16 method, u16 file, s16 line, (extra bytes)
+//	(a gap, or, when entry_count wrapped, more entries)
 //	string tables at strings_offset: classes, methods, files;
 //	  each string: u32 UTF-16 units + UTF-16BE units
+//
+// The first entry_count entries must be whole and end at or before
+// strings_offset. Bytes after them and before strings_offset are more
+// entries only when they are exactly a multiple of 65,536 whole entries
+// ending at strings_offset (Dalvik 4.4's wrapped u16 count); otherwise they
+// are a gap, skipped as ddmlib 25.2.2 skips it and counted in GapBytes.
 func Parse(b []byte) (*Report, error) {
 	if len(b) < HeaderLen {
 		return nil, perr(0, "header: payload of %d bytes is shorter than the %d-byte header", len(b), HeaderLen)
@@ -260,10 +271,18 @@ func Parse(b []byte) (*Report, error) {
 }
 
 // decodeEntries reads the entries between the header and the string
-// tables, checking every table index. Frames stay in b. The entries must
-// end exactly where the string tables start. When entry_count is too small
-// for them by a multiple of 65,536, the u16 count wrapped (Dalvik 4.4 sends
-// 65,536 entries with entry_count 0) and the number found is used.
+// tables, checking every table index. Frames stay in b.
+//
+// The rule that separates a gap from a wrapped count: the first
+// entry_count entries must be whole and end at or before strings_offset
+// (else the report is refused). Bytes left between them and strings_offset
+// are read as further entries. If they are exactly k x 65,536 whole entries
+// (k >= 1) ending exactly at strings_offset, the u16 entry_count wrapped
+// (Dalvik 4.4 sends a full buffer of 65,536 entries with entry_count 0) and
+// every entry is kept. Otherwise the bytes are a gap, such as padding a
+// future VM may add: they are skipped, as ddmlib 25.2.2 skips them (it
+// reads entry_count entries and then jumps to strings_offset), and counted
+// in GapBytes.
 func (r *Report) decodeEntries(b []byte, nClasses, nMethods, nFiles int) error {
 	pos, end := r.HeaderLen, r.StringsOffset
 	ehl, fl := r.EntryHeaderLen, r.FrameLen
@@ -272,21 +291,13 @@ func (r *Report) decodeEntries(b []byte, nClasses, nMethods, nFiles int) error {
 	r.frames, r.stride = b, fl
 	nc, nm, nf := uint64(nClasses), uint64(nMethods), uint64(nFiles)
 	frames := 0
-	for n := 0; ; n++ {
-		if pos == end && n >= r.DeclaredCount {
-			if (n-r.DeclaredCount)%65536 != 0 {
-				return perr(3, "entry_count %d does not match the %d entries before the string tables at offset %d", r.DeclaredCount, n, end)
-			}
-			break
-		}
+	// entry reads the entry at pos, or says why it cannot.
+	entry := func(n int) (Allocation, error) {
 		if pos >= end {
-			if n < r.DeclaredCount {
-				return perr(pos, "entry %d of %d starts at the string tables (offset %d): entries are truncated", n, r.DeclaredCount, end)
-			}
-			return perr(pos, "entries overrun the string tables at offset %d", end)
+			return Allocation{}, perr(pos, "entry %d of %d starts at the string tables (offset %d): entries are truncated", n, r.DeclaredCount, end)
 		}
 		if end-pos < ehl {
-			return perr(pos, "entry %d: %d-byte entry header overruns the string tables at offset %d", n, ehl, end)
+			return Allocation{}, perr(pos, "entry %d: %d-byte entry header overruns the string tables at offset %d", n, ehl, end)
 		}
 		e := b[pos : pos+EntryHeaderLen]
 		a := Allocation{
@@ -296,33 +307,58 @@ func (r *Report) decodeEntries(b []byte, nClasses, nMethods, nFiles int) error {
 			Depth:  e[8],
 		}
 		if uint64(a.Class) >= nc {
-			return perr(pos+6, "entry %d: class index %d out of range (%d class names)", n, a.Class, nClasses)
+			return a, perr(pos+6, "entry %d: class index %d out of range (%d class names)", n, a.Class, nClasses)
 		}
-		pos += ehl
-		a.off = uint32(pos)
-		if int(a.Depth)*fl > end-pos {
-			return perr(pos, "entry %d: %d frames of %d bytes overrun the string tables at offset %d", n, a.Depth, fl, end)
+		fpos := pos + ehl
+		a.off = uint32(fpos)
+		if int(a.Depth)*fl > end-fpos {
+			return a, perr(fpos, "entry %d: %d frames of %d bytes overrun the string tables at offset %d", n, a.Depth, fl, end)
 		}
-		fb := b[pos : pos+int(a.Depth)*fl]
+		fb := b[fpos : fpos+int(a.Depth)*fl]
 		if fl == FrameLen {
 			// The common layout: a tighter loop the compiler checks less.
 			for j := 0; j+8 <= len(fb); j += 8 {
 				v := binary.BigEndian.Uint64(fb[j : j+8])
 				if v>>48 >= nc || (v>>32)&0xffff >= nm || (v>>16)&0xffff >= nf {
-					return frameIndexError(pos+j, n, j/fl, v, nClasses, nMethods, nFiles)
+					return a, frameIndexError(fpos+j, n, j/fl, v, nClasses, nMethods, nFiles)
 				}
 			}
 		} else {
 			for j := 0; j+FrameLen <= len(fb); j += fl {
 				v := binary.BigEndian.Uint64(fb[j:])
 				if v>>48 >= nc || (v>>32)&0xffff >= nm || (v>>16)&0xffff >= nf {
-					return frameIndexError(pos+j, n, j/fl, v, nClasses, nMethods, nFiles)
+					return a, frameIndexError(fpos+j, n, j/fl, v, nClasses, nMethods, nFiles)
 				}
 			}
 		}
-		pos += len(fb)
+		pos = fpos + len(fb)
+		return a, nil
+	}
+	for n := range r.DeclaredCount {
+		a, err := entry(n)
+		if err != nil {
+			return err
+		}
 		frames += int(a.Depth)
 		r.Allocations = append(r.Allocations, a)
+	}
+	if pos < end {
+		gapStart, declaredFrames := pos, frames
+		n := r.DeclaredCount
+		for ; pos < end; n++ {
+			a, err := entry(n)
+			if err != nil {
+				break
+			}
+			frames += int(a.Depth)
+			r.Allocations = append(r.Allocations, a)
+		}
+		if pos != end || (n-r.DeclaredCount)%65536 != 0 {
+			// Not a wrapped count: a gap.
+			r.Allocations = r.Allocations[:r.DeclaredCount:r.DeclaredCount]
+			frames = declaredFrames
+			r.GapBytes = end - gapStart
+		}
 	}
 	r.nFrame = frames
 	return nil
