@@ -311,6 +311,12 @@ func TestMatchesDdmlib(t *testing.T) {
 			}
 			return maxReport(t)
 		}},
+		{"max-large-tables", func(t *testing.T) []byte {
+			if testing.Short() {
+				t.Skip("the maximum-size report's dump is about 100 MB; skipped in -short mode")
+			}
+			return maxReportLargeTables(t)
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -339,6 +345,17 @@ func TestDdmlibHarnessDetectsDifferences(t *testing.T) {
 
 func BenchmarkParseMax(b *testing.B) {
 	p := maxReport(b)
+	b.SetBytes(int64(len(p)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkParseMaxLargeTables(b *testing.B) {
+	p := maxReportLargeTables(b)
 	b.SetBytes(int64(len(p)))
 	b.ReportAllocs()
 	for b.Loop() {

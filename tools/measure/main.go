@@ -6,6 +6,7 @@
 //
 //	go run ./tools/measure coverage -duration 2m -window 10s -latency 20ms
 //	go run ./tools/measure load -devices 16 -apps 4 -duration 3m
+//	go run ./tools/measure soak -duration 35m
 package main
 
 import (
@@ -30,7 +31,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: measure coverage|load [flags]")
+		fmt.Fprintln(os.Stderr, "usage: measure coverage|load|soak [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -39,6 +40,8 @@ func main() {
 		err = coverage(os.Args[2:])
 	case "load":
 		err = load(os.Args[2:])
+	case "soak":
+		err = soak(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown measurement %q", os.Args[1])
 	}
