@@ -81,6 +81,10 @@ type DaemonConfig struct {
 	Session           SessionConfig
 	Aggregate         AggregateConfig
 	ReportsPerDevice  int // concurrent REAL transfers per device (default 2)
+	// ReportsInFlight bounds report transfers under way across all
+	// devices (default 8): each holds a whole report in memory, up to
+	// about 9 MB, so this bounds the memory reports take.
+	ReportsInFlight int
 	// ReportBuffers is how many free report buffers are kept for the
 	// next windows of any app (default 4): reports are read into reused
 	// buffers rather than new ones each window.
@@ -97,6 +101,9 @@ func (c *DaemonConfig) fill() {
 	}
 	if c.ReportBuffers <= 0 {
 		c.ReportBuffers = 4
+	}
+	if c.ReportsInFlight <= 0 {
+		c.ReportsInFlight = 8
 	}
 	if c.BackoffMin <= 0 {
 		c.BackoffMin = time.Second
@@ -148,6 +155,7 @@ type Daemon struct {
 	log     *zap.Logger
 	logs    *rateLog
 	buffers *jdwp.Buffers
+	flight  chan struct{} // report transfers under way, all devices
 
 	mu      sync.Mutex
 	servers map[string]*serverEntry
@@ -167,6 +175,7 @@ func NewDaemon(cfg DaemonConfig, sources []Source, log *zap.Logger) *Daemon {
 		cfg: cfg, sources: sources, log: log,
 		logs:    newRateLog(cfg.LogEvery),
 		buffers: jdwp.NewBuffers(cfg.ReportBuffers),
+		flight:  make(chan struct{}, cfg.ReportsInFlight),
 		servers: map[string]*serverEntry{},
 		devices: map[string]*deviceEntry{},
 		apps:    map[appKey]*appEntry{},
@@ -436,6 +445,7 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, pid int,
 			},
 			Config:  d.cfg.Session,
 			Slots:   slots,
+			Flight:  d.flight,
 			Buffers: d.buffers,
 			Log:     log,
 		}

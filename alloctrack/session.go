@@ -82,6 +82,9 @@ type Session struct {
 	Config SessionConfig
 	// Slots limits concurrent REAL transfers on the device (nil: none).
 	Slots chan struct{}
+	// Flight limits concurrent REAL transfers of all devices (nil: none);
+	// it is taken after Slots.
+	Flight chan struct{}
 	// OnWindow, if set, sees every window (capture uses it).
 	OnWindow func(w *Window)
 	// Buffers, if set, lends the buffers reports are read into; each
@@ -199,7 +202,20 @@ func (s *Session) Run(ctx context.Context) (err error) {
 				return nil
 			}
 		}
+		if s.Flight != nil {
+			select {
+			case s.Flight <- struct{}{}:
+			case <-ctx.Done():
+				if s.Slots != nil {
+					<-s.Slots
+				}
+				return nil
+			}
+		}
 		w, err := s.cycle(ctx, client, cfg, !last)
+		if s.Flight != nil {
+			<-s.Flight
+		}
 		if s.Slots != nil {
 			<-s.Slots
 		}

@@ -47,6 +47,7 @@ type serveCmd struct {
 	requestTimeout  *time.Duration
 	reportTimeout   *time.Duration
 	reportsPerDev   *int
+	reportsFlight   *int
 	reprobe         *time.Duration
 	shutdownTimeout *time.Duration
 	simulate        *bool
@@ -73,6 +74,7 @@ func newServeCmd(app *kingpin.Application) *serveCmd {
 	c.requestTimeout = f("request.timeout", "Timeout of the JDWP handshake, HELO, and the REAQ probe (no answer: tracking unsupported, Android 12+).").Default("5s").Duration()
 	c.reportTimeout = f("report.timeout", "Timeout of a REAL (allocation report) request.").Default("30s").Duration()
 	c.reportsPerDev = f("reports.per-device", "Concurrent report transfers per device (USB bandwidth).").Default("2").Int()
+	c.reportsFlight = f("reports.in-flight", "Concurrent report transfers across all devices: each holds a whole report (up to about 9 MB) in memory.").Default("8").Int()
 	c.reprobe = f("reprobe.interval", "How often an app without tracking support is probed again.").Default("30m").Duration()
 	c.shutdownTimeout = f("shutdown.timeout", "On SIGINT/SIGTERM, how long to wait while every app's tracking is turned off. A second signal exits at once.").Default("10s").Duration()
 	c.simulate = f("simulate", "Serve a simulated farm instead of real devices: an in-process adb server with simulated devices and apps (its control API is at /sim/devices).").Bool()
@@ -96,6 +98,8 @@ func (c *serveCmd) validate() error {
 		return fmt.Errorf("timeouts and intervals must be positive")
 	case *c.reportsPerDev < 1:
 		return fmt.Errorf("--reports.per-device must be at least 1")
+	case *c.reportsFlight < 1:
+		return fmt.Errorf("--reports.in-flight must be at least 1")
 	case *c.simulate && (*c.simDevices < 1 || *c.simApps < 0 || *c.simRate < 0):
 		return fmt.Errorf("--simulate.devices must be at least 1, --simulate.apps and --simulate.rate not negative")
 	}
@@ -182,6 +186,7 @@ func (c *serveCmd) run(stderr io.Writer) int {
 		},
 		Aggregate:        alloctrack.AggregateConfig{TopClasses: *c.topClasses, TopSites: *c.topSites, Expiry: *c.topExpiry},
 		ReportsPerDevice: *c.reportsPerDev,
+		ReportsInFlight:  *c.reportsFlight,
 		Reprobe:          *c.reprobe,
 	}, sources, log)
 
