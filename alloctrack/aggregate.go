@@ -1,6 +1,7 @@
 package alloctrack
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"encoding/hex"
@@ -267,11 +268,21 @@ type siteAgg struct {
 	rep int32 // index of one allocation of the site
 }
 
+// rawSeq is one distinct byte sequence of class and frame indices.
+type rawSeq struct {
+	h     uint64
+	class uint16
+	site  int32 // index into addScratch.sites
+	rep   int32 // an allocation with these bytes
+}
+
 // addScratch is the working memory of one Add, reused across reports (and
 // apps) through scratchPool rather than allocated per window.
 type addScratch struct {
 	sites   []siteAgg
 	table   []int32 // open addressing over sites: index + 1, 0 for empty
+	raws    []rawSeq
+	raw     []int32 // open addressing over raws
 	classes []Count // by class index
 	hashes  [3][]uint64
 	heap    []int32
@@ -312,24 +323,68 @@ func (sc *addScratch) aggregate(r *Report) (total Count) {
 		size <<= 1
 	}
 	sc.table = grow(sc.table, size)
+	sc.raw = grow(sc.raw, size)
 	mask := uint64(size - 1)
 	sc.sites = sc.sites[:0]
+	sc.raws = sc.raws[:0]
+	// Allocations of one site usually repeat the same bytes (class and
+	// frame indices): those are matched by their bytes first, and the
+	// site's hash by names is computed once per distinct byte sequence.
+	// When nearly every entry is a new sequence, that costs more than it
+	// saves, and is stopped.
+	useRaw := true
 	for i := range r.Allocations {
 		a := &r.Allocations[i]
 		total.add(a.Size)
 		sc.classes[a.Class].add(a.Size)
-		h := sh.site(a, r.Stack(a))
+		st := r.Stack(a)
+		var rh uint64
+		if useRaw {
+			if i == 4096 && len(sc.raws) > 3*4096/4 {
+				useRaw = false
+			} else {
+				rh = xxhash.Sum64(st.b) ^ uint64(a.Class)*0x9e3779b97f4a7c15
+				found := false
+				for j := rh & mask; ; j = (j + 1) & mask {
+					k := sc.raw[j]
+					if k == 0 {
+						break
+					}
+					if e := &sc.raws[k-1]; e.h == rh && e.class == a.Class && bytes.Equal(r.Stack(&r.Allocations[e.rep]).b, st.b) {
+						sc.sites[e.site].n.add(a.Size)
+						found = true
+						break
+					}
+				}
+				if found {
+					continue
+				}
+			}
+		}
+		h := sh.site(a, st)
+		site := int32(-1)
 		for j := h & mask; ; j = (j + 1) & mask {
 			k := sc.table[j]
 			if k == 0 {
 				sc.sites = append(sc.sites, siteAgg{h: h, rep: int32(i)})
-				sc.sites[len(sc.sites)-1].n.add(a.Size)
-				sc.table[j] = int32(len(sc.sites))
+				site = int32(len(sc.sites) - 1)
+				sc.sites[site].n.add(a.Size)
+				sc.table[j] = site + 1
 				break
 			}
 			if s := &sc.sites[k-1]; s.h == h {
 				s.n.add(a.Size)
+				site = k - 1
 				break
+			}
+		}
+		if useRaw {
+			sc.raws = append(sc.raws, rawSeq{h: rh, class: a.Class, site: site, rep: int32(i)})
+			for j := rh & mask; ; j = (j + 1) & mask {
+				if sc.raw[j] == 0 {
+					sc.raw[j] = int32(len(sc.raws))
+					break
+				}
 			}
 		}
 	}
