@@ -569,3 +569,39 @@ func TestSiteHashNamesMatchesReport(t *testing.T) {
 		}
 	}
 }
+
+// The daemon reads the next report into the same buffer: nothing counted
+// may refer to a payload once Add has returned, and the names of a parsed
+// report are its own.
+func TestCountersKeepNothingOfThePayload(t *testing.T) {
+	r0 := build(t,
+		al{"Lcom/例/Big;", 64, 3, []alloctrack.FrameName{fr("Lcom/例/App;", "run", "App.java", 12), fr("Ljava/lang/Thread;", "run", "Thread.java", 764)}},
+		al{"[B", 16, 5, []alloctrack.FrameName{fr("Lcom/x/Y;", "make", "Y.java", 3)}},
+	)
+	payload, err := alloctrack.Encode(r0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := alloctrack.Parse(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	classes := append([]string(nil), r.Classes...)
+	c := alloctrack.NewCounters(alloctrack.AggregateConfig{})
+	c.Add(r, time.Unix(10, 0))
+	before := fmt.Sprintf("%+v", c.Snapshot())
+	for i := range payload {
+		payload[i] = 0xEE
+	}
+	if after := fmt.Sprintf("%+v", c.Snapshot()); after != before {
+		t.Fatalf("counters changed when the payload was overwritten:\n%s\n%s", before, after)
+	}
+	for i, s := range r.Classes {
+		if s != classes[i] {
+			t.Fatalf("class name %d changed with the payload: %q, was %q", i, s, classes[i])
+		}
+	}
+	if !strings.Contains(before, "com.例.App.run(App.java:12)") {
+		t.Fatalf("snapshot lacks the app frame: %s", before)
+	}
+}
