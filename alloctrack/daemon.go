@@ -81,9 +81,10 @@ type DaemonConfig struct {
 	Session           SessionConfig
 	Aggregate         AggregateConfig
 	ReportsPerDevice  int // concurrent REAL transfers per device (default 2)
-	// ReportsInFlight bounds report transfers under way across all
+	// ReportsInFlight bounds the reports being read at once across all
 	// devices (default 8): each holds a whole report in memory, up to
-	// about 9 MB, so this bounds the memory reports take.
+	// about 9 MB, so this bounds the memory reports take. A VM building
+	// its report takes no turn.
 	ReportsInFlight int
 	// ReportBuffers is how many free report buffers are kept for the
 	// next windows of any app (default 4): reports are read into reused
@@ -155,7 +156,6 @@ type Daemon struct {
 	log     *zap.Logger
 	logs    *rateLog
 	buffers *jdwp.Buffers
-	flight  chan struct{} // report transfers under way, all devices
 
 	mu      sync.Mutex
 	servers map[string]*serverEntry
@@ -174,8 +174,7 @@ func NewDaemon(cfg DaemonConfig, sources []Source, log *zap.Logger) *Daemon {
 	return &Daemon{
 		cfg: cfg, sources: sources, log: log,
 		logs:    newRateLog(cfg.LogEvery),
-		buffers: jdwp.NewBuffers(cfg.ReportBuffers),
-		flight:  make(chan struct{}, cfg.ReportsInFlight),
+		buffers: jdwp.NewBuffers(cfg.ReportBuffers, cfg.ReportsInFlight),
 		servers: map[string]*serverEntry{},
 		devices: map[string]*deviceEntry{},
 		apps:    map[appKey]*appEntry{},
@@ -445,7 +444,6 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, pid int,
 			},
 			Config:  d.cfg.Session,
 			Slots:   slots,
-			Flight:  d.flight,
 			Buffers: d.buffers,
 			Log:     log,
 		}

@@ -82,14 +82,12 @@ type Session struct {
 	Config SessionConfig
 	// Slots limits concurrent REAL transfers on the device (nil: none).
 	Slots chan struct{}
-	// Flight limits concurrent REAL transfers of all devices (nil: none);
-	// it is taken after Slots.
-	Flight chan struct{}
 	// OnWindow, if set, sees every window (capture uses it).
 	OnWindow func(w *Window)
-	// Buffers, if set, lends the buffers reports are read into; each
-	// window's payload goes back once the window is counted, so OnWindow
-	// must not keep the Window, its Raw or its Report.
+	// Buffers, if set, lends the buffers reports are read into (and
+	// bounds how many are read at once); each window's payload goes back
+	// once the window is counted, so OnWindow must not keep the Window,
+	// its Raw or its Report.
 	Buffers *jdwp.Buffers
 	// Stop, when closed, ends the session gracefully: one last report is
 	// fetched for the window under way, then tracking is turned off and
@@ -202,20 +200,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 				return nil
 			}
 		}
-		if s.Flight != nil {
-			select {
-			case s.Flight <- struct{}{}:
-			case <-ctx.Done():
-				if s.Slots != nil {
-					<-s.Slots
-				}
-				return nil
-			}
-		}
 		w, err := s.cycle(ctx, client, cfg, !last)
-		if s.Flight != nil {
-			<-s.Flight
-		}
 		if s.Slots != nil {
 			<-s.Slots
 		}

@@ -272,16 +272,15 @@ func TestSessionDroppedConnection(t *testing.T) {
 	}
 }
 
-// Sessions sharing one report transfer at a time (Session.Flight) all make
-// progress, and give the slot back whichever way they end.
-func TestSessionsShareFlight(t *testing.T) {
-	flight := make(chan struct{}, 1)
+// Sessions whose reports are read one at a time (jdwp.Buffers) all make
+// progress, and give the turn back whichever way they end.
+func TestSessionsShareReportReads(t *testing.T) {
+	bufs := jdwp.NewBuffers(1, 1)
 	var fs []*fixture
 	var stops []func() error
 	for range 3 {
 		f := newFixture(t, 30, sim.AppConfig{}, alloctrack.SessionConfig{Window: 20 * time.Millisecond})
-		f.session.Flight = flight
-		f.session.Buffers = jdwp.NewBuffers(1)
+		f.session.Buffers = bufs
 		fs = append(fs, f)
 	}
 	for _, f := range fs {
@@ -294,7 +293,7 @@ func TestSessionsShareFlight(t *testing.T) {
 	for _, stop := range stops {
 		stop()
 	}
-	if n := len(flight); n != 0 {
-		t.Fatalf("%d flight slots still taken after every session ended", n)
+	if n := bufs.Reading(); n != 0 {
+		t.Fatalf("%d reads still under way after every session ended", n)
 	}
 }

@@ -8,17 +8,49 @@ const MinPooledPacket = 64 << 10
 
 // Buffers recycles the data buffers of large packets, such as the
 // allocation report an app sends every window, so that reading one does
-// not allocate a new buffer each time. One Buffers may serve many
-// connections; it is safe for concurrent use. It keeps at most a fixed
-// number of free buffers, the largest ones.
+// not allocate a new buffer each time, and bounds how many large packets
+// its connections read at once: a connection waits for its turn before it
+// allocates for a large packet's data, so memory for packets being read
+// stays bounded however many peers send at the same time. One Buffers may
+// serve many connections; it is safe for concurrent use. It keeps at most
+// a fixed number of free buffers, the largest ones.
 type Buffers struct {
-	mu   sync.Mutex
-	keep int
-	free [][]byte
+	mu      sync.Mutex
+	keep    int
+	free    [][]byte
+	reading chan struct{} // one token per large packet being read
 }
 
-// NewBuffers returns a Buffers that keeps at most keep free buffers.
-func NewBuffers(keep int) *Buffers { return &Buffers{keep: keep} }
+// NewBuffers returns a Buffers that keeps at most keep free buffers and
+// lets at most readers large packets be read at once (0: no bound).
+func NewBuffers(keep, readers int) *Buffers {
+	b := &Buffers{keep: keep}
+	if readers > 0 {
+		b.reading = make(chan struct{}, readers)
+	}
+	return b
+}
+
+// acquire waits for a turn to read a large packet of n bytes; it returns
+// false if stop closes first. release ends the turn.
+func (b *Buffers) acquire(n int, stop <-chan struct{}) bool {
+	if b == nil || b.reading == nil || n < MinPooledPacket {
+		return true
+	}
+	select {
+	case b.reading <- struct{}{}:
+		return true
+	case <-stop:
+		return false
+	}
+}
+
+func (b *Buffers) release(n int) {
+	if b == nil || b.reading == nil || n < MinPooledPacket {
+		return
+	}
+	<-b.reading
+}
 
 // get returns a buffer of length n: the smallest free one large enough,
 // else a new one.
@@ -76,3 +108,6 @@ func (b *Buffers) Len() int {
 	defer b.mu.Unlock()
 	return len(b.free)
 }
+
+// Reading is the number of large packets being read.
+func (b *Buffers) Reading() int { return len(b.reading) }

@@ -86,7 +86,7 @@ func NewConn(rwc io.ReadWriteCloser, opts Options) *Conn {
 func (c *Conn) readLoop() {
 	defer close(c.done)
 	for {
-		p, err := readPacket(c.rwc, c.max, c.bufs)
+		p, err := readPacket(c.rwc, c.max, c.bufs, c.closing)
 		if err != nil {
 			select {
 			case <-c.closing:

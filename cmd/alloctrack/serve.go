@@ -75,7 +75,7 @@ func newServeCmd(app *kingpin.Application) *serveCmd {
 	c.requestTimeout = f("request.timeout", "Timeout of the JDWP handshake, HELO, and the REAQ probe (no answer: tracking unsupported, Android 12+).").Default("5s").Duration()
 	c.reportTimeout = f("report.timeout", "Timeout of a REAL (allocation report) request.").Default("30s").Duration()
 	c.reportsPerDev = f("reports.per-device", "Concurrent report transfers per device (USB bandwidth).").Default("2").Int()
-	c.reportsFlight = f("reports.in-flight", "Concurrent report transfers across all devices: each holds a whole report (up to about 9 MB) in memory.").Default("8").Int()
+	c.reportsFlight = f("reports.in-flight", "Reports read at once across all devices: each holds a whole report (up to about 9 MB) in memory. A VM building its report takes no turn.").Default("8").Int()
 	c.reprobe = f("reprobe.interval", "How often an app without tracking support is probed again.").Default("30m").Duration()
 	c.shutdownTimeout = f("shutdown.timeout", "On SIGINT/SIGTERM, how long to wait while every app's tracking is turned off. A second signal exits at once.").Default("10s").Duration()
 	c.simulate = f("simulate", "Serve a simulated farm instead of real devices: an in-process adb server with simulated devices and apps (its control API is at /sim/devices).").Bool()
