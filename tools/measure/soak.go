@@ -37,6 +37,7 @@ func soak(args []string) error {
 	scrape := fs.Duration("scrape", 15*time.Second, "how often /metrics is read and checked")
 	port := fs.Int("port", 19854, "daemon's port on 127.0.0.1")
 	seed := fs.Uint64("seed", 1, "seed of the event schedule")
+	names := fs.Int("extra.names", 3, "package names the apps that come and go are drawn from (per device), so that the set of apps the daemon keeps counters for stops growing early")
 	fs.Parse(args)
 
 	w := sim.DefaultWorkload()
@@ -155,7 +156,7 @@ func soak(args []string) error {
 					extra++
 					wl := w
 					wl.Seed = uint64(1000 + extra)
-					if _, err := farm.AddApp(d.Serial(), sim.AppConfig{Package: fmt.Sprintf("com.example.extra%d", extra%12), Workload: wl}); err == nil {
+					if _, err := farm.AddApp(d.Serial(), sim.AppConfig{Package: fmt.Sprintf("com.example.extra%d", extra%*names), Workload: wl}); err == nil {
 						events["app+"]++
 					}
 				}
