@@ -249,12 +249,12 @@ func (c *serveCmd) run(stderr io.Writer) int {
 }
 
 // defaultMemoryLimit is the soft memory limit serve sets unless GOMEMLIMIT
-// is given: 64 MiB for everything but reports, and 10 MiB (a maximum-size
-// report and its parse) for every report the daemon may hold at once, in
-// flight or kept for reuse (alloctrack.DaemonConfig.ReportBuffers, 4).
-// 184 MiB with the default --reports.in-flight of 8.
+// is given: 56 MiB for everything but reports, and 10 MiB (a maximum-size
+// report and its parse) for every report the daemon may hold at once, being
+// read or kept for reuse (alloctrack.DaemonConfig.ReportBuffers, 4).
+// 176 MiB with the default --reports.in-flight of 8.
 func defaultMemoryLimit(inFlight int) int64 {
-	return (64 + 10*int64(inFlight+4)) << 20
+	return (56 + 10*int64(inFlight+4)) << 20
 }
 
 func simWorkload(rate float64) sim.Workload {
