@@ -286,63 +286,39 @@ func Parse(b []byte) (*Report, error) {
 // in GapBytes.
 func (r *Report) decodeEntries(b []byte, nClasses, nMethods, nFiles int) error {
 	pos, end := r.HeaderLen, r.StringsOffset
-	// A payload cannot hold more entries than its bytes allow.
-	r.Allocations = make([]Allocation, 0, min(r.DeclaredCount, (end-pos)/r.EntryHeaderLen))
-	r.frames, r.stride = b, r.FrameLen
-	t := tableSizes{nClasses, nMethods, nFiles}
-	pos, frames, err := r.decodeRun(b, pos, end, r.DeclaredCount, t)
-	if err != nil {
-		return err
-	}
-	if pos < end {
-		gapStart := pos
-		more, moreFrames, err := r.decodeRun(b, pos, end, -1, t)
-		if err != nil || more != end || (len(r.Allocations)-r.DeclaredCount)%65536 != 0 {
-			// Not a wrapped count: a gap.
-			r.Allocations = r.Allocations[:r.DeclaredCount:r.DeclaredCount]
-			r.GapBytes = end - gapStart
-		} else {
-			frames += moreFrames
-		}
-	}
-	r.nFrame = frames
-	return nil
-}
-
-type tableSizes struct{ classes, methods, files int }
-
-// decodeRun appends the entries from pos on to r.Allocations: until
-// r.Allocations holds count entries, or (count < 0) until end or the first
-// entry that is not whole and valid. It returns the offset after the last
-// entry appended and their frames; with count >= 0, an entry that is not
-// whole and valid is an error. Entry headers are read first, then the
-// frames' table indices are checked (see checkFrames); the error reported
-// is the first in payload order either way.
-func (r *Report) decodeRun(b []byte, pos, end, count int, t tableSizes) (next, frames int, err error) {
-	first := len(r.Allocations)
-	next, frames, werr := r.walkRun(b, pos, end, count, t)
-	if ferr := r.checkFrames(b, first, t); ferr != nil {
-		return next, frames, ferr
-	}
-	return next, frames, werr
-}
-
-// walkRun reads entry headers for decodeRun, checking class indices and
-// that frames fit, not the frames' indices.
-func (r *Report) walkRun(b []byte, pos, end, count int, t tableSizes) (next, frames int, err error) {
 	ehl, fl := r.EntryHeaderLen, r.FrameLen
-	nc := uint64(t.classes)
-	allocs := r.Allocations
-	defer func() { r.Allocations = allocs }()
-	for n := len(allocs); count < 0 || n < count; n++ {
-		if pos >= end {
-			if count < 0 {
-				break
+	// A payload cannot hold more entries than its bytes allow.
+	r.Allocations = make([]Allocation, 0, min(r.DeclaredCount, (end-pos)/ehl))
+	r.frames, r.stride = b, fl
+	nc, nm, nf := uint64(nClasses), uint64(nMethods), uint64(nFiles)
+	frames := 0
+	// Where the declared entries end, once read: past it, anything that
+	// is not whole entries up to a wrapped count is a gap.
+	declEnd, declFrames := -1, 0
+	if r.DeclaredCount == 0 {
+		declEnd = pos
+	}
+	gap := func() error {
+		r.Allocations = r.Allocations[:r.DeclaredCount:r.DeclaredCount]
+		r.GapBytes = end - declEnd
+		r.nFrame = declFrames
+		return nil
+	}
+	for n := 0; ; n++ {
+		if pos == end && n >= r.DeclaredCount {
+			if (n-r.DeclaredCount)%65536 != 0 {
+				return gap()
 			}
-			return pos, frames, perr(pos, "entry %d of %d starts at the string tables (offset %d): entries are truncated", n, r.DeclaredCount, end)
+			break
+		}
+		if pos >= end {
+			return perr(pos, "entry %d of %d starts at the string tables (offset %d): entries are truncated", n, r.DeclaredCount, end)
 		}
 		if end-pos < ehl {
-			return pos, frames, perr(pos, "entry %d: %d-byte entry header overruns the string tables at offset %d", n, ehl, end)
+			if declEnd >= 0 {
+				return gap()
+			}
+			return perr(pos, "entry %d: %d-byte entry header overruns the string tables at offset %d", n, ehl, end)
 		}
 		e := b[pos : pos+EntryHeaderLen]
 		a := Allocation{
@@ -352,77 +328,50 @@ func (r *Report) walkRun(b []byte, pos, end, count int, t tableSizes) (next, fra
 			Depth:  e[8],
 		}
 		if uint64(a.Class) >= nc {
-			return pos, frames, perr(pos+6, "entry %d: class index %d out of range (%d class names)", n, a.Class, t.classes)
+			if declEnd >= 0 {
+				return gap()
+			}
+			return perr(pos+6, "entry %d: class index %d out of range (%d class names)", n, a.Class, nClasses)
 		}
 		fpos := pos + ehl
 		a.off = uint32(fpos)
-		flen := int(a.Depth) * fl
-		if flen > end-fpos {
-			return pos, frames, perr(fpos, "entry %d: %d frames of %d bytes overrun the string tables at offset %d", n, a.Depth, fl, end)
+		if int(a.Depth)*fl > end-fpos {
+			if declEnd >= 0 {
+				return gap()
+			}
+			return perr(fpos, "entry %d: %d frames of %d bytes overrun the string tables at offset %d", n, a.Depth, fl, end)
 		}
-		pos = fpos + flen
-		frames += int(a.Depth)
-		allocs = append(allocs, a)
-	}
-	return pos, frames, nil
-}
-
-// parallelFrameBytes is the frame bytes above which checkFrames splits its
-// work between two goroutines: a maximum-size report is memory-bound at
-// about one byte per 0.15 ns on one core.
-const parallelFrameBytes = 1 << 20
-
-// checkFrames checks the table indices of the frames of every allocation
-// from index first on, and returns the first error in payload order.
-func (r *Report) checkFrames(b []byte, first int, t tableSizes) error {
-	all := r.Allocations[first:]
-	if len(all) == 0 {
-		return nil
-	}
-	last := &all[len(all)-1]
-	span := int(last.off) + int(last.Depth)*r.FrameLen - int(all[0].off)
-	if span < parallelFrameBytes {
-		return r.checkFramesOf(b, first, all, t)
-	}
-	h := len(all) / 2
-	var second error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		second = r.checkFramesOf(b, first+h, all[h:], t)
-	}()
-	err := r.checkFramesOf(b, first, all[:h], t)
-	<-done
-	if err != nil {
-		return err
-	}
-	return second
-}
-
-func (r *Report) checkFramesOf(b []byte, first int, allocs []Allocation, t tableSizes) error {
-	fl := r.FrameLen
-	nc, nm, nf := uint64(t.classes), uint64(t.methods), uint64(t.files)
-	for i := range allocs {
-		a := &allocs[i]
-		fpos := int(a.off)
 		fb := b[fpos : fpos+int(a.Depth)*fl]
 		if fl == FrameLen {
 			// The common layout: a tighter loop the compiler checks less.
 			for j := 0; j+8 <= len(fb); j += 8 {
 				v := binary.BigEndian.Uint64(fb[j : j+8])
 				if v>>48 >= nc || (v>>32)&0xffff >= nm || (v>>16)&0xffff >= nf {
-					return frameIndexError(fpos+j, first+i, j/fl, v, t.classes, t.methods, t.files)
+					if declEnd >= 0 {
+						return gap()
+					}
+					return frameIndexError(fpos+j, n, j/fl, v, nClasses, nMethods, nFiles)
 				}
 			}
-			continue
-		}
-		for j := 0; j+FrameLen <= len(fb); j += fl {
-			v := binary.BigEndian.Uint64(fb[j:])
-			if v>>48 >= nc || (v>>32)&0xffff >= nm || (v>>16)&0xffff >= nf {
-				return frameIndexError(fpos+j, first+i, j/fl, v, t.classes, t.methods, t.files)
+		} else {
+			for j := 0; j+FrameLen <= len(fb); j += fl {
+				v := binary.BigEndian.Uint64(fb[j:])
+				if v>>48 >= nc || (v>>32)&0xffff >= nm || (v>>16)&0xffff >= nf {
+					if declEnd >= 0 {
+						return gap()
+					}
+					return frameIndexError(fpos+j, n, j/fl, v, nClasses, nMethods, nFiles)
+				}
 			}
 		}
+		pos = fpos + len(fb)
+		frames += int(a.Depth)
+		r.Allocations = append(r.Allocations, a)
+		if n+1 == r.DeclaredCount {
+			declEnd, declFrames = pos, frames
+		}
 	}
+	r.nFrame = frames
 	return nil
 }
 

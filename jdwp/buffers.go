@@ -67,7 +67,9 @@ func (b *Buffers) get(n int) []byte {
 	}
 	if best < 0 {
 		b.mu.Unlock()
-		return make([]byte, n)
+		// Room to spare, so that the buffer also fits the next packets
+		// of about this size (reports vary from window to window).
+		return make([]byte, n, (n+n/8+MinPooledPacket-1)/MinPooledPacket*MinPooledPacket)
 	}
 	f := b.free[best]
 	b.free[best] = b.free[len(b.free)-1]

@@ -36,8 +36,8 @@ func TestBuffersReuse(t *testing.T) {
 	if b.Len() != 2 {
 		t.Fatalf("%d free buffers, want 2 (the bound)", b.Len())
 	}
-	if got := b.get(4 * MinPooledPacket); cap(got) != 4*MinPooledPacket {
-		t.Fatalf("cap %d: a free buffer too small was used", cap(got))
+	if got := b.get(4 * MinPooledPacket); cap(got) < 4*MinPooledPacket+MinPooledPacket/2 {
+		t.Fatalf("cap %d: a free buffer too small was used, or a new one without room to spare", cap(got))
 	}
 	if got := b.get(MinPooledPacket); cap(got) != 2*MinPooledPacket {
 		t.Fatalf("cap %d, want the smallest large enough (%d); the smallest of three should have been dropped", cap(got), 2*MinPooledPacket)
