@@ -16,7 +16,7 @@ LDFLAGS    := -X $(VCS_PKG).Version=$(VERSION) -X $(VCS_PKG).Revision=$(REVISION
               -X $(VCS_PKG).Branch=$(BRANCH) -X $(VCS_PKG).BuildDate=$(BUILD_DATE) \
               -X $(VCS_PKG).BuildUser=$(BUILD_USER)
 
-.PHONY: all build test vet unit fuzz bench-parse clean
+.PHONY: all build test vet unit fuzz bench bench-parse clean
 
 all: build
 
@@ -40,6 +40,15 @@ fuzz:
 	$(GO) test ./ddms       -run '^$$' -fuzz '^FuzzDecodePayloads$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./alloctrack -run '^$$' -fuzz '^FuzzParse$$'          -fuzztime $(FUZZTIME)
 	$(GO) test ./perfetto   -run '^$$' -fuzz '^FuzzDecodeTrace$$'    -fuzztime $(FUZZTIME)
+
+# The benchmarks that hold the speed and memory targets: Parse on the three
+# report shapes, Counters.Add on a worst-case maximum report, and /metrics
+# for the 16 x 4 farm. BENCHCOUNT runs each that many times (compare runs
+# with benchstat).
+BENCHCOUNT ?= 5
+bench:
+	$(GO) test ./alloctrack -run '^$$' -bench '^Benchmark(Parse(Max|MaxLargeTables|Real)|CountersAdd)$$' -benchmem -count $(BENCHCOUNT)
+	$(GO) test ./exporter   -run '^$$' -bench '^BenchmarkMetricsRender$$' -benchmem -count $(BENCHCOUNT)
 
 # Parse speed against Google's ddmlib (needs a JDK and libandroid-ddms-java).
 bench-parse:

@@ -1,10 +1,15 @@
 package alloctrack
 
 import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
 	"encoding/hex"
+	"math/bits"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -18,7 +23,7 @@ const Other = "other"
 // AggregateConfig bounds the series one app gets.
 type AggregateConfig struct {
 	TopClasses int           // classes with a series of their own
-	TopSites   int           // sites with a series of their own
+	TopSites   int           // sites with a series of their own (default 100)
 	Expiry     time.Duration // an admitted series idle this long is dropped (0: never)
 	// Candidates bounds the bookkeeping of classes and sites waiting for a
 	// series; 0 means 4 × the top size.
@@ -32,7 +37,7 @@ func (c *AggregateConfig) fill() {
 		c.TopClasses = 100
 	}
 	if c.TopSites <= 0 {
-		c.TopSites = 200
+		c.TopSites = 100
 	}
 	if c.StackLabelMax <= 0 {
 		c.StackLabelMax = 1024
@@ -58,6 +63,10 @@ type (
 	// AppCounts is a consistent copy of one app's counters. Sites share
 	// their SiteInfo (frames included) with the counters: do not modify.
 	AppCounts struct {
+		// Gen identifies the state of the counters: it changes whenever
+		// Add runs and is never the same for two states of any two
+		// Counters of the process (0: never added to).
+		Gen        uint64
 		Total      Count
 		Classes    []ClassCount // admitted, by name
 		ClassOther Count
@@ -84,6 +93,7 @@ type Counters struct {
 	cfg AggregateConfig
 
 	mu         sync.Mutex
+	gen        uint64
 	total      Count
 	classes    map[string]*series
 	classOther Count
@@ -162,14 +172,37 @@ func mix(h, v uint64) uint64 {
 	return h ^ h>>29
 }
 
+// frameHash combines the name hashes of one frame; each frame then costs
+// one step of the site's hash chain.
+func frameHash(class, method, file uint64, line int16) uint64 {
+	return class ^ bits.RotateLeft64(method, 21) ^ bits.RotateLeft64(file, 42) ^ (uint64(uint16(line))+1)*0x9e3779b97f4a7c15
+}
+
 func (sh *siteHasher) site(a *Allocation, st Stack) uint64 {
 	h := mix(0x616c6c6f63, sh.classes[a.Class])
+	if st.stride == FrameLen {
+		// The common layout, straight from the frame bytes.
+		b := st.b
+		for j := 0; j+8 <= len(b); j += 8 {
+			v := binary.BigEndian.Uint64(b[j : j+8])
+			h = mix(h, frameHash(sh.classes[v>>48], sh.methods[v>>32&0xffff], sh.files[v>>16&0xffff], int16(v)))
+		}
+		return h
+	}
 	for j := range st.Len() {
 		f := st.At(j)
-		h = mix(h, sh.classes[f.Class])
-		h = mix(h, sh.methods[f.Method]^0x5bd1e995)
-		h = mix(h, sh.files[f.File]^0x27d4eb2f)
-		h = mix(h, uint64(uint16(f.Line))|0x10000)
+		h = mix(h, frameHash(sh.classes[f.Class], sh.methods[f.Method], sh.files[f.File], f.Line))
+	}
+	return h
+}
+
+// SiteHashNames returns the site hash of an allocation of class at frames
+// (top first), all names dotted as in Report.Classes, Methods and Files:
+// the hash Counters gives the same site in any report.
+func SiteHashNames(class string, frames []FrameName) uint64 {
+	h := mix(0x616c6c6f63, xxhash.Sum64String(class))
+	for _, f := range frames {
+		h = mix(h, frameHash(xxhash.Sum64String(f.Class), xxhash.Sum64String(f.Method), xxhash.Sum64String(f.File), f.Line))
 	}
 	return h
 }
@@ -225,80 +258,233 @@ func (c *Counters) siteInfo(r *Report, a *Allocation, h uint64) SiteInfo {
 	return info
 }
 
-type local struct {
-	Count
-	rep int32 // index of one allocation with this key
+// countersGen numbers the states of every Counters of the process.
+var countersGen atomic.Uint64
+
+// siteAgg is one distinct site of a report being counted.
+type siteAgg struct {
+	h   uint64
+	n   Count
+	rep int32 // index of one allocation of the site
 }
 
-// Add counts every allocation of r at time now.
+// rawSeq is one distinct byte sequence of class and frame indices.
+type rawSeq struct {
+	h     uint64
+	class uint16
+	site  int32 // index into addScratch.sites
+	rep   int32 // an allocation with these bytes
+}
+
+// addScratch is the working memory of one Add, reused across reports (and
+// apps) through scratchPool rather than allocated per window.
+type addScratch struct {
+	sites   []siteAgg
+	table   []int32 // open addressing over sites: index + 1, 0 for empty
+	raws    []rawSeq
+	raw     []int32 // open addressing over raws
+	classes []Count // by class index
+	hashes  [3][]uint64
+	heap    []int32
+	sel     []int32
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(addScratch) }}
+
+// grow returns s with length n, reusing its array when large enough.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}
+
+// hashTables fills the scratch's name hashes of r's tables.
+func (sc *addScratch) hashTables(r *Report) *siteHasher {
+	for i, t := range [3][]string{r.Classes, r.Methods, r.Files} {
+		h := grow(sc.hashes[i], len(t))
+		for j, s := range t {
+			h[j] = xxhash.Sum64String(s)
+		}
+		sc.hashes[i] = h
+	}
+	return &siteHasher{classes: sc.hashes[0], methods: sc.hashes[1], files: sc.hashes[2]}
+}
+
+// aggregate sums r's allocations per class and per distinct site.
+func (sc *addScratch) aggregate(r *Report) (total Count) {
+	sh := sc.hashTables(r)
+	sc.classes = grow(sc.classes, len(r.Classes))
+	n := len(r.Allocations)
+	size := 16
+	for size < 2*n {
+		size <<= 1
+	}
+	sc.table = grow(sc.table, size)
+	sc.raw = grow(sc.raw, size)
+	mask := uint64(size - 1)
+	sc.sites = sc.sites[:0]
+	sc.raws = sc.raws[:0]
+	// Allocations of one site usually repeat the same bytes (class and
+	// frame indices): those are matched by their bytes first, and the
+	// site's hash by names is computed once per distinct byte sequence.
+	// When nearly every entry is a new sequence, that costs more than it
+	// saves, and is stopped.
+	useRaw := true
+	for i := range r.Allocations {
+		a := &r.Allocations[i]
+		total.add(a.Size)
+		sc.classes[a.Class].add(a.Size)
+		st := r.Stack(a)
+		var rh uint64
+		if useRaw {
+			if i == 4096 && len(sc.raws) > 3*4096/4 {
+				useRaw = false
+			} else {
+				rh = xxhash.Sum64(st.b) ^ uint64(a.Class)*0x9e3779b97f4a7c15
+				found := false
+				for j := rh & mask; ; j = (j + 1) & mask {
+					k := sc.raw[j]
+					if k == 0 {
+						break
+					}
+					if e := &sc.raws[k-1]; e.h == rh && e.class == a.Class && bytes.Equal(r.Stack(&r.Allocations[e.rep]).b, st.b) {
+						sc.sites[e.site].n.add(a.Size)
+						found = true
+						break
+					}
+				}
+				if found {
+					continue
+				}
+			}
+		}
+		h := sh.site(a, st)
+		site := int32(-1)
+		for j := h & mask; ; j = (j + 1) & mask {
+			k := sc.table[j]
+			if k == 0 {
+				sc.sites = append(sc.sites, siteAgg{h: h, rep: int32(i)})
+				site = int32(len(sc.sites) - 1)
+				sc.sites[site].n.add(a.Size)
+				sc.table[j] = site + 1
+				break
+			}
+			if s := &sc.sites[k-1]; s.h == h {
+				s.n.add(a.Size)
+				site = k - 1
+				break
+			}
+		}
+		if useRaw {
+			sc.raws = append(sc.raws, rawSeq{h: rh, class: a.Class, site: site, rep: int32(i)})
+			for j := rh & mask; ; j = (j + 1) & mask {
+				if sc.raw[j] == 0 {
+					sc.raw[j] = int32(len(sc.raws))
+					break
+				}
+			}
+		}
+	}
+	return total
+}
+
+// heavier orders sites heaviest first, then by hash.
+func heavier(a, b *siteAgg) int {
+	if d := cmpCount(a.n, b.n); d != 0 {
+		return d
+	}
+	return cmp.Compare(a.h, b.h)
+}
+
+// selectHeaviest returns the indices (into sc.sites) of the m heaviest
+// sites among idx, heaviest first.
+func (sc *addScratch) selectHeaviest(idx []int32, m int) []int32 {
+	hp := sc.heap[:0]
+	// A min-heap of the m heaviest so far: the lightest at the root.
+	lighter := func(i, j int) bool { return heavier(&sc.sites[hp[i]], &sc.sites[hp[j]]) > 0 }
+	down := func(i int) {
+		for {
+			l := 2*i + 1
+			if l >= len(hp) {
+				return
+			}
+			c := l
+			if r := l + 1; r < len(hp) && lighter(r, l) {
+				c = r
+			}
+			if !lighter(c, i) {
+				return
+			}
+			hp[i], hp[c] = hp[c], hp[i]
+			i = c
+		}
+	}
+	for _, k := range idx {
+		if len(hp) < m {
+			hp = append(hp, k)
+			for i := len(hp) - 1; i > 0; {
+				p := (i - 1) / 2
+				if !lighter(i, p) {
+					break
+				}
+				hp[i], hp[p] = hp[p], hp[i]
+				i = p
+			}
+			continue
+		}
+		if m == 0 || heavier(&sc.sites[k], &sc.sites[hp[0]]) >= 0 {
+			continue
+		}
+		hp[0] = k
+		down(0)
+	}
+	slices.SortFunc(hp, func(a, b int32) int { return heavier(&sc.sites[a], &sc.sites[b]) })
+	sc.heap = hp
+	return hp
+}
+
+// Add counts every allocation of r at time now. It keeps nothing of r:
+// admitted sites get their labels built from r's tables (new strings).
 func (c *Counters) Add(r *Report, now time.Time) {
 	if len(r.Allocations) == 0 {
 		c.mu.Lock()
+		c.gen = countersGen.Add(1)
 		c.expireLocked(now)
 		c.mu.Unlock()
 		return
 	}
 	// Aggregate the report on its own first: admission then works per
 	// distinct class and site, not per allocation.
-	sh := newSiteHasher(r)
-	byClass := make(map[uint16]*Count, 64)
-	bySite := make(map[uint64]local, min(len(r.Allocations), 1024))
-	var total Count
-	for i := range r.Allocations {
-		a := &r.Allocations[i]
-		total.add(a.Size)
-		cc := byClass[a.Class]
-		if cc == nil {
-			cc = &Count{}
-			byClass[a.Class] = cc
-		}
-		cc.add(a.Size)
-		h := sh.site(a, r.Stack(a))
-		l, ok := bySite[h]
-		if !ok {
-			l.rep = int32(i)
-		}
-		l.add(a.Size)
-		bySite[h] = l
-	}
+	sc := scratchPool.Get().(*addScratch)
+	defer scratchPool.Put(sc)
+	total := sc.aggregate(r)
 
-	// Admit by weight: the report's heaviest classes and sites take the
-	// free series first.
-	classIdx := make([]uint16, 0, len(byClass))
-	for idx := range byClass {
-		classIdx = append(classIdx, idx)
+	// Classes by weight: the report's heaviest take the free series first.
+	classIdx := make([]uint16, 0, 64)
+	for idx := range sc.classes {
+		if sc.classes[idx].Allocations > 0 {
+			classIdx = append(classIdx, uint16(idx))
+		}
 	}
 	slices.SortFunc(classIdx, func(a, b uint16) int {
-		if d := cmpCount(*byClass[a], *byClass[b]); d != 0 {
+		if d := cmpCount(sc.classes[a], sc.classes[b]); d != 0 {
 			return d
 		}
 		return strings.Compare(r.Classes[a], r.Classes[b])
 	})
-	siteHashes := make([]uint64, 0, len(bySite))
-	for h := range bySite {
-		siteHashes = append(siteHashes, h)
-	}
-	slices.SortFunc(siteHashes, func(a, b uint64) int {
-		if d := cmpCount(bySite[a].Count, bySite[b].Count); d != 0 {
-			return d
-		}
-		switch {
-		case a < b:
-			return -1
-		case a > b:
-			return 1
-		}
-		return 0
-	})
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.gen = countersGen.Add(1)
 	c.expireLocked(now)
 	c.total.Allocations += total.Allocations
 	c.total.Bytes += total.Bytes
 	for _, idx := range classIdx {
-		n := byClass[idx]
-		s := admit(c.classes, c.cfg.TopClasses, &c.classCands, &c.classOther, r.Classes[idx], *n)
+		n := sc.classes[idx]
+		s := admit(c.classes, c.cfg.TopClasses, &c.classCands, &c.classOther, r.Classes[idx], n)
 		if s == nil {
 			continue
 		}
@@ -306,21 +492,74 @@ func (c *Counters) Add(r *Report, now time.Time) {
 		s.Bytes += n.Bytes
 		s.last = now
 	}
-	for _, h := range siteHashes {
-		n := bySite[h]
-		s := admit(c.sites, c.cfg.TopSites, &c.siteCands, &c.siteOther, h, n.Count)
-		if s == nil {
+
+	// Sites: those with a series count into it. Of the others, the
+	// heaviest take the free series, the next heaviest are offered as
+	// candidates (at most as many as the candidates kept), and every one
+	// counts into other; one that is a candidate already gains weight.
+	free := max(c.cfg.TopSites-len(c.sites), 0)
+	un := sc.sel[:0]
+	for i := range sc.sites {
+		sa := &sc.sites[i]
+		if s := c.sites[sa.h]; s != nil {
+			c.addSite(s, r, sa, now)
 			continue
 		}
-		if s.info.ID == "" {
-			// Labels are built once, when a series first counts: only
-			// admitted sites pay for formatting their frames.
-			s.info = c.siteInfo(r, &r.Allocations[n.rep], h)
+		if free == 0 {
+			// No series to win this time: a known candidate gains weight.
+			if w, ok := c.siteCands.w[sa.h]; ok {
+				c.siteCands.w[sa.h] = w + sa.n.Allocations
+				c.siteOther.Allocations += sa.n.Allocations
+				c.siteOther.Bytes += sa.n.Bytes
+				continue
+			}
 		}
-		s.Allocations += n.Allocations
-		s.Bytes += n.Bytes
-		s.last = now
+		un = append(un, int32(i))
 	}
+	sc.sel = un
+	sel := sc.selectHeaviest(un, free+c.siteCands.max)
+	for j, k := range sel {
+		sa := &sc.sites[k]
+		sa.rep = -1 - sa.rep // done here (the representative stays recoverable)
+		if j < free {
+			s := &siteSeries{}
+			c.sites[sa.h] = s
+			c.siteCands.remove(sa.h)
+			rep := *sa
+			rep.rep = -1 - sa.rep
+			c.addSite(s, r, &rep, now)
+			continue
+		}
+		c.siteOther.Allocations += sa.n.Allocations
+		c.siteOther.Bytes += sa.n.Bytes
+		c.siteCands.offer(sa.h, sa.n.Allocations)
+	}
+	for _, k := range un {
+		sa := &sc.sites[k]
+		if sa.rep < 0 {
+			continue // admitted or offered above
+		}
+		c.siteOther.Allocations += sa.n.Allocations
+		c.siteOther.Bytes += sa.n.Bytes
+		if free > 0 {
+			if w, ok := c.siteCands.w[sa.h]; ok {
+				c.siteCands.w[sa.h] = w + sa.n.Allocations
+			}
+		}
+	}
+}
+
+// addSite counts a report's site into its series, building its labels
+// when the series first counts.
+func (c *Counters) addSite(s *siteSeries, r *Report, sa *siteAgg, now time.Time) {
+	if s.info.ID == "" {
+		// Labels are built once, when a series first counts: only
+		// admitted sites pay for formatting their frames.
+		s.info = c.siteInfo(r, &r.Allocations[sa.rep], sa.h)
+	}
+	s.Allocations += sa.n.Allocations
+	s.Bytes += sa.n.Bytes
+	s.last = now
 }
 
 // admit returns k's series, creating it while fewer than top exist;
@@ -381,7 +620,7 @@ func (c *Counters) expireLocked(now time.Time) {
 func (c *Counters) Snapshot() AppCounts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := AppCounts{Total: c.total, ClassOther: c.classOther, SiteOther: c.siteOther}
+	out := AppCounts{Gen: c.gen, Total: c.total, ClassOther: c.classOther, SiteOther: c.siteOther}
 	out.Classes = make([]ClassCount, 0, len(c.classes))
 	for k, s := range c.classes {
 		out.Classes = append(out.Classes, ClassCount{Class: k, Count: s.Count})

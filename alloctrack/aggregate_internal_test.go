@@ -133,3 +133,34 @@ func TestCountersAddAllocationBudget(t *testing.T) {
 			"forgotten again when the set halves; build infos only for the candidates left at the end of Add", perEntry, allocs)
 	}
 }
+
+// BenchmarkCountersAddTypical counts a maximum-size report whose 65,535
+// allocations come from 200 sites, as an app's report usually does.
+func BenchmarkCountersAddTypical(b *testing.B) {
+	full, err := Parse(maxReport(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	bld := NewBuilder()
+	for i := range MaxEntries {
+		a := &full.Allocations[(i*7919)%200]
+		var frames []FrameName
+		for _, f := range full.Stack(a).All() {
+			frames = append(frames, FrameName{Class: full.RawClasses[f.Class], Method: full.RawMethods[f.Method], File: full.RawFiles[f.File], Line: f.Line})
+		}
+		bld.Add(a.Size, a.Thread, full.RawClasses[a.Class], frames)
+	}
+	r, err := bld.Report()
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := NewCounters(AggregateConfig{})
+	now := time.Unix(1_000_000, 0)
+	c.Add(r, now)
+	b.ReportAllocs()
+	for b.Loop() {
+		now = now.Add(10 * time.Second)
+		c.Add(r, now)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(r.Allocations)), "ns/allocation")
+}

@@ -540,3 +540,68 @@ func TestCountersConcurrent(t *testing.T) {
 	wg.Wait()
 	checkSums(t, c.Snapshot(), want)
 }
+
+// SiteHashNames, from names alone, gives every site of a report the hash
+// the counters give it (the id its series is labelled with).
+func TestSiteHashNamesMatchesReport(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var allocs []al
+	for i := range 50 {
+		var frames []alloctrack.FrameName
+		for j := range rng.IntN(6) {
+			line := int16(rng.IntN(900))
+			if j == 0 && i%7 == 0 {
+				line = -2
+			}
+			frames = append(frames, fr(fmt.Sprintf("Lcom/例/C%d;", rng.IntN(9)), fmt.Sprintf("m%d", rng.IntN(5)), fmt.Sprintf("C%d.java", rng.IntN(3)), line))
+		}
+		allocs = append(allocs, al{class: fmt.Sprintf("Lcom/x/K%d;", i%4), size: 8, n: 1, frames: frames})
+	}
+	r := build(t, allocs...)
+	for i := range r.Allocations {
+		a := &r.Allocations[i]
+		var names []alloctrack.FrameName
+		for _, f := range r.Stack(a).All() {
+			names = append(names, alloctrack.FrameName{Class: r.Classes[f.Class], Method: r.Methods[f.Method], File: r.Files[f.File], Line: f.Line})
+		}
+		if got, want := alloctrack.SiteHashNames(r.ClassName(a), names), r.SiteHash(i); got != want {
+			t.Fatalf("allocation %d: SiteHashNames %x, Report.SiteHash %x", i, got, want)
+		}
+	}
+}
+
+// The daemon reads the next report into the same buffer: nothing counted
+// may refer to a payload once Add has returned, and the names of a parsed
+// report are its own.
+func TestCountersKeepNothingOfThePayload(t *testing.T) {
+	r0 := build(t,
+		al{"Lcom/例/Big;", 64, 3, []alloctrack.FrameName{fr("Lcom/例/App;", "run", "App.java", 12), fr("Ljava/lang/Thread;", "run", "Thread.java", 764)}},
+		al{"[B", 16, 5, []alloctrack.FrameName{fr("Lcom/x/Y;", "make", "Y.java", 3)}},
+	)
+	payload, err := alloctrack.Encode(r0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := alloctrack.Parse(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	classes := append([]string(nil), r.Classes...)
+	c := alloctrack.NewCounters(alloctrack.AggregateConfig{})
+	c.Add(r, time.Unix(10, 0))
+	before := fmt.Sprintf("%+v", c.Snapshot())
+	for i := range payload {
+		payload[i] = 0xEE
+	}
+	if after := fmt.Sprintf("%+v", c.Snapshot()); after != before {
+		t.Fatalf("counters changed when the payload was overwritten:\n%s\n%s", before, after)
+	}
+	for i, s := range r.Classes {
+		if s != classes[i] {
+			t.Fatalf("class name %d changed with the payload: %q, was %q", i, s, classes[i])
+		}
+	}
+	if !strings.Contains(before, "com.例.App.run(App.java:12)") {
+		t.Fatalf("snapshot lacks the app frame: %s", before)
+	}
+}

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/alloctrack/alloctrack/jdwp"
 )
 
 // DeviceState is one line of an adb server's device list.
@@ -83,16 +85,31 @@ type DaemonConfig struct {
 	Serials, Packages Filter
 	Session           SessionConfig
 	Aggregate         AggregateConfig
-	ReportsPerDevice  int           // concurrent REAL transfers per device (default 2)
-	BackoffMin        time.Duration // first retry delay (default 1 s)
-	BackoffMax        time.Duration // retry delay cap (default 1 min)
-	Reprobe           time.Duration // re-probe of an unsupported app (default 30 min)
-	LogEvery          time.Duration // identical errors are logged at most this often (default 1 min)
+	ReportsPerDevice  int // concurrent REAL transfers per device (default 2)
+	// ReportsInFlight bounds the reports being read at once across all
+	// devices (default 8): each holds a whole report in memory, up to
+	// about 9 MB, so this bounds the memory reports take. A VM building
+	// its report takes no turn.
+	ReportsInFlight int
+	// ReportBuffers is how many free report buffers are kept for the
+	// next windows of any app (default 4): reports are read into reused
+	// buffers rather than new ones each window.
+	ReportBuffers int
+	BackoffMin    time.Duration // first retry delay (default 1 s)
+	BackoffMax    time.Duration // retry delay cap (default 1 min)
+	Reprobe       time.Duration // re-probe of an unsupported app (default 30 min)
+	LogEvery      time.Duration // identical errors are logged at most this often (default 1 min)
 }
 
 func (c *DaemonConfig) fill() {
 	if c.ReportsPerDevice <= 0 {
 		c.ReportsPerDevice = 2
+	}
+	if c.ReportBuffers <= 0 {
+		c.ReportBuffers = 4
+	}
+	if c.ReportsInFlight <= 0 {
+		c.ReportsInFlight = 8
 	}
 	if c.BackoffMin <= 0 {
 		c.BackoffMin = time.Second
@@ -143,6 +160,7 @@ type Daemon struct {
 	sources []Source
 	log     *zap.Logger
 	logs    *rateLog
+	buffers *jdwp.Buffers
 
 	mu      sync.Mutex
 	servers map[string]*serverEntry
@@ -161,6 +179,7 @@ func NewDaemon(cfg DaemonConfig, sources []Source, log *zap.Logger) *Daemon {
 	return &Daemon{
 		cfg: cfg, sources: sources, log: log,
 		logs:    newRateLog(cfg.LogEvery),
+		buffers: jdwp.NewBuffers(cfg.ReportBuffers, cfg.ReportsInFlight),
 		servers: map[string]*serverEntry{},
 		devices: map[string]*deviceEntry{},
 		apps:    map[appKey]*appEntry{},
@@ -443,9 +462,10 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, pid
 				stats = st
 				return c, st
 			},
-			Config: d.cfg.Session,
-			Slots:  slots,
-			Log:    log,
+			Config:  d.cfg.Session,
+			Slots:   slots,
+			Buffers: d.buffers,
+			Log:     log,
 		}
 		began := time.Now()
 		err := s.Run(ctx)

@@ -279,6 +279,25 @@ func TestMatchesDdmlib(t *testing.T) {
 			return p
 		}},
 		{"wide-real", func(t *testing.T) []byte { return widen(t, readReal(t), 40, 20, 12) }},
+		// Padded lengths and bytes between the last entry and
+		// strings_offset: ddmlib reads entry_count entries, then jumps.
+		{"gap-padded-real", func(t *testing.T) []byte {
+			p := withGap(widen(t, readReal(t), 20, 16, 12), 37, 0xEE)
+			if r, err := Parse(p); err != nil || r.GapBytes != 37 {
+				t.Fatalf("Parse: %v (%+v)", err, r)
+			}
+			return p
+		}},
+		{"gap-padded-edge", func(t *testing.T) []byte { return withGap(widen(t, edge, 17, 16, 10), 5, 0) }},
+		// A whole entry left out of entry_count is a gap too.
+		{"gap-undeclared-entry", func(t *testing.T) []byte {
+			p := append([]byte(nil), edge...)
+			binary.BigEndian.PutUint16(p[3:], binary.BigEndian.Uint16(p[3:])-1)
+			if r, err := Parse(p); err != nil || r.GapBytes == 0 {
+				t.Fatalf("Parse: %v (%+v)", err, r)
+			}
+			return p
+		}},
 		{"trailing-bytes", func(t *testing.T) []byte {
 			p := append(append([]byte(nil), edge...), 0, 0, 0, 2, 0xDE, 0xAD, 0xBE, 0xEF, 1)
 			if r, err := Parse(p); err != nil || r.TrailingBytes != 9 {
@@ -291,6 +310,12 @@ func TestMatchesDdmlib(t *testing.T) {
 				t.Skip("the maximum-size report's dump is about 100 MB; skipped in -short mode")
 			}
 			return maxReport(t)
+		}},
+		{"max-large-tables", func(t *testing.T) []byte {
+			if testing.Short() {
+				t.Skip("the maximum-size report's dump is about 100 MB; skipped in -short mode")
+			}
+			return maxReportLargeTables(t)
 		}},
 	}
 	for _, c := range cases {
@@ -320,6 +345,17 @@ func TestDdmlibHarnessDetectsDifferences(t *testing.T) {
 
 func BenchmarkParseMax(b *testing.B) {
 	p := maxReport(b)
+	b.SetBytes(int64(len(p)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkParseMaxLargeTables(b *testing.B) {
+	p := maxReportLargeTables(b)
 	b.SetBytes(int64(len(p)))
 	b.ReportAllocs()
 	for b.Loop() {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"unicode/utf8"
 )
 
 // The largest report ART 7+ sends: MaxEntries allocations of 16 frames
@@ -107,6 +108,68 @@ func buildMaxReport() ([]byte, error) {
 	return Encode(r)
 }
 
+var maxReportLargeOnce struct {
+	sync.Once
+	b   []byte
+	err error
+}
+
+// maxReportLargeTables returns a maximum-size REAL payload with large
+// string tables: 2,000 classes, 5,000 methods and 1,000 file names, mixed
+// ASCII and non-ASCII (Latin, CJK, Cyrillic, and characters outside the
+// BMP, sent as surrogate pairs). Built once; callers must not modify it.
+func maxReportLargeTables(tb testing.TB) []byte {
+	tb.Helper()
+	maxReportLargeOnce.Do(func() {
+		maxReportLargeOnce.b, maxReportLargeOnce.err = buildMaxReportLargeTables()
+	})
+	if maxReportLargeOnce.err != nil {
+		tb.Fatalf("building the large-table maximum-size report: %v", maxReportLargeOnce.err)
+	}
+	return maxReportLargeOnce.b
+}
+
+func buildMaxReportLargeTables() ([]byte, error) {
+	rng := rand.New(rand.NewPCG(0x6c61726765, 0x7461626c6573))
+	words := []string{"Widget", "Ünïcödé", "数据源", "Загрузчик", "Résumé", "Handler", "𝔘𝔫𝔦", "Service", "ビュー", "Adapter", "Ñandú", "Repository"}
+	pkgs := []string{"android/view", "java/util", "com/example/app/ui", "com/例子/应用", "ru/пример/сеть", "kotlinx/coroutines", "androidx/compose/runtime", "com/exämple/dätä"}
+	word := func() string { return words[rng.IntN(len(words))] }
+	files := make([]string, 1000)
+	for i := range files {
+		files[i] = fmt.Sprintf("%s%s%d.java", word(), word(), i)
+	}
+	classes := make([]string, 2000)
+	for i := range classes {
+		classes[i] = fmt.Sprintf("L%s/%s%s$%s%d;", pkgs[i%len(pkgs)], word(), word(), word(), i)
+	}
+	methods := make([]string, 5000)
+	for i := range methods {
+		methods[i] = fmt.Sprintf("%s%s%d", []string{"on", "get", "load", "рисовать", "処理", "set"}[i%6], word(), i)
+	}
+	bld := NewBuilder()
+	// Every name once first, so that the tables are as large as stated
+	// (the frames below then draw from them at random).
+	for i := 0; i < 5000; i++ {
+		bld.Add(16, 1, classes[i%len(classes)], []FrameName{{Class: classes[(i*7)%len(classes)], Method: methods[i], File: files[i%len(files)], Line: int16(i % 4000)}})
+	}
+	frames := make([]FrameName, maxReportDepth)
+	for i := 5000; i < MaxEntries; i++ {
+		for j := range frames {
+			c := rng.IntN(len(classes))
+			frames[j] = FrameName{Class: classes[c], Method: methods[rng.IntN(len(methods))], File: files[c%len(files)], Line: int16(1 + rng.IntN(4000))}
+			if rng.IntN(10) == 0 {
+				frames[j].Line = -2
+			}
+		}
+		bld.Add(uint32(16+8*rng.IntN(64)), uint16(3000+rng.IntN(40)), classes[rng.IntN(len(classes))], frames)
+	}
+	r, err := bld.Report()
+	if err != nil {
+		return nil, err
+	}
+	return Encode(r)
+}
+
 func TestMaxReport(t *testing.T) {
 	b := maxReport(t)
 	r, err := Parse(b)
@@ -122,17 +185,47 @@ func TestMaxReport(t *testing.T) {
 	t.Logf("%d bytes; %d classes, %d methods, %d files", len(b), len(r.Classes), len(r.Methods), len(r.Files))
 }
 
-// TestWriteMaxReport is a tool, not a check: with
-// ALLOCTRACK_WRITE_MAX_REPORT=PATH it writes maxReport to PATH (for
-// scripts/bench-parse).
-func TestWriteMaxReport(t *testing.T) {
-	path := os.Getenv("ALLOCTRACK_WRITE_MAX_REPORT")
-	if path == "" {
-		t.Skip("set ALLOCTRACK_WRITE_MAX_REPORT=PATH to write the maximum-size report to PATH")
-	}
-	b := maxReport(t)
-	if err := os.WriteFile(path, b, 0o644); err != nil {
+func TestMaxReportLargeTables(t *testing.T) {
+	b := maxReportLargeTables(t)
+	r, err := Parse(b)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("wrote %d bytes to %s", len(b), path)
+	if len(r.Allocations) != MaxEntries || len(r.Classes) != 2000 || len(r.Methods) != 5000 || len(r.Files) != 1000 {
+		t.Fatalf("%d allocations; tables %d/%d/%d, want %d and 2000/5000/1000", len(r.Allocations), len(r.Classes), len(r.Methods), len(r.Files), MaxEntries)
+	}
+	ascii := 0
+	for _, s := range r.RawMethods {
+		if utf8.RuneCountInString(s) == len(s) {
+			ascii++
+		}
+	}
+	if ascii < 500 || ascii > 4500 {
+		t.Fatalf("%d of 5000 method names are ASCII; want a mix", ascii)
+	}
+	t.Logf("%d bytes; %d ASCII method names of 5000", len(b), ascii)
+}
+
+// TestWriteMaxReport is a tool, not a check: with
+// ALLOCTRACK_WRITE_MAX_REPORT=PATH it writes maxReport to PATH, and with
+// ALLOCTRACK_WRITE_MAX_REPORT_LARGE=PATH maxReportLargeTables (for
+// scripts/bench-parse).
+func TestWriteMaxReport(t *testing.T) {
+	path, large := os.Getenv("ALLOCTRACK_WRITE_MAX_REPORT"), os.Getenv("ALLOCTRACK_WRITE_MAX_REPORT_LARGE")
+	if path == "" && large == "" {
+		t.Skip("set ALLOCTRACK_WRITE_MAX_REPORT=PATH (or ALLOCTRACK_WRITE_MAX_REPORT_LARGE=PATH) to write the maximum-size report to PATH")
+	}
+	for _, w := range []struct {
+		path string
+		b    func(testing.TB) []byte
+	}{{path, maxReport}, {large, maxReportLargeTables}} {
+		if w.path == "" {
+			continue
+		}
+		b := w.b(t)
+		if err := os.WriteFile(w.path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %d bytes to %s", len(b), w.path)
+	}
 }

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"iter"
 	"strings"
-
-	"github.com/alloctrack/alloctrack/ddms"
+	"unicode/utf16"
+	"unicode/utf8"
+	"unsafe"
 )
 
 // Lengths of the parts of a report as current VMs write them. Larger values
@@ -60,6 +61,10 @@ type Report struct {
 	// TrailingBytes counts bytes after the file-name table, which this
 	// parser (like ddmlib 25) ignores.
 	TrailingBytes int
+	// GapBytes counts bytes between the last entry and strings_offset
+	// that are not entries (see Parse), which this parser (like ddmlib 25)
+	// skips.
+	GapBytes int
 
 	nums   []int32 // ddmlib numbers when the report is a filtered subset
 	frames []byte  // frame bytes in wire layout: the payload, or built ones
@@ -209,8 +214,15 @@ func perr(off int, format string, args ...any) error {
 //	entries, from offset header_len, entry_count times
 //	  u32 size, u16 thread, u16 class, u8 depth, (extra bytes)
 //	  depth x: u16 class, u16 method, u16 file, s16 line, (extra bytes)
+//	(a gap, or, when entry_count wrapped, more entries)
 //	string tables at strings_offset: classes, methods, files;
 //	  each string: u32 UTF-16 units + UTF-16BE units
+//
+// The first entry_count entries must be whole and end at or before
+// strings_offset. Bytes after them and before strings_offset are more
+// entries only when they are exactly a multiple of 65,536 whole entries
+// ending at strings_offset (Dalvik 4.4's wrapped u16 count); otherwise they
+// are a gap, skipped as ddmlib 25.2.2 skips it and counted in GapBytes.
 func Parse(b []byte) (*Report, error) {
 	if len(b) < HeaderLen {
 		return nil, perr(0, "header: payload of %d bytes is shorter than the %d-byte header", len(b), HeaderLen)
@@ -260,10 +272,18 @@ func Parse(b []byte) (*Report, error) {
 }
 
 // decodeEntries reads the entries between the header and the string
-// tables, checking every table index. Frames stay in b. The entries must
-// end exactly where the string tables start. When entry_count is too small
-// for them by a multiple of 65,536, the u16 count wrapped (Dalvik 4.4 sends
-// 65,536 entries with entry_count 0) and the number found is used.
+// tables, checking every table index. Frames stay in b.
+//
+// The rule that separates a gap from a wrapped count: the first
+// entry_count entries must be whole and end at or before strings_offset
+// (else the report is refused). Bytes left between them and strings_offset
+// are read as further entries. If they are exactly k x 65,536 whole entries
+// (k >= 1) ending exactly at strings_offset, the u16 entry_count wrapped
+// (Dalvik 4.4 sends a full buffer of 65,536 entries with entry_count 0) and
+// every entry is kept. Otherwise the bytes are a gap, such as padding a
+// future VM may add: they are skipped, as ddmlib 25.2.2 skips them (it
+// reads entry_count entries and then jumps to strings_offset), and counted
+// in GapBytes.
 func (r *Report) decodeEntries(b []byte, nClasses, nMethods, nFiles int) error {
 	pos, end := r.HeaderLen, r.StringsOffset
 	ehl, fl := r.EntryHeaderLen, r.FrameLen
@@ -272,20 +292,32 @@ func (r *Report) decodeEntries(b []byte, nClasses, nMethods, nFiles int) error {
 	r.frames, r.stride = b, fl
 	nc, nm, nf := uint64(nClasses), uint64(nMethods), uint64(nFiles)
 	frames := 0
+	// Where the declared entries end, once read: past it, anything that
+	// is not whole entries up to a wrapped count is a gap.
+	declEnd, declFrames := -1, 0
+	if r.DeclaredCount == 0 {
+		declEnd = pos
+	}
+	gap := func() error {
+		r.Allocations = r.Allocations[:r.DeclaredCount:r.DeclaredCount]
+		r.GapBytes = end - declEnd
+		r.nFrame = declFrames
+		return nil
+	}
 	for n := 0; ; n++ {
 		if pos == end && n >= r.DeclaredCount {
 			if (n-r.DeclaredCount)%65536 != 0 {
-				return perr(3, "entry_count %d does not match the %d entries before the string tables at offset %d", r.DeclaredCount, n, end)
+				return gap()
 			}
 			break
 		}
 		if pos >= end {
-			if n < r.DeclaredCount {
-				return perr(pos, "entry %d of %d starts at the string tables (offset %d): entries are truncated", n, r.DeclaredCount, end)
-			}
-			return perr(pos, "entries overrun the string tables at offset %d", end)
+			return perr(pos, "entry %d of %d starts at the string tables (offset %d): entries are truncated", n, r.DeclaredCount, end)
 		}
 		if end-pos < ehl {
+			if declEnd >= 0 {
+				return gap()
+			}
 			return perr(pos, "entry %d: %d-byte entry header overruns the string tables at offset %d", n, ehl, end)
 		}
 		e := b[pos : pos+EntryHeaderLen]
@@ -296,33 +328,48 @@ func (r *Report) decodeEntries(b []byte, nClasses, nMethods, nFiles int) error {
 			Depth:  e[8],
 		}
 		if uint64(a.Class) >= nc {
+			if declEnd >= 0 {
+				return gap()
+			}
 			return perr(pos+6, "entry %d: class index %d out of range (%d class names)", n, a.Class, nClasses)
 		}
-		pos += ehl
-		a.off = uint32(pos)
-		if int(a.Depth)*fl > end-pos {
-			return perr(pos, "entry %d: %d frames of %d bytes overrun the string tables at offset %d", n, a.Depth, fl, end)
+		fpos := pos + ehl
+		a.off = uint32(fpos)
+		if int(a.Depth)*fl > end-fpos {
+			if declEnd >= 0 {
+				return gap()
+			}
+			return perr(fpos, "entry %d: %d frames of %d bytes overrun the string tables at offset %d", n, a.Depth, fl, end)
 		}
-		fb := b[pos : pos+int(a.Depth)*fl]
+		fb := b[fpos : fpos+int(a.Depth)*fl]
 		if fl == FrameLen {
 			// The common layout: a tighter loop the compiler checks less.
 			for j := 0; j+8 <= len(fb); j += 8 {
 				v := binary.BigEndian.Uint64(fb[j : j+8])
 				if v>>48 >= nc || (v>>32)&0xffff >= nm || (v>>16)&0xffff >= nf {
-					return frameIndexError(pos+j, n, j/fl, v, nClasses, nMethods, nFiles)
+					if declEnd >= 0 {
+						return gap()
+					}
+					return frameIndexError(fpos+j, n, j/fl, v, nClasses, nMethods, nFiles)
 				}
 			}
 		} else {
 			for j := 0; j+FrameLen <= len(fb); j += fl {
 				v := binary.BigEndian.Uint64(fb[j:])
 				if v>>48 >= nc || (v>>32)&0xffff >= nm || (v>>16)&0xffff >= nf {
-					return frameIndexError(pos+j, n, j/fl, v, nClasses, nMethods, nFiles)
+					if declEnd >= 0 {
+						return gap()
+					}
+					return frameIndexError(fpos+j, n, j/fl, v, nClasses, nMethods, nFiles)
 				}
 			}
 		}
-		pos += len(fb)
+		pos = fpos + len(fb)
 		frames += int(a.Depth)
 		r.Allocations = append(r.Allocations, a)
+		if n+1 == r.DeclaredCount {
+			declEnd, declFrames = pos, frames
+		}
 	}
 	r.nFrame = frames
 	return nil
@@ -341,27 +388,180 @@ func frameIndexError(pos, i, j int, v uint64, nc, nm, nf int) error {
 }
 
 // readTable reads count strings starting at off and returns them raw and in
-// dotted form, and the offset after them.
+// dotted form, and the offset after them. The strings of a table share
+// two allocations (raw and dotted text) and never the payload's bytes, so
+// the payload may be reused once the report is no longer needed.
 func readTable(b []byte, off, count int, what string) (raw, dotted []string, next int, err error) {
 	if count*4 > len(b)-off {
 		return nil, nil, 0, perr(off, "%s name table: %d strings need at least %d bytes, %d left", what, count, count*4, len(b)-off)
 	}
+	// Find the table's end first, checking every length.
+	end := off
+	for i := range count {
+		if len(b)-end < 4 {
+			return nil, nil, 0, perr(end, "%s name %d: length truncated (%d bytes left)", what, i, len(b)-end)
+		}
+		n := uint64(binary.BigEndian.Uint32(b[end:]))
+		if n*2 > uint64(len(b)-end-4) {
+			return nil, nil, 0, perr(end, "%s name %d: %d UTF-16 units run past the end of the payload (%d bytes left)", what, i, n, len(b)-end-4)
+		}
+		end += 4 + int(n)*2
+	}
+	if count == 0 {
+		return nil, nil, end, nil
+	}
+	// UTF-8 text of every string, end to end, then one string of it.
+	ends := make([]int32, count)
+	text := make([]byte, 0, (end-off-4*count)/2+16)
+	for i, p := 0, off; i < count; i++ {
+		n := int(binary.BigEndian.Uint32(b[p:]))
+		text = appendUTF16(text, b[p+4:p+4+2*n])
+		ends[i] = int32(len(text))
+		p += 4 + 2*n
+	}
+	// text is never written again: its strings can share it.
+	all := unsafe.String(unsafe.SliceData(text), len(text))
 	raw = make([]string, count)
 	dotted = make([]string, count)
-	for i := range raw {
-		if len(b)-off < 4 {
-			return nil, nil, 0, perr(off, "%s name %d: length truncated (%d bytes left)", what, i, len(b)-off)
-		}
-		n := uint64(binary.BigEndian.Uint32(b[off:]))
-		if n*2 > uint64(len(b)-off-4) {
-			return nil, nil, 0, perr(off, "%s name %d: %d UTF-16 units run past the end of the payload (%d bytes left)", what, i, n, len(b)-off-4)
-		}
-		s := ddms.DecodeUTF16(b[off+4 : off+4+int(n)*2])
+	var dots []byte
+	var dotEnds []int32 // end in dots of each changed string; -1 unchanged
+	start := 0
+	for i, e := range ends {
+		s := all[start:e]
 		raw[i] = s
-		dotted[i] = DescriptorToDot(s)
-		off += 4 + int(n)*2
+		start = int(e)
+		if d, ok := dotForm(s); ok {
+			if d != "" {
+				dotted[i] = d // a primitive's name: a constant
+				continue
+			}
+			if dotEnds == nil {
+				dotEnds = make([]int32, count)
+				for j := range dotEnds {
+					dotEnds[j] = -1
+				}
+			}
+			dots = appendDotted(dots, s)
+			dotEnds[i] = int32(len(dots))
+			continue
+		}
+		dotted[i] = s
 	}
-	return raw, dotted, off, nil
+	if dotEnds != nil {
+		allDots := unsafe.String(unsafe.SliceData(dots), len(dots))
+		start := 0
+		for i, e := range dotEnds {
+			if e >= 0 {
+				dotted[i] = allDots[start:e]
+				start = int(e)
+			}
+		}
+	}
+	return raw, dotted, end, nil
+}
+
+// appendUTF16 appends UTF-16BE units as UTF-8, as string(utf16.Decode)
+// does: surrogate pairs joined, a lone surrogate as U+FFFD.
+func appendUTF16(dst, b []byte) []byte {
+	n := len(b) / 2
+	i := 0
+	// ASCII, eight bytes (four units) at a time.
+	for ; i+4 <= n; i += 4 {
+		v := binary.BigEndian.Uint64(b[2*i:])
+		if v&0xff80ff80ff80ff80 != 0 {
+			break
+		}
+		dst = append(dst, byte(v>>48), byte(v>>32), byte(v>>16), byte(v))
+	}
+	for ; i < n; i++ {
+		u := rune(binary.BigEndian.Uint16(b[2*i:]))
+		switch {
+		case u < 0x80:
+			dst = append(dst, byte(u))
+		case u < 0xD800 || u > 0xDFFF:
+			dst = utf8.AppendRune(dst, u)
+		case u < 0xDC00 && i+1 < n:
+			if u2 := rune(binary.BigEndian.Uint16(b[2*i+2:])); u2 >= 0xDC00 && u2 <= 0xDFFF {
+				dst = utf8.AppendRune(dst, utf16.DecodeRune(u, u2))
+				i++
+				continue
+			}
+			dst = utf8.AppendRune(dst, utf8.RuneError)
+		default:
+			dst = utf8.AppendRune(dst, utf8.RuneError)
+		}
+	}
+	return dst
+}
+
+// dotForm tells whether DescriptorToDot changes s; if it turns s into a
+// primitive type's name, that name.
+func dotForm(s string) (name string, changed bool) {
+	dims := 0
+	for dims < len(s) && s[dims] == '[' {
+		dims++
+	}
+	t := s[dims:]
+	if n := len(t); n >= 2 && t[0] == 'L' && t[n-1] == ';' {
+		return "", true
+	}
+	if len(t) == 1 && strings.IndexByte("CBZSIJFD", t[0]) >= 0 {
+		if dims == 0 {
+			return primitiveName(t), true
+		}
+		return "", true
+	}
+	return "", dims > 0
+}
+
+// appendDotted appends DescriptorToDot(s).
+func appendDotted(dst []byte, s string) []byte {
+	dims := 0
+	for dims < len(s) && s[dims] == '[' {
+		dims++
+	}
+	t := s[dims:]
+	switch n := len(t); {
+	case n >= 2 && t[0] == 'L' && t[n-1] == ';':
+		for i := 1; i < n-1; i++ {
+			c := t[i]
+			if c == '/' {
+				c = '.'
+			}
+			dst = append(dst, c)
+		}
+	case n == 1:
+		dst = append(dst, primitiveName(t)...)
+	default:
+		dst = append(dst, t...)
+	}
+	for range dims {
+		dst = append(dst, "[]"...)
+	}
+	return dst
+}
+
+// primitiveName is the Java name of a one-letter type code, or t itself.
+func primitiveName(t string) string {
+	switch t {
+	case "C":
+		return "char"
+	case "B":
+		return "byte"
+	case "Z":
+		return "boolean"
+	case "S":
+		return "short"
+	case "I":
+		return "int"
+	case "J":
+		return "long"
+	case "F":
+		return "float"
+	case "D":
+		return "double"
+	}
+	return t
 }
 
 // DescriptorToDot converts a VM type descriptor to the dotted form ddmlib

@@ -181,6 +181,110 @@ func TestDalvikWrappedCount(t *testing.T) {
 	}
 }
 
+// withGap inserts n bytes of fill between the last entry of p and its
+// string tables, moving strings_offset.
+func withGap(p []byte, n int, fill byte) []byte {
+	off := int(binary.BigEndian.Uint32(p[5:]))
+	out := append([]byte(nil), p[:off]...)
+	out = append(out, bytes.Repeat([]byte{fill}, n)...)
+	out = append(out, p[off:]...)
+	binary.BigEndian.PutUint32(out[5:], uint32(off+n))
+	return out
+}
+
+// A REAL payload with padded header, entry and frame lengths and bytes
+// between its last entry and strings_offset is read as ddmlib reads it:
+// entry_count entries, then the string tables. Before the fix, Parse
+// refused it with "entry 2: 16-byte entry header overruns the string
+// tables".
+func TestGapBeforeStringTables(t *testing.T) {
+	plain, err := Encode(sampleReport(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Parse(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		payload []byte
+		gap     int
+	}{
+		{"padded lengths, 7-byte gap", withGap(widen(t, plain, 20, 16, 12), 7, 0xEE), 7},
+		{"padded lengths, gap longer than an entry header", withGap(widen(t, plain, 20, 16, 12), 40, 0), 40},
+		{"plain lengths, 1-byte gap", withGap(plain, 1, 0), 1},
+		// The last entry is whole but not declared: ddmlib skips it too.
+		{"one entry more than declared", func() []byte {
+			p := append([]byte(nil), plain...)
+			binary.BigEndian.PutUint16(p[3:], uint16(len(want.Allocations)-1))
+			return p
+		}(), -1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := Parse(c.payload)
+			if err != nil {
+				t.Fatalf("regression: a gap before the string tables is refused (ddmlib 25.2.2 reads it): %v", err)
+			}
+			n := len(want.Allocations)
+			if c.gap < 0 {
+				n--
+			}
+			if len(r.Allocations) != n || (c.gap >= 0 && r.GapBytes != c.gap) || (c.gap < 0 && r.GapBytes == 0) {
+				t.Fatalf("%d allocations, gap %d bytes; want %d and %d", len(r.Allocations), r.GapBytes, n, c.gap)
+			}
+			for i := range n {
+				a, w := r.Allocations[i], want.Allocations[i]
+				if a.Size != w.Size || a.Thread != w.Thread || r.ClassName(&a) != want.ClassName(&w) {
+					t.Fatalf("allocation %d: %+v, want %+v", i, a, w)
+				}
+				ga, gw := r.Stack(&a).Frames(), want.Stack(&w).Frames()
+				if len(ga) != len(gw) {
+					t.Fatalf("allocation %d: %d frames, want %d", i, len(ga), len(gw))
+				}
+				for j := range ga {
+					if ga[j] != gw[j] {
+						t.Fatalf("allocation %d frame %d: %+v, want %+v", i, j, ga[j], gw[j])
+					}
+				}
+			}
+		})
+	}
+}
+
+// Declared entries that are not whole are still refused, gap or not.
+func TestGapDoesNotHideTruncatedEntries(t *testing.T) {
+	plain, err := Encode(sampleReport(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := append([]byte(nil), plain...)
+	binary.BigEndian.PutUint16(p[3:], binary.BigEndian.Uint16(p[3:])+1)
+	if _, err := Parse(withGap(p, 3, 0)); err == nil || !strings.Contains(err.Error(), "entry header overruns") {
+		t.Fatalf("one entry more declared than sent, 3-byte gap: %v, want an entry header overrun", err)
+	}
+}
+
+// Wrapped-count recovery and a gap, told apart: 65,536 entries with
+// entry_count 0 are kept; 65,535 (not a multiple of 65,536) are a gap.
+func TestWrappedCountOrGap(t *testing.T) {
+	for _, c := range []struct{ n, want, gap int }{{65536, 65536, 0}, {65535, 0, 65535 * 9}, {3, 0, 27}} {
+		b := header(15, 9, 8, 0, uint32(15+c.n*9), 1, 0, 0)
+		for i := range c.n {
+			b = binary.BigEndian.AppendUint32(b, uint32(i))
+			b = append(b, 0, 1, 0, 0, 0)
+		}
+		b = append(b, str("Ljava/lang/Object;")...)
+		r, err := Parse(b)
+		if err != nil {
+			t.Fatalf("%d entries, entry_count 0: %v", c.n, err)
+		}
+		if len(r.Allocations) != c.want || r.GapBytes != c.gap {
+			t.Fatalf("%d entries, entry_count 0: %d allocations, gap %d; want %d and %d", c.n, len(r.Allocations), r.GapBytes, c.want, c.gap)
+		}
+	}
+}
+
 func TestTrailingBytesAccepted(t *testing.T) {
 	b, _ := Encode(sampleReport(t))
 	b = append(b, str("thread-name")...)
@@ -247,7 +351,6 @@ func TestParseRejects(t *testing.T) {
 		{"frame method index out of range", put16(firstFrame+2, 99), firstFrame + 2, "method index 99"},
 		{"frame file index out of range", put16(firstFrame+4, 99), firstFrame + 4, "file index 99"},
 		{"count larger than entries", put16(3, 4), -1, "entries are truncated"},
-		{"count smaller than entries", put16(3, 2), 3, "entry_count 2 does not match the 3 entries"},
 		{"depth overruns strings", mod(func(b []byte) []byte { b[HeaderLen+8] = 200; return b }), HeaderLen + EntryHeaderLen, "overrun the string tables"},
 		{"entry header cut by string tables", append(append(header(15, 9, 8, 1, 20, 1, 0, 0), 0, 0, 0, 1, 0), str("I")...), HeaderLen, "9-byte entry header overruns"},
 	}

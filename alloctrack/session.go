@@ -84,6 +84,11 @@ type Session struct {
 	Slots chan struct{}
 	// OnWindow, if set, sees every window (capture uses it).
 	OnWindow func(w *Window)
+	// Buffers, if set, lends the buffers reports are read into (and
+	// bounds how many are read at once); each window's payload goes back
+	// once the window is counted, so OnWindow must not keep the Window,
+	// its Raw or its Report.
+	Buffers *jdwp.Buffers
 	// Stop, when closed, ends the session gracefully: one last report is
 	// fetched for the window under way, then tracking is turned off and
 	// Run returns nil. Cancelling Run's context instead drops that window.
@@ -238,6 +243,12 @@ func (s *Session) Run(ctx context.Context) (err error) {
 		if s.OnWindow != nil {
 			s.OnWindow(w)
 		}
+		if s.Buffers != nil {
+			// Nothing refers to the payload any more: Add keeps no part
+			// of a report.
+			s.Buffers.Put(w.Raw)
+			w.Raw, w.Report = nil, nil
+		}
 		if last {
 			return nil
 		}
@@ -252,6 +263,7 @@ func (s *Session) handshake(ctx context.Context, rwc io.ReadWriteCloser, cfg Ses
 	defer cancel()
 	conn, err := jdwp.Open(hctx, rwc, jdwp.Options{
 		MaxPacketSize: cfg.MaxPacketSize,
+		Buffers:       s.Buffers,
 		OnCommand: func(p jdwp.Packet) {
 			if !ddms.IsDDM(p.CommandSet, p.Command) {
 				return

@@ -3,6 +3,7 @@ package alloctrack_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/jdwp"
 	"github.com/alloctrack/alloctrack/sim"
 )
 
@@ -267,5 +269,31 @@ func TestSessionDroppedConnection(t *testing.T) {
 	err := f.session.Run(context.Background())
 	if err == nil || !strings.HasPrefix(err.Error(), alloctrack.StageReport) {
 		t.Fatalf("err = %v, want a report-stage error", err)
+	}
+}
+
+// Sessions whose reports are read one at a time (jdwp.Buffers) all make
+// progress, and give the turn back whichever way they end.
+func TestSessionsShareReportReads(t *testing.T) {
+	bufs := jdwp.NewBuffers(1, 1)
+	var fs []*fixture
+	var stops []func() error
+	for range 3 {
+		f := newFixture(t, 30, sim.AppConfig{}, alloctrack.SessionConfig{Window: 20 * time.Millisecond})
+		f.session.Buffers = bufs
+		fs = append(fs, f)
+	}
+	for _, f := range fs {
+		stop, _ := f.run(t)
+		stops = append(stops, stop)
+	}
+	for i, f := range fs {
+		waitFor(t, fmt.Sprintf("3 windows of session %d", i), func() bool { return f.windows() >= 3 })
+	}
+	for _, stop := range stops {
+		stop()
+	}
+	if n := bufs.Reading(); n != 0 {
+		t.Fatalf("%d reads still under way after every session ended", n)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,9 +40,10 @@ type promServer struct {
 const promJob = "alloctrack"
 
 // startPrometheus starts Prometheus on a free loopback port with a
-// generated configuration that scrapes target's /metrics every second, and
-// waits until it is ready. It is stopped by its pid when the test ends.
-func startPrometheus(t *testing.T, target string) *promServer {
+// generated configuration that scrapes target's /metrics every second and
+// evaluates the given rule files every second, and waits until it is
+// ready. It is stopped by its pid when the test ends.
+func startPrometheus(t *testing.T, target string, ruleFiles ...string) *promServer {
 	t.Helper()
 	bin := tool(t, "prometheus", "prometheus")
 	dir := t.TempDir()
@@ -50,12 +52,13 @@ func startPrometheus(t *testing.T, target string) *promServer {
   scrape_interval: 1s
   scrape_timeout: 1s
   evaluation_interval: 1s
+rule_files: %s
 scrape_configs:
   - job_name: %s
     metrics_path: /metrics
     static_configs:
       - targets: [%q]
-`, promJob, target)
+`, quoteList(ruleFiles), promJob, target)
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +85,15 @@ scrape_configs:
 		return code == 200, fmt.Sprintf("%d %q %v", code, body, err)
 	})
 	return p
+}
+
+// quoteList writes a YAML flow list of quoted strings.
+func quoteList(s []string) string {
+	q := make([]string, len(s))
+	for i, v := range s {
+		q[i] = strconv.Quote(v)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
 }
 
 // promSample is one element of an instant vector.

@@ -41,20 +41,6 @@ func quiesce(t testing.TB, r *rig, p *promServer, apps []tracked) float64 {
 	return p.scrapedAfter(t, time.Now())
 }
 
-// stackLabelMax is the daemon's cap on the length of a site's stack label
-// (alloctrack.AggregateConfig.StackLabelMax, default 1024).
-const stackLabelMax = 1024
-
-// siteGroup names a site as the metrics show it: allocated class and
-// stack label (frames top first, "; "-separated, capped).
-func siteGroup(class string, frames []string) string {
-	s := strings.Join(frames, "; ")
-	if len(s) > stackLabelMax {
-		s = s[:stackLabelMax-3] + "..."
-	}
-	return class + "\x00" + s
-}
-
 // truthApps returns the ground truth of every package that ran on the
 // farm, keyed by its series.
 func truthApps(r *rig) map[app][2]sim.Counts {
@@ -99,7 +85,7 @@ func checkLost(t testing.TB, truth map[app][2]sim.Counts, maxLost uint64) {
 // compareWithPrometheus asserts, through Prometheus's HTTP API, that the
 // daemon counted exactly what the simulated VMs reported: per app the
 // sums of the class and site metrics and the app totals, per class, and
-// per site (matched on class and stack through alloctrack_site_info).
+// per site (by site id, with alloctrack_site_info for every site).
 // Every query is evaluated at the time at, of a successful scrape.
 func compareWithPrometheus(t testing.TB, r *rig, p *promServer, at float64, maxLost uint64) {
 	t.Helper()
@@ -156,13 +142,17 @@ func compareWithPrometheus(t testing.TB, r *rig, p *promServer, at float64, maxL
 		compareGroups(t, fmt.Sprintf("%v class", a), got, want, alloctrack.Other)
 	}
 
-	// Per site: alloctrack_site_info gives each site's stack.
-	stacks := map[string]string{}
+	// Per site, by id: the simulator names each site's id as the daemon
+	// computes it (alloctrack.SiteHashNames). Every exported site and
+	// site="other" has one alloctrack_site_info, and the join carries
+	// class and frame onto every site series.
+	info := map[string]string{}
 	for _, s := range p.queryAt(t, `alloctrack_site_info`, at) {
-		stacks[s.Metric["site"]] = s.Metric["stack"]
+		info[s.Metric["site"]] = s.Metric["class"]
 	}
-	siteAllocs := p.queryAt(t, `sum by (serial, package, class, site) (alloctrack_site_allocations_total)`, at)
-	siteBytes := byLabels(p.queryAt(t, `sum by (serial, package, class, site) (alloctrack_site_allocated_bytes_total)`, at), "serial", "package", "class", "site")
+	siteAllocs := p.queryAt(t, `sum by (serial, package, site) (alloctrack_site_allocations_total)`, at)
+	siteBytes := byLabels(p.queryAt(t, `sum by (serial, package, site) (alloctrack_site_allocated_bytes_total)`, at), "serial", "package", "site")
+	joined := byLabels(p.queryAt(t, `sum by (serial, package, site) (alloctrack_site_allocations_total * on (site) group_left (class, frame) alloctrack_site_info)`, at), "serial", "package", "site")
 	nSites := 0
 	for a, tr := range truth {
 		got := map[string]alloctrack.Count{}
@@ -170,31 +160,18 @@ func compareWithPrometheus(t testing.TB, r *rig, p *promServer, at float64, maxL
 			if s.Metric["serial"] != a.serial || s.Metric["package"] != a.pkg {
 				continue
 			}
-			id, class := s.Metric["site"], s.Metric["class"]
-			k := alloctrack.Other
-			if id != alloctrack.Other {
-				st, ok := stacks[id]
-				if !ok {
-					t.Errorf("%v: site %s has no alloctrack_site_info", a, id)
-				}
-				k = class + "\x00" + st
+			id := s.Metric["site"]
+			k := a.serial + "/" + a.pkg + "/" + id
+			if _, ok := info[id]; !ok {
+				t.Errorf("%v: site %s has no alloctrack_site_info", a, id)
 			}
-			c := got[k]
-			c.Allocations += uint64(s.Value)
-			c.Bytes += uint64(siteBytes[a.serial+"/"+a.pkg+"/"+class+"/"+id])
-			got[k] = c
+			if v, ok := joined[k]; !ok || v != s.Value {
+				t.Errorf("%v: site %s joined with alloctrack_site_info = %v (present %v), want %v", a, id, v, ok, s.Value)
+			}
+			got[id] = alloctrack.Count{Allocations: uint64(s.Value), Bytes: uint64(siteBytes[k])}
 		}
-		want := map[string]alloctrack.Count{}
-		for key, n := range tr[1].BySite {
-			parts := strings.Split(key, "\n")
-			g := siteGroup(parts[0], parts[1:])
-			c := want[g]
-			c.Allocations += n.Allocations
-			c.Bytes += n.Bytes
-			want[g] = c
-		}
-		nSites += len(want)
-		compareGroups(t, fmt.Sprintf("%v site", a), got, want, alloctrack.Other)
+		nSites += len(tr[1].BySiteID)
+		compareGroups(t, fmt.Sprintf("%v site", a), got, tr[1].BySiteID, alloctrack.Other)
 	}
 	t.Logf("Prometheus agrees with the simulator on %d apps, %d (app, class) and %d (app, site) counts", len(truth), nClasses, nSites)
 }

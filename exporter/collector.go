@@ -28,6 +28,24 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", name), help, labels, nil)
 }
 
+// spec is a family the handler also writes as text (see sites.go).
+type spec struct {
+	name, help string
+	labels     []string
+	gauge      bool
+}
+
+func (s spec) desc() *prometheus.Desc { return desc(s.name, s.help, s.labels...) }
+
+// The class and site families.
+var (
+	specClassAllocs = spec{"allocations_total", "Allocations per allocated class; classes without a series of their own count into class=\"other\".", []string{"serial", "package", "class"}, false}
+	specClassBytes  = spec{"allocated_bytes_total", "Bytes allocated per allocated class; see alloctrack_allocations_total.", []string{"serial", "package", "class"}, false}
+	specSiteAllocs  = spec{"site_allocations_total", "Allocations per allocation site (allocated class and whole stack); others count into site=\"other\". Join alloctrack_site_info on site for class and frame.", []string{"serial", "package", "site"}, false}
+	specSiteBytes   = spec{"site_allocated_bytes_total", "Bytes allocated per allocation site; see alloctrack_site_allocations_total.", []string{"serial", "package", "site"}, false}
+	specSiteInfo    = spec{"site_info", "An exported allocation site's allocated class and first app frame, 1 per site across apps; join on site.", []string{"site", "class", "frame"}, true}
+)
+
 var (
 	app = []string{"serial", "package"}
 
@@ -49,22 +67,42 @@ var (
 	descAppErrors      = desc("app_errors_total", "Errors of the app's sessions, by stage.", "serial", "package", "stage")
 	descAppAllocs      = desc("app_allocations_total", "Allocations counted for the app: the exact total, never reduced by series expiry.", app...)
 	descAppBytes       = desc("app_allocated_bytes_total", "Bytes allocated by counted allocations of the app: the exact total.", app...)
-	descClassAllocs    = desc("allocations_total", "Allocations per allocated class; classes without a series of their own count into class=\"other\".", "serial", "package", "class")
-	descClassBytes     = desc("allocated_bytes_total", "Bytes allocated per allocated class; see alloctrack_allocations_total.", "serial", "package", "class")
-	descSiteAllocs     = desc("site_allocations_total", "Allocations per allocation site (allocated class and whole stack); others count into site=\"other\".", "serial", "package", "class", "site", "frame")
-	descSiteBytes      = desc("site_allocated_bytes_total", "Bytes allocated per allocation site; see alloctrack_site_allocations_total.", "serial", "package", "class", "site", "frame")
-	descSiteInfo       = desc("site_info", "The frames of an allocation site, top first (capped in length); join on site.", "site", "stack")
+	descClassAllocs    = specClassAllocs.desc()
+	descClassBytes     = specClassBytes.desc()
+	descSiteAllocs     = specSiteAllocs.desc()
+	descSiteBytes      = specSiteBytes.desc()
+	descSiteInfo       = specSiteInfo.desc()
 	descSnapshotApps   = desc("apps", "Apps the daemon has counters for.")
 	descSnapshotSeries = desc("site_series", "Site series currently exported across all apps.")
 )
 
 // Collector turns a snapshot into metrics.
 type Collector struct {
-	src Source
+	src   Source
+	cache fragmentCache
 }
 
 // NewCollector returns a collector over src.
 func NewCollector(src Source) *Collector { return &Collector{src: src} }
+
+// parts of the metrics a collect call emits.
+type parts int
+
+const (
+	partLight parts = 1 << iota // everything but the per-app class and site families
+	partSites                   // class and site counters, site info
+	partAll   = partLight | partSites
+)
+
+// view is a collector of some parts of one snapshot.
+type view struct {
+	c     *Collector
+	snap  alloctrack.Snapshot
+	parts parts
+}
+
+func (v view) Describe(ch chan<- *prometheus.Desc) { v.c.Describe(ch) }
+func (v view) Collect(ch chan<- prometheus.Metric) { v.c.collect(ch, v.snap, v.parts) }
 
 var _ prometheus.Collector = (*Collector)(nil)
 
@@ -89,8 +127,18 @@ func b2f(b bool) float64 {
 }
 
 // Collect builds the metrics from one snapshot.
-func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	s := c.src.Snapshot()
+func (c *Collector) Collect(ch chan<- prometheus.Metric) { c.collect(ch, c.src.Snapshot(), partAll) }
+
+func (c *Collector) collect(ch chan<- prometheus.Metric, s alloctrack.Snapshot, p parts) {
+	if p&partLight != 0 {
+		c.collectLight(ch, s)
+	}
+	if p&partSites != 0 {
+		c.collectSites(ch, s)
+	}
+}
+
+func (c *Collector) collectLight(ch chan<- prometheus.Metric, s alloctrack.Snapshot) {
 	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
 	m := prometheus.MustNewConstMetric
 	for _, sv := range s.Servers {
@@ -122,7 +170,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
-	sites := map[string]string{}
 	nSites := 0
 	for _, a := range s.Apps {
 		l := []string{a.Serial, a.Package}
@@ -144,9 +191,26 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		for stage, n := range a.Errors {
 			ch <- m(descAppErrors, counter, float64(n), a.Serial, a.Package, stage)
 		}
+		ch <- m(descAppAllocs, counter, float64(a.Counts.Total.Allocations), l...)
+		ch <- m(descAppBytes, counter, float64(a.Counts.Total.Bytes), l...)
+		nSites += len(a.Counts.Sites)
+	}
+	ch <- m(descSnapshotApps, gauge, float64(len(s.Apps)))
+	ch <- m(descSnapshotSeries, gauge, float64(nSites))
+}
+
+// collectSites sends the class and site families: the series of
+// alloctrack_allocations_total, alloctrack_allocated_bytes_total,
+// alloctrack_site_allocations_total, alloctrack_site_allocated_bytes_total
+// and alloctrack_site_info. The handler writes the same series from
+// cached text instead (see writeSites).
+func (c *Collector) collectSites(ch chan<- prometheus.Metric, s alloctrack.Snapshot) {
+	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
+	m := prometheus.MustNewConstMetric
+	type siteLabels struct{ class, frame string }
+	sites := map[string]siteLabels{}
+	for _, a := range s.Apps {
 		ct := a.Counts
-		ch <- m(descAppAllocs, counter, float64(ct.Total.Allocations), l...)
-		ch <- m(descAppBytes, counter, float64(ct.Total.Bytes), l...)
 		for _, cc := range ct.Classes {
 			ch <- m(descClassAllocs, counter, float64(cc.Allocations), a.Serial, a.Package, cc.Class)
 			ch <- m(descClassBytes, counter, float64(cc.Bytes), a.Serial, a.Package, cc.Class)
@@ -154,21 +218,26 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- m(descClassAllocs, counter, float64(ct.ClassOther.Allocations), a.Serial, a.Package, alloctrack.Other)
 		ch <- m(descClassBytes, counter, float64(ct.ClassOther.Bytes), a.Serial, a.Package, alloctrack.Other)
 		for _, sc := range ct.Sites {
-			frame := sc.Frame
-			if frame == "" {
-				frame = "none"
-			}
-			ch <- m(descSiteAllocs, counter, float64(sc.Allocations), a.Serial, a.Package, sc.Class, sc.ID, frame)
-			ch <- m(descSiteBytes, counter, float64(sc.Bytes), a.Serial, a.Package, sc.Class, sc.ID, frame)
-			sites[sc.ID] = sc.Stack
-			nSites++
+			ch <- m(descSiteAllocs, counter, float64(sc.Allocations), a.Serial, a.Package, sc.ID)
+			ch <- m(descSiteBytes, counter, float64(sc.Bytes), a.Serial, a.Package, sc.ID)
+			sites[sc.ID] = siteLabels{sc.Class, frameLabel(sc.Frame)}
 		}
-		ch <- m(descSiteAllocs, counter, float64(ct.SiteOther.Allocations), a.Serial, a.Package, alloctrack.Other, alloctrack.Other, alloctrack.Other)
-		ch <- m(descSiteBytes, counter, float64(ct.SiteOther.Bytes), a.Serial, a.Package, alloctrack.Other, alloctrack.Other, alloctrack.Other)
+		ch <- m(descSiteAllocs, counter, float64(ct.SiteOther.Allocations), a.Serial, a.Package, alloctrack.Other)
+		ch <- m(descSiteBytes, counter, float64(ct.SiteOther.Bytes), a.Serial, a.Package, alloctrack.Other)
 	}
-	for id, stack := range sites {
-		ch <- m(descSiteInfo, gauge, 1, id, stack)
+	if len(s.Apps) > 0 {
+		// site="other" joins too, so a join keeps every app's remainder.
+		sites[alloctrack.Other] = siteLabels{alloctrack.Other, alloctrack.Other}
 	}
-	ch <- m(descSnapshotApps, gauge, float64(len(s.Apps)))
-	ch <- m(descSnapshotSeries, gauge, float64(nSites))
+	for id, l := range sites {
+		ch <- m(descSiteInfo, gauge, 1, id, l.class, l.frame)
+	}
+}
+
+// frameLabel is the frame label of a site: "none" for an empty stack.
+func frameLabel(f string) string {
+	if f == "" {
+		return "none"
+	}
+	return f
 }

@@ -156,27 +156,64 @@ func TestCollectorPedantic(t *testing.T) {
 func TestSiteInfoOncePerSite(t *testing.T) {
 	s := fixture()
 	c := exporter.NewCollector(fixedSource{s})
-	// Two apps report sharedSite; the other site is the first app's only.
-	if n := testutil.CollectAndCount(c, "alloctrack_site_info"); n != 2 {
-		t.Fatalf("%d alloctrack_site_info series, want 2 (one per distinct site id)", n)
+	// Two apps report sharedSite; the other site is the first app's only;
+	// site="other" has its own info series so that joins keep it.
+	if n := testutil.CollectAndCount(c, "alloctrack_site_info"); n != 3 {
+		t.Fatalf("%d alloctrack_site_info series, want 3 (one per distinct site id, and other)", n)
 	}
 	// Only the shared site: one series, while each app keeps its own
 	// per-site counters.
 	s.Apps[0].Counts.Sites = s.Apps[0].Counts.Sites[:1]
 	c = exporter.NewCollector(fixedSource{s})
-	if n := testutil.CollectAndCount(c, "alloctrack_site_info"); n != 1 {
-		t.Fatalf("%d alloctrack_site_info series for one shared site, want 1", n)
-	}
 	want := `
-# HELP alloctrack_site_info The frames of an allocation site, top first (capped in length); join on site.
+# HELP alloctrack_site_info An exported allocation site's allocated class and first app frame, 1 per site across apps; join on site.
 # TYPE alloctrack_site_info gauge
-alloctrack_site_info{site="0123456789ab",stack="java.lang.StringBuilder.toString(StringBuilder.java:400); com.example.a.Main.run(Main.java:12); java.lang.Thread.run(Thread.java:764)"} 1
+alloctrack_site_info{class="java.lang.String",frame="com.example.a.Main.run(Main.java:12)",site="0123456789ab"} 1
+alloctrack_site_info{class="other",frame="other",site="other"} 1
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "alloctrack_site_info"); err != nil {
 		t.Fatal(err)
 	}
 	if n := testutil.CollectAndCount(c, "alloctrack_site_allocations_total"); n != 4 {
 		t.Fatalf("%d site series, want 4 (a shared site per app, and other per app)", n)
+	}
+}
+
+// The lean shape: site series carry serial, package and site only; class
+// and frame live once per site in alloctrack_site_info; no label carries a
+// stack.
+func TestSiteSeriesLabels(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(exporter.NewCollector(fixedSource{fixture()}))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"alloctrack_site_allocations_total":     "package,serial,site",
+		"alloctrack_site_allocated_bytes_total": "package,serial,site",
+		"alloctrack_site_info":                  "class,frame,site",
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var names []string
+			for _, l := range m.GetLabel() {
+				names = append(names, l.GetName())
+				if l.GetName() == "stack" {
+					t.Errorf("%s has a stack label", mf.GetName())
+				}
+			}
+			if w, ok := want[mf.GetName()]; ok && strings.Join(names, ",") != w {
+				t.Errorf("%s labels %v, want %s", mf.GetName(), names, w)
+			}
+		}
+	}
+}
+
+// No apps, no site info (not even other).
+func TestSiteInfoNoApps(t *testing.T) {
+	if n := testutil.CollectAndCount(exporter.NewCollector(fixedSource{}), "alloctrack_site_info"); n != 0 {
+		t.Fatalf("%d alloctrack_site_info series without apps, want 0", n)
 	}
 }
 

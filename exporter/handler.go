@@ -12,6 +12,11 @@ import (
 // HandlerConfig configures the HTTP endpoints.
 type HandlerConfig struct {
 	Version string
+	// Counts, when set, is the daemon's collector, served on /metrics
+	// next to reg (which must not hold it): its class and site families
+	// are written as cached text (see sites.go), the rest through
+	// client_golang.
+	Counts *Collector
 	// Ready reports readiness for /-/ready (nil: always ready).
 	Ready func() bool
 	// Extra routes (pprof endpoints, for instance), by pattern.
@@ -24,11 +29,15 @@ type HandlerConfig struct {
 // page at /.
 func NewHandler(reg *prometheus.Registry, cfg HandlerConfig) (http.Handler, error) {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorHandling:     promhttp.ContinueOnError,
-		EnableOpenMetrics: true,
-		Registry:          reg,
-	}))
+	if cfg.Counts != nil {
+		mux.Handle("/metrics", &metricsHandler{reg: reg, c: cfg.Counts})
+	} else {
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+			ErrorHandling:     promhttp.ContinueOnError,
+			EnableOpenMetrics: true,
+			Registry:          reg,
+		}))
+	}
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "Healthy")
 	})

@@ -52,7 +52,7 @@ func TestHandlerMetrics(t *testing.T) {
 	}
 	for _, want := range []string{
 		`alloctrack_allocations_total{class="java.lang.String",package="com.example.a",serial="emulator-5554"} 40`,
-		`alloctrack_site_allocations_total{class="other",frame="other",package="com.example.a",serial="emulator-5554",site="other"} 40`,
+		`alloctrack_site_allocations_total{package="com.example.a",serial="emulator-5554",site="other"} 40`,
 		`alloctrack_app_state{package="com.example.b",serial="usb-2",state="unsupported"} 1`,
 		`alloctrack_report_round_trip_seconds_count{package="com.example.a",serial="emulator-5554"} 4`,
 	} {

@@ -27,6 +27,9 @@ type Options struct {
 	// on the reader goroutine: it must not block or call back into the Conn
 	// in a way that waits for a reply.
 	OnCommand func(Packet)
+	// Buffers, if set, provides the data buffers of large packets; the
+	// receiver of a packet may give its data back with Buffers.Put.
+	Buffers *Buffers
 }
 
 // Conn is a client JDWP connection. Create it with Open or NewConn.
@@ -34,6 +37,7 @@ type Conn struct {
 	rwc  io.ReadWriteCloser
 	max  int
 	onCm func(Packet)
+	bufs *Buffers
 
 	wmu sync.Mutex // serialises writes: one packet, one Write
 	buf []byte     // write buffer, reused under wmu
@@ -69,6 +73,7 @@ func NewConn(rwc io.ReadWriteCloser, opts Options) *Conn {
 		rwc:     rwc,
 		max:     max,
 		onCm:    opts.OnCommand,
+		bufs:    opts.Buffers,
 		nextID:  firstID,
 		waiters: make(map[uint32]chan Packet),
 		done:    make(chan struct{}),
@@ -81,7 +86,7 @@ func NewConn(rwc io.ReadWriteCloser, opts Options) *Conn {
 func (c *Conn) readLoop() {
 	defer close(c.done)
 	for {
-		p, err := ReadPacket(c.rwc, c.max)
+		p, err := readPacket(c.rwc, c.max, c.bufs, c.closing)
 		if err != nil {
 			select {
 			case <-c.closing:

@@ -112,7 +112,12 @@ func ParseHeader(h *[HeaderLen]byte, max int, p *Packet) (dataLen int, err error
 // max (DefaultMaxPacketSize when max <= 0) before anything is allocated for
 // the data. A stream that ends inside a packet gives io.ErrUnexpectedEOF; one
 // that ends between packets gives io.EOF.
-func ReadPacket(r io.Reader, max int) (Packet, error) {
+func ReadPacket(r io.Reader, max int) (Packet, error) { return readPacket(r, max, nil, nil) }
+
+// readPacket is ReadPacket with data buffers from bufs, reading a large
+// packet's data only in its turn (see Buffers); it gives up with ErrClosed
+// when stop closes while it waits.
+func readPacket(r io.Reader, max int, bufs *Buffers, stop <-chan struct{}) (Packet, error) {
 	var h [HeaderLen]byte
 	var p Packet
 	if _, err := io.ReadFull(r, h[:]); err != nil {
@@ -122,7 +127,11 @@ func ReadPacket(r io.Reader, max int) (Packet, error) {
 	if err != nil {
 		return p, err
 	}
-	p.Data = make([]byte, n)
+	if !bufs.acquire(n, stop) {
+		return p, ErrClosed
+	}
+	defer bufs.release(n)
+	p.Data = bufs.get(n)
 	if _, err := io.ReadFull(r, p.Data); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF

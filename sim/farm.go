@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-
-	"github.com/alloctrack/alloctrack/alloctrack"
 )
 
 // FarmConfig describes a set of simulated devices and apps.
@@ -177,8 +175,7 @@ func (f *Farm) VMs(serial, pkg string) []*VM {
 // Truth sums the ground truth of every process of package pkg that ran on
 // a device: allocated while tracked, and reported in whole reports.
 func (f *Farm) Truth(serial, pkg string) (allocated, reported Counts) {
-	allocated = Counts{ByClass: map[string]alloctrack.Count{}, BySite: map[string]alloctrack.Count{}}
-	reported = Counts{ByClass: map[string]alloctrack.Count{}, BySite: map[string]alloctrack.Count{}}
+	allocated, reported = newCounts(), newCounts()
 	for _, vm := range f.VMs(serial, pkg) {
 		merge(&allocated, vm.TotalTracked())
 		merge(&reported, vm.TotalReported())
@@ -194,6 +191,9 @@ func merge(dst *Counts, src Counts) {
 	}
 	for k, v := range src.BySite {
 		addCount(dst.BySite, k, v)
+	}
+	for k, v := range src.BySiteID {
+		addCount(dst.BySiteID, k, v)
 	}
 }
 

@@ -7,11 +7,13 @@ import (
 )
 
 // Counts are exact allocation counts per class (dotted name) and per site
-// (SiteKey, with stacks cut to the VM's depth).
+// (SiteKey, with stacks cut to the VM's depth), and per site id (the
+// alloctrack.SiteID the daemon labels that site with).
 type Counts struct {
-	Total   alloctrack.Count
-	ByClass map[string]alloctrack.Count
-	BySite  map[string]alloctrack.Count
+	Total    alloctrack.Count
+	ByClass  map[string]alloctrack.Count
+	BySite   map[string]alloctrack.Count
+	BySiteID map[string]alloctrack.Count
 }
 
 // Truth is what a VM knows of one tracking window.
@@ -50,7 +52,7 @@ func (t *truthAcc) snapshot(p *program, depth int) Counts { return p.counts(t.si
 // counts turns per-site counts into named Counts, stacks cut to depth
 // (0: no cut).
 func (p *program) counts(sites []alloctrack.Count, depth int) Counts {
-	c := Counts{ByClass: map[string]alloctrack.Count{}, BySite: map[string]alloctrack.Count{}}
+	c := newCounts()
 	for i, n := range sites {
 		if n.Allocations == 0 {
 			continue
@@ -63,14 +65,21 @@ func (p *program) counts(sites []alloctrack.Count, depth int) Counts {
 			fr = fr[:depth]
 		}
 		names := make([]string, len(fr))
+		fn := make([]alloctrack.FrameName, len(fr))
 		for j, f := range fr {
 			names[j] = p.tables.FrameString(f)
+			fn[j] = alloctrack.FrameName{Class: p.tables.Classes[f.Class], Method: p.tables.Methods[f.Method], File: p.tables.Files[f.File], Line: f.Line}
 		}
 		addCount(c.BySite, SiteKey(cls, names), n)
+		addCount(c.BySiteID, alloctrack.SiteID(alloctrack.SiteHashNames(cls, fn)), n)
 		c.Total.Allocations += n.Allocations
 		c.Total.Bytes += n.Bytes
 	}
 	return c
+}
+
+func newCounts() Counts {
+	return Counts{ByClass: map[string]alloctrack.Count{}, BySite: map[string]alloctrack.Count{}, BySiteID: map[string]alloctrack.Count{}}
 }
 
 func addCount(m map[string]alloctrack.Count, k string, n alloctrack.Count) {

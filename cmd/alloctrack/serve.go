@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -47,6 +48,7 @@ type serveCmd struct {
 	requestTimeout  *time.Duration
 	reportTimeout   *time.Duration
 	reportsPerDev   *int
+	reportsFlight   *int
 	reprobe         *time.Duration
 	shutdownTimeout *time.Duration
 	simulate        *bool
@@ -68,11 +70,12 @@ func newServeCmd(app *kingpin.Application) *serveCmd {
 	c.window = f("window", "Length of a tracking window: how often each app's report is fetched.").Default("10s").Duration()
 	c.windowMin = f("window.min", "Shortest window after reports overflow (65,535 entries); default 1s, or --window if shorter.").Duration()
 	c.topClasses = f("top.classes", "Classes per app with a series of their own; the rest count as class=\"other\".").Default("100").Int()
-	c.topSites = f("top.sites", "Allocation sites per app with a series of their own; the rest count as site=\"other\".").Default("200").Int()
+	c.topSites = f("top.sites", "Allocation sites per app with a series of their own; the rest count as site=\"other\".").Default("100").Int()
 	c.topExpiry = f("top.expiry", "Drop a class or site series idle this long, making room for others (0: never).").Default("1h").Duration()
 	c.requestTimeout = f("request.timeout", "Timeout of the JDWP handshake, HELO, and the REAQ probe (no answer: tracking unsupported, Android 12+).").Default("5s").Duration()
 	c.reportTimeout = f("report.timeout", "Timeout of a REAL (allocation report) request.").Default("30s").Duration()
 	c.reportsPerDev = f("reports.per-device", "Concurrent report transfers per device (USB bandwidth).").Default("2").Int()
+	c.reportsFlight = f("reports.in-flight", "Reports read at once across all devices: each holds a whole report (up to about 9 MB) in memory. A VM building its report takes no turn.").Default("8").Int()
 	c.reprobe = f("reprobe.interval", "How often an app without tracking support is probed again.").Default("30m").Duration()
 	c.shutdownTimeout = f("shutdown.timeout", "On SIGINT/SIGTERM, how long to wait while every app's tracking is turned off. A second signal exits at once.").Default("10s").Duration()
 	c.simulate = f("simulate", "Serve a simulated farm instead of real devices: an in-process adb server with simulated devices and apps (its control API is at /sim/devices).").Bool()
@@ -96,6 +99,8 @@ func (c *serveCmd) validate() error {
 		return fmt.Errorf("timeouts and intervals must be positive")
 	case *c.reportsPerDev < 1:
 		return fmt.Errorf("--reports.per-device must be at least 1")
+	case *c.reportsFlight < 1:
+		return fmt.Errorf("--reports.in-flight must be at least 1")
 	case *c.simulate && (*c.simDevices < 1 || *c.simApps < 0 || *c.simRate < 0):
 		return fmt.Errorf("--simulate.devices must be at least 1, --simulate.apps and --simulate.rate not negative")
 	}
@@ -182,6 +187,7 @@ func (c *serveCmd) run(stderr io.Writer) int {
 		},
 		Aggregate:        alloctrack.AggregateConfig{TopClasses: *c.topClasses, TopSites: *c.topSites, Expiry: *c.topExpiry},
 		ReportsPerDevice: *c.reportsPerDev,
+		ReportsInFlight:  *c.reportsFlight,
 		Reprobe:          *c.reprobe,
 	}, sources, log)
 
@@ -193,9 +199,8 @@ func (c *serveCmd) run(stderr io.Writer) int {
 		versioncollector.NewCollector("alloctrack"),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		exporter.NewCollector(d),
 	)
-	handler, err := exporter.NewHandler(reg, exporter.HandlerConfig{Version: version.Info(), Ready: d.Ready, Extra: extra, ExtraLinks: links})
+	handler, err := exporter.NewHandler(reg, exporter.HandlerConfig{Version: version.Info(), Counts: exporter.NewCollector(d), Ready: d.Ready, Extra: extra, ExtraLinks: links})
 	if err != nil {
 		log.Error("building the HTTP handler", zap.Error(err))
 		return exitFailure
@@ -204,7 +209,16 @@ func (c *serveCmd) run(stderr io.Writer) int {
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- web.ListenAndServe(srv, c.web, slogger) }()
 
-	log.Info("starting alloctrack", zap.String("version", version.Info()), zap.Strings("adb_servers", addrs), zap.Duration("window", *c.window))
+	memLimit := "GOMEMLIMIT"
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// Reports are most of the heap: a soft limit sized for the ones
+		// the daemon may hold keeps the garbage between collections from
+		// doubling it (GOGC=100), at a small CPU cost.
+		limit := defaultMemoryLimit(*c.reportsFlight)
+		debug.SetMemoryLimit(limit)
+		memLimit = fmt.Sprintf("%d MiB", limit>>20)
+	}
+	log.Info("starting alloctrack", zap.String("version", version.Info()), zap.Strings("adb_servers", addrs), zap.Duration("window", *c.window), zap.String("memory_limit", memLimit))
 	daemonDone := make(chan struct{})
 	go func() {
 		d.Run(ctx)
@@ -232,6 +246,15 @@ func (c *serveCmd) run(stderr io.Writer) int {
 	srv.Shutdown(sctx)
 	cancel()
 	return status
+}
+
+// defaultMemoryLimit is the soft memory limit serve sets unless GOMEMLIMIT
+// is given: 56 MiB for everything but reports, and 10 MiB (a maximum-size
+// report and its parse) for every report the daemon may hold at once, being
+// read or kept for reuse (alloctrack.DaemonConfig.ReportBuffers, 4).
+// 176 MiB with the default --reports.in-flight of 8.
+func defaultMemoryLimit(inFlight int) int64 {
+	return (56 + 10*int64(inFlight+4)) << 20
 }
 
 func simWorkload(rate float64) sim.Workload {

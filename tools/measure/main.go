@@ -6,6 +6,7 @@
 //
 //	go run ./tools/measure coverage -duration 2m -window 10s -latency 20ms
 //	go run ./tools/measure load -devices 16 -apps 4 -duration 3m
+//	go run ./tools/measure soak -duration 35m
 package main
 
 import (
@@ -30,7 +31,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: measure coverage|load [flags]")
+		fmt.Fprintln(os.Stderr, "usage: measure coverage|load|soak [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -39,6 +40,8 @@ func main() {
 		err = coverage(os.Args[2:])
 	case "load":
 		err = load(os.Args[2:])
+	case "soak":
+		err = soak(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown measurement %q", os.Args[1])
 	}
@@ -141,6 +144,7 @@ func load(args []string) error {
 	rate := fs.Float64("rate", 8000, "allocations per second per app (above 6,554/s a 10 s window overflows)")
 	renders := fs.Int("renders", 20, "/metrics fetches timed at the end")
 	port := fs.Int("port", 19853, "daemon's port on 127.0.0.1")
+	extra := fs.String("serve.flags", "", "more flags for alloctrack serve, space-separated")
 	fs.Parse(args)
 
 	w := sim.DefaultWorkload()
@@ -157,15 +161,15 @@ func load(args []string) error {
 	}
 	defer os.Remove(bin)
 	listen := fmt.Sprintf("127.0.0.1:%d", *port)
-	cmd := exec.Command(bin, "serve", "--adb.address", addr.String(), "--web.listen-address", listen,
-		"--window", window.String(), "--log.level", "warn")
+	cmd := exec.Command(bin, append([]string{"serve", "--adb.address", addr.String(), "--web.listen-address", listen,
+		"--window", window.String(), "--log.level", "warn"}, strings.Fields(*extra)...)...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return err
 	}
 	defer cmd.Process.Kill()
-	fmt.Printf("load: %d devices x %d apps at %.0f allocations/s each, window %v, for %v; daemon pid %d\n",
-		*devices, *apps, *rate, *window, *duration, cmd.Process.Pid)
+	fmt.Printf("load: %d devices x %d apps at %.0f allocations/s each, window %v, for %v; daemon pid %d %s\n",
+		*devices, *apps, *rate, *window, *duration, cmd.Process.Pid, *extra)
 	start := time.Now()
 	time.Sleep(*duration)
 	elapsed := time.Since(start)
@@ -198,7 +202,7 @@ func load(args []string) error {
 		}
 	}
 	slices.Sort(times)
-	s := metricsSummary(listen)
+	s, counted := metricsSummary(listen)
 	cmd.Process.Signal(syscall.SIGTERM)
 	werr := cmd.Wait()
 	fmt.Printf("daemon CPU time %v over %v (%.1f%% of one core); peak RSS %.1f MiB\n",
@@ -206,6 +210,7 @@ func load(args []string) error {
 	fmt.Printf("/metrics: %d series, %d bytes; render median %v, max %v over %d fetches\n",
 		series, size, times[len(times)/2].Round(100*time.Microsecond), times[len(times)-1].Round(100*time.Microsecond), len(times))
 	fmt.Print(s)
+	fmt.Printf("coverage: %.1f%% of the %.0f allocations the farm made\n", 100*counted/(float64(*devices**apps)**rate*elapsed.Seconds()), float64(*devices**apps)**rate*elapsed.Seconds())
 	off := 0
 	for _, d := range farm.Devices() {
 		for _, vm := range d.VMs() {
@@ -219,10 +224,10 @@ func load(args []string) error {
 }
 
 // metricsSummary sums a few counters from /metrics.
-func metricsSummary(listen string) string {
+func metricsSummary(listen string) (string, float64) {
 	resp, err := http.Get("http://" + listen + "/metrics")
 	if err != nil {
-		return ""
+		return "", 0
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
@@ -237,5 +242,5 @@ func metricsSummary(listen string) string {
 		}
 	}
 	return fmt.Sprintf("windows %.0f (overflowed %.0f), allocations counted %.0f, report bytes %.0f\n",
-		sums["alloctrack_windows_total"], sums["alloctrack_overflowed_windows_total"], sums["alloctrack_app_allocations_total"], sums["alloctrack_report_bytes_total"])
+		sums["alloctrack_windows_total"], sums["alloctrack_overflowed_windows_total"], sums["alloctrack_app_allocations_total"], sums["alloctrack_report_bytes_total"]), sums["alloctrack_app_allocations_total"]
 }

@@ -1,0 +1,251 @@
+package exporter
+
+import (
+	"bytes"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/alloctrack/alloctrack/alloctrack"
+)
+
+// The class and site families are most of /metrics: at 64 saturated apps
+// with the default --top.* flags, about 40,000 of 46,000 series. Building
+// them as client_golang metrics, gathering, sorting and encoding them cost
+// hundreds of milliseconds a scrape. The handler writes them instead as
+// text, straight from the snapshot, in the exposition format negotiated
+// (Prometheus text 0.0.4 or OpenMetrics), and keeps each app's text until
+// its counters change (alloctrack.AppCounts.Gen). The output is the same
+// series, with the same values, as Collect gives; TestFastMetricsMatchCollect
+// holds the two together.
+
+// Formats the fragments are kept in.
+const (
+	fmtText = iota
+	fmtOpenMetrics
+	nFormats
+)
+
+// Per-app families, in the order they are written.
+const (
+	famClassAllocs = iota
+	famClassBytes
+	famSiteAllocs
+	famSiteBytes
+	nAppFamilies
+)
+
+var appFamilySpecs = [nAppFamilies]spec{specClassAllocs, specClassBytes, specSiteAllocs, specSiteBytes}
+
+// fragment is the text of one app's class and site series in one format.
+type fragment struct {
+	gen      uint64
+	families [nAppFamilies][]byte
+	// infos are the app's site info lines, by site id.
+	infoIDs []string
+	infos   [][]byte
+}
+
+type fragmentCache struct {
+	mu   sync.Mutex
+	apps [nFormats]map[string]*fragment // by serial + "\x00" + package
+}
+
+// headers holds the # HELP and # TYPE lines of each family (the per-app
+// ones, then site info) as expfmt writes them, per format.
+var headers = sync.OnceValue(func() (h [nFormats][nAppFamilies + 1][]byte) {
+	specs := append(appFamilySpecs[:], specSiteInfo)
+	for f := range nFormats {
+		for i, sp := range specs {
+			name := prometheus.BuildFQName(Namespace, "", sp.name)
+			typ := dto.MetricType_COUNTER
+			if sp.gauge {
+				typ = dto.MetricType_GAUGE
+			}
+			one := 1.0
+			m := &dto.Metric{Counter: &dto.Counter{Value: &one}}
+			if sp.gauge {
+				m = &dto.Metric{Gauge: &dto.Gauge{Value: &one}}
+			}
+			mf := &dto.MetricFamily{Name: &name, Help: &sp.help, Type: &typ, Metric: []*dto.Metric{m}}
+			var b bytes.Buffer
+			var err error
+			if f == fmtText {
+				_, err = expfmt.MetricFamilyToText(&b, mf)
+			} else {
+				_, err = expfmt.MetricFamilyToOpenMetrics(&b, mf)
+			}
+			if err != nil {
+				panic(err) // constant input
+			}
+			for _, line := range bytes.SplitAfter(b.Bytes(), []byte("\n")) {
+				if bytes.HasPrefix(line, []byte("#")) {
+					h[f][i] = append(h[f][i], line...)
+				}
+			}
+		}
+	}
+	return h
+})
+
+// writeSites appends the class and site families of snapshot s to b in
+// format f, each family under its header, and returns b.
+func (c *Collector) writeSites(b []byte, s alloctrack.Snapshot, f int) []byte {
+	frags := c.cache.fragments(s, f)
+	if len(frags) == 0 {
+		return b // no apps: these families have no series
+	}
+	h := headers()
+	for fam := range nAppFamilies {
+		b = append(b, h[f][fam]...)
+		for _, fr := range frags {
+			b = append(b, fr.families[fam]...)
+		}
+	}
+	b = append(b, h[f][nAppFamilies]...)
+	seen := make(map[string]struct{}, len(frags)*len(frags[0].infoIDs)+1)
+	for _, fr := range frags {
+		for i, id := range fr.infoIDs {
+			if _, ok := seen[id]; ok {
+				continue
+			}
+			seen[id] = struct{}{}
+			b = append(b, fr.infos[i]...)
+		}
+	}
+	if _, ok := seen[alloctrack.Other]; !ok {
+		b = appendSample(b, "alloctrack_site_info", f, 1, "class", alloctrack.Other, "frame", alloctrack.Other, "site", alloctrack.Other)
+	}
+	return b
+}
+
+// fragments returns the fragment of every app of s in format f, building
+// those whose counters changed, and forgets apps no longer in s.
+func (fc *fragmentCache) fragments(s alloctrack.Snapshot, f int) []*fragment {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	old := fc.apps[f]
+	next := make(map[string]*fragment, len(s.Apps))
+	out := make([]*fragment, len(s.Apps))
+	for i := range s.Apps {
+		a := &s.Apps[i]
+		k := a.Serial + "\x00" + a.Package
+		fr := old[k]
+		if fr == nil || fr.gen != a.Counts.Gen || a.Counts.Gen == 0 {
+			fr = buildFragment(a, f)
+		}
+		next[k] = fr
+		out[i] = fr
+	}
+	fc.apps[f] = next
+	return out
+}
+
+func buildFragment(a *alloctrack.AppSnapshot, f int) *fragment {
+	fr := &fragment{gen: a.Counts.Gen}
+	ct := &a.Counts
+	var b []byte
+	// Class families.
+	for fam, pick := range [2]func(alloctrack.Count) uint64{
+		func(c alloctrack.Count) uint64 { return c.Allocations },
+		func(c alloctrack.Count) uint64 { return c.Bytes },
+	} {
+		name := [2]string{"alloctrack_allocations_total", "alloctrack_allocated_bytes_total"}[fam]
+		start := len(b)
+		for _, cc := range ct.Classes {
+			b = appendSample(b, name, f, float64(pick(cc.Count)), "class", cc.Class, "package", a.Package, "serial", a.Serial)
+		}
+		b = appendSample(b, name, f, float64(pick(ct.ClassOther)), "class", alloctrack.Other, "package", a.Package, "serial", a.Serial)
+		fr.families[famClassAllocs+fam] = b[start:len(b):len(b)]
+	}
+	// Site families.
+	for fam, pick := range [2]func(alloctrack.Count) uint64{
+		func(c alloctrack.Count) uint64 { return c.Allocations },
+		func(c alloctrack.Count) uint64 { return c.Bytes },
+	} {
+		name := [2]string{"alloctrack_site_allocations_total", "alloctrack_site_allocated_bytes_total"}[fam]
+		start := len(b)
+		for _, sc := range ct.Sites {
+			b = appendSample(b, name, f, float64(pick(sc.Count)), "package", a.Package, "serial", a.Serial, "site", sc.ID)
+		}
+		b = appendSample(b, name, f, float64(pick(ct.SiteOther)), "package", a.Package, "serial", a.Serial, "site", alloctrack.Other)
+		fr.families[famSiteAllocs+fam] = b[start:len(b):len(b)]
+	}
+	fr.infoIDs = make([]string, len(ct.Sites))
+	fr.infos = make([][]byte, len(ct.Sites))
+	for i, sc := range ct.Sites {
+		start := len(b)
+		b = appendSample(b, "alloctrack_site_info", f, 1, "class", sc.Class, "frame", frameLabel(sc.Frame), "site", sc.ID)
+		fr.infoIDs[i] = sc.ID
+		fr.infos[i] = b[start:len(b):len(b)]
+	}
+	return fr
+}
+
+// appendSample appends one sample line: name{l1="v1",…} value. Label
+// pairs come in name order, as client_golang sorts them.
+func appendSample(b []byte, name string, f int, v float64, labels ...string) []byte {
+	b = append(b, name...)
+	b = append(b, '{')
+	for i := 0; i+1 < len(labels); i += 2 {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, labels[i]...)
+		b = append(b, '=', '"')
+		b = appendEscaped(b, labels[i+1])
+		b = append(b, '"')
+	}
+	b = append(b, '}', ' ')
+	b = appendValue(b, v, f)
+	return append(b, '\n')
+}
+
+// appendEscaped escapes a label value as both formats do: backslash,
+// double quote and newline.
+func appendEscaped(b []byte, s string) []byte {
+	if !strings.ContainsAny(s, "\\\"\n") {
+		return append(b, s...)
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\\':
+			b = append(b, '\\', '\\')
+		case '"':
+			b = append(b, '\\', '"')
+		case '\n':
+			b = append(b, '\\', 'n')
+		default:
+			b = append(b, c)
+		}
+	}
+	return b
+}
+
+// appendValue formats v as expfmt does in format f.
+func appendValue(b []byte, v float64, f int) []byte {
+	om := f == fmtOpenMetrics
+	switch {
+	case v == 1 && !om:
+		return append(b, '1')
+	case v == 0 && !om:
+		return append(b, '0')
+	case math.IsNaN(v):
+		return append(b, "NaN"...)
+	case math.IsInf(v, +1):
+		return append(b, "+Inf"...)
+	case math.IsInf(v, -1):
+		return append(b, "-Inf"...)
+	}
+	start := len(b)
+	b = strconv.AppendFloat(b, v, 'g', -1, 64)
+	if om && !bytes.ContainsAny(b[start:], "e.") {
+		b = append(b, '.', '0')
+	}
+	return b
+}

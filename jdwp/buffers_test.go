@@ -1,0 +1,114 @@
+package jdwp
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+	"time"
+)
+
+func TestBuffersReuse(t *testing.T) {
+	b := NewBuffers(2, 0)
+	small := b.get(100)
+	if len(small) != 100 {
+		t.Fatalf("len %d", len(small))
+	}
+	b.Put(small)
+	if b.Len() != 0 {
+		t.Fatal("a small buffer was kept")
+	}
+	big := b.get(1 << 20)
+	b.Put(big[8:]) // a part of it, as a chunk's data is
+	if b.Len() != 1 {
+		t.Fatalf("%d free buffers, want 1", b.Len())
+	}
+	again := b.get(1<<20 - 8)
+	if &again[0] != &big[8] {
+		t.Fatal("the free buffer was not reused")
+	}
+	if b.Len() != 0 {
+		t.Fatal("a buffer lent twice")
+	}
+	// Too small a free buffer is not used; when full, the smallest goes.
+	b.Put(make([]byte, MinPooledPacket))
+	b.Put(make([]byte, 2*MinPooledPacket))
+	b.Put(make([]byte, 3*MinPooledPacket))
+	if b.Len() != 2 {
+		t.Fatalf("%d free buffers, want 2 (the bound)", b.Len())
+	}
+	if got := b.get(4 * MinPooledPacket); cap(got) < 4*MinPooledPacket+MinPooledPacket/2 {
+		t.Fatalf("cap %d: a free buffer too small was used, or a new one without room to spare", cap(got))
+	}
+	if got := b.get(MinPooledPacket); cap(got) != 2*MinPooledPacket {
+		t.Fatalf("cap %d, want the smallest large enough (%d); the smallest of three should have been dropped", cap(got), 2*MinPooledPacket)
+	}
+	var nilBuffers *Buffers
+	nilBuffers.Put(big)
+	if len(nilBuffers.get(MinPooledPacket)) != MinPooledPacket {
+		t.Fatal("nil Buffers must allocate")
+	}
+}
+
+// A connection with Buffers reads a large packet into a buffer given back
+// before, and the data is the packet's.
+func TestConnReadsIntoBuffers(t *testing.T) {
+	b := NewBuffers(1, 0)
+	lent := make([]byte, 2*MinPooledPacket)
+	b.Put(lent)
+	data := bytes.Repeat([]byte{0xAB}, MinPooledPacket+5)
+	pkt := binary.BigEndian.AppendUint32(nil, uint32(HeaderLen+len(data)))
+	pkt = binary.BigEndian.AppendUint32(pkt, 0x40000001)
+	pkt = append(pkt, FlagReply, 0, 0)
+	pkt = append(pkt, data...)
+	p, err := readPacket(bytes.NewReader(pkt), 0, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(p.Data, data) || &p.Data[0] != &lent[0] {
+		t.Fatalf("data %d bytes, reused %v", len(p.Data), &p.Data[0] == &lent[0])
+	}
+}
+
+// At most readers large packets are read at once; a reader waiting for
+// its turn gives up when told to stop.
+func TestBuffersBoundReaders(t *testing.T) {
+	b := NewBuffers(0, 1)
+	data := bytes.Repeat([]byte{1}, MinPooledPacket)
+	pkt := binary.BigEndian.AppendUint32(nil, uint32(HeaderLen+len(data)))
+	pkt = binary.BigEndian.AppendUint32(pkt, 0x40000001)
+	pkt = append(pkt, FlagReply, 0, 0)
+	pkt = append(pkt, data...)
+	if !b.acquire(MinPooledPacket, nil) { // another connection is reading
+		t.Fatal("acquire")
+	}
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := readPacket(bytes.NewReader(pkt), 0, b, stop)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("read a large packet while another was being read (err %v)", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(stop)
+	if err := <-done; err != ErrClosed {
+		t.Fatalf("err %v, want ErrClosed", err)
+	}
+	b.release(MinPooledPacket)
+	if _, err := readPacket(bytes.NewReader(pkt), 0, b, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.reading) != 0 {
+		t.Fatal("turn not given back")
+	}
+	// Small packets need no turn.
+	b.acquire(MinPooledPacket, nil)
+	small := binary.BigEndian.AppendUint32(nil, HeaderLen+3)
+	small = binary.BigEndian.AppendUint32(small, 1)
+	small = append(small, FlagReply, 0, 0, 7, 7, 7)
+	if _, err := readPacket(bytes.NewReader(small), 0, b, nil); err != nil {
+		t.Fatal(err)
+	}
+}

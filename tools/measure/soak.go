@@ -1,0 +1,379 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/alloctrack/alloctrack/sim"
+)
+
+// soak runs the daemon binary against a simulated farm that changes all
+// the time: apps restart, devices are unplugged and come back, apps come
+// and go, and the adb server restarts. Each minute it prints the daemon's
+// RSS, goroutines, open file descriptors and series; every scrape it checks
+// that no counter went down; at the end it stops every workload, waits for
+// the last reports and compares the daemon's per-app totals with the
+// simulator's ground truth.
+func soak(args []string) error {
+	fs := flag.NewFlagSet("soak", flag.ExitOnError)
+	duration := fs.Duration("duration", 35*time.Minute, "how long the farm changes")
+	window := fs.Duration("window", 10*time.Second, "daemon window")
+	devices := fs.Int("devices", 8, "devices")
+	apps := fs.Int("apps", 4, "apps per device at the start")
+	rate := fs.Float64("rate", 2000, "allocations per second per app")
+	every := fs.Duration("event.interval", 15*time.Second, "time between farm events")
+	adbRestart := fs.Duration("adb.restart", 10*time.Minute, "how often the adb server restarts")
+	scrape := fs.Duration("scrape", 15*time.Second, "how often /metrics is read and checked")
+	port := fs.Int("port", 19854, "daemon's port on 127.0.0.1")
+	seed := fs.Uint64("seed", 1, "seed of the event schedule")
+	names := fs.Int("extra.names", 3, "package names the apps that come and go are drawn from (per device), so that the set of apps the daemon keeps counters for stops growing early")
+	fs.Parse(args)
+
+	w := sim.DefaultWorkload()
+	w.Rate = *rate
+	farm := sim.NewFarm(sim.FarmConfig{Devices: *devices, AppsPerDevice: *apps, Workload: w, APIs: []int{30, 28, 26, 23}})
+	defer farm.Close()
+
+	// Our own stand-in adb server, so that it can be restarted on the
+	// same address.
+	host := sim.NewHostServer()
+	for _, d := range farm.Devices() {
+		host.AddDevice(d)
+	}
+	addr, err := host.Listen("127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer func() { host.Close() }()
+
+	bin := filepath.Join(os.TempDir(), fmt.Sprintf("alloctrack-soak-%d", os.Getpid()))
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/alloctrack").CombinedOutput(); err != nil {
+		return fmt.Errorf("building the daemon: %v\n%s", err, out)
+	}
+	defer os.Remove(bin)
+	listen := fmt.Sprintf("127.0.0.1:%d", *port)
+	cmd := exec.Command(bin, "serve", "--adb.address", addr.String(), "--web.listen-address", listen,
+		"--window", window.String(), "--log.level", "warn")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer cmd.Process.Kill()
+	pid := cmd.Process.Pid
+	fmt.Printf("soak: %d devices x %d apps at the start, %.0f allocations/s each, window %v, a farm event every %v, adb server restart every %v, for %v; daemon pid %d\n",
+		*devices, *apps, *rate, *window, *every, *adbRestart, *duration, pid)
+	fmt.Printf("%6s %9s %9s %10s %5s %7s %5s %8s  %s\n", "minute", "RSS MiB", "HWM MiB", "goroutines", "fds", "series", "apps", "CPU s", "events")
+
+	rng := rand.New(rand.NewPCG(*seed, 7))
+	var (
+		start      = time.Now()
+		unplugged  = map[string]time.Time{}
+		extra      = 0
+		events     = map[string]int{}
+		prev       = map[string]float64{}
+		decreases  []string
+		scrapes    int
+		nextScrape = start
+		nextEvent  = start.Add(*every)
+		nextAdb    = start.Add(*adbRestart)
+		nextMinute = start.Add(time.Minute)
+		minute     = 0
+		rss5       int64
+		rssLast    int64
+		rows       []string
+	)
+	alive := func() []*sim.VM {
+		var out []*sim.VM
+		for _, d := range farm.Devices() {
+			out = append(out, d.VMs()...)
+		}
+		return out
+	}
+	check := func() (metrics, error) {
+		m, err := readMetrics(listen)
+		if err != nil {
+			return m, err
+		}
+		scrapes++
+		for k, v := range m.counters {
+			if p, ok := prev[k]; ok && v < p {
+				decreases = append(decreases, fmt.Sprintf("%s: %v then %v", k, p, v))
+			}
+		}
+		prev = m.counters
+		return m, nil
+	}
+	for time.Since(start) < *duration {
+		now := time.Now()
+		if !now.Before(nextScrape) {
+			if _, err := check(); err != nil {
+				fmt.Printf("scrape failed: %v\n", err)
+			}
+			nextScrape = now.Add(*scrape)
+		}
+		if !now.Before(nextEvent) {
+			nextEvent = now.Add(*every)
+			// Devices unplugged for 30 s come back.
+			for serial, at := range unplugged {
+				if now.Sub(at) >= 30*time.Second {
+					host.AddDevice(farm.Device(serial))
+					delete(unplugged, serial)
+					events["replug"]++
+				}
+			}
+			switch k := rng.IntN(10); {
+			case k < 4: // an app restarts
+				if vms := alive(); len(vms) > 0 {
+					vm := vms[rng.IntN(len(vms))]
+					if serial := serialOf(farm, vm); serial != "" {
+						if _, err := farm.RestartApp(serial, vm.PID()); err == nil {
+							events["restart"]++
+						}
+					}
+				}
+			case k < 6: // a device is unplugged
+				d := farm.Devices()[rng.IntN(*devices)]
+				if _, gone := unplugged[d.Serial()]; !gone {
+					host.RemoveDevice(d.Serial())
+					d.Disconnect()
+					unplugged[d.Serial()] = now
+					events["unplug"]++
+				}
+			case k < 8: // a new app starts
+				d := farm.Devices()[rng.IntN(*devices)]
+				if len(d.VMs()) < 2**apps {
+					extra++
+					wl := w
+					wl.Seed = uint64(1000 + extra)
+					if _, err := farm.AddApp(d.Serial(), sim.AppConfig{Package: fmt.Sprintf("com.example.extra%d", extra%*names), Workload: wl}); err == nil {
+						events["app+"]++
+					}
+				}
+			default: // an app ends for good
+				if vms := alive(); len(vms) > *devices {
+					vm := vms[rng.IntN(len(vms))]
+					if serial := serialOf(farm, vm); serial != "" && len(farm.Device(serial).VMs()) > 1 {
+						if err := farm.KillApp(serial, vm.PID()); err == nil {
+							events["app-"]++
+						}
+					}
+				}
+			}
+		}
+		if !now.Before(nextAdb) {
+			nextAdb = now.Add(*adbRestart)
+			host.Close()
+			host = sim.NewHostServer()
+			for _, d := range farm.Devices() {
+				if _, gone := unplugged[d.Serial()]; !gone {
+					host.AddDevice(d)
+				}
+			}
+			// The daemon sees the server go away and come back on the
+			// same address a second later.
+			time.Sleep(time.Second)
+			if _, err := host.Listen(addr.String()); err != nil {
+				return fmt.Errorf("restarting the adb server on %s: %w", addr, err)
+			}
+			events["adb-restart"]++
+		}
+		if !now.Before(nextMinute) {
+			nextMinute = nextMinute.Add(time.Minute)
+			minute++
+			m, err := check()
+			if err != nil {
+				fmt.Printf("minute %d: scrape failed: %v\n", minute, err)
+				continue
+			}
+			rss, hwm, _ := procMem(pid)
+			cpu, _, _ := procStat(pid)
+			fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+			if minute == 5 {
+				rss5 = rss
+			}
+			rssLast = rss
+			row := fmt.Sprintf("%6d %9.1f %9.1f %10.0f %5d %7d %5d %8.1f  %v", minute, float64(rss)/(1<<20), float64(hwm)/(1<<20),
+				m.gauges["go_goroutines"], len(fds), m.series, len(alive()), cpu.Seconds(), fmtEvents(events))
+			rows = append(rows, row)
+			fmt.Println(row)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// The end: every device back, every workload stopped, then three
+	// windows for the last reports.
+	for serial := range unplugged {
+		host.AddDevice(farm.Device(serial))
+		events["replug"]++
+	}
+	for _, vm := range alive() {
+		vm.Pause(true)
+	}
+	fmt.Printf("farm changes stopped after %v; waiting %v for the last reports\n", time.Since(start).Round(time.Second), 4**window)
+	time.Sleep(4 * *window)
+	m, err := check()
+	if err != nil {
+		return err
+	}
+	cpu, hwm, _ := procStat(pid)
+	elapsed := time.Since(start)
+
+	type appKey struct{ serial, pkg string }
+	truth := map[appKey][3]uint64{} // reported allocations, bytes; allocated
+	for _, d := range farm.Devices() {
+		for _, vm := range farm.VMs(d.Serial(), "") {
+			k := appKey{d.Serial(), vm.ProcessName()}
+			if _, ok := truth[k]; ok {
+				continue
+			}
+			allocated, reported := farm.Truth(d.Serial(), vm.ProcessName())
+			truth[k] = [3]uint64{reported.Total.Allocations, reported.Total.Bytes, allocated.Total.Allocations}
+		}
+	}
+	var exact, wrong int
+	var sumTruth, sumDaemon, sumAllocated float64
+	for k, tr := range truth {
+		labels := fmt.Sprintf(`{package=%q,serial=%q}`, k.pkg, k.serial)
+		ga, oka := m.counters["alloctrack_app_allocations_total"+labels]
+		gb := m.counters["alloctrack_app_allocated_bytes_total"+labels]
+		sumTruth += float64(tr[0])
+		sumDaemon += ga
+		sumAllocated += float64(tr[2])
+		if oka && ga == float64(tr[0]) && gb == float64(tr[1]) {
+			exact++
+			continue
+		}
+		wrong++
+		fmt.Printf("  %s %s: daemon %v allocations, %v bytes; simulator reported %d, %d bytes (allocated while tracked %d)\n",
+			k.serial, k.pkg, ga, gb, tr[0], tr[1], tr[2])
+	}
+	fmt.Printf("soak: %v; events %v; %d scrapes\n", elapsed.Round(time.Second), fmtEvents(events), scrapes)
+	fmt.Printf("daemon CPU %v (%.1f%% of one core); peak RSS %.1f MiB; RSS at minute 5 %.1f MiB, at the end %.1f MiB (%+.1f%%)\n",
+		cpu.Round(10*time.Millisecond), 100*cpu.Seconds()/elapsed.Seconds(), float64(hwm)/(1<<20),
+		float64(rss5)/(1<<20), float64(rssLast)/(1<<20), 100*(float64(rssLast)/float64(rss5)-1))
+	fmt.Printf("ground truth: %d apps (serial, package) exact, %d not; daemon %.0f allocations, simulator reported %.0f, allocated while tracked %.0f\n",
+		exact, wrong, sumDaemon, sumTruth, sumAllocated)
+	fmt.Printf("counters that went down between scrapes: %d\n", len(decreases))
+	for i, d := range decreases {
+		if i == 20 {
+			fmt.Printf("  … and %d more\n", len(decreases)-20)
+			break
+		}
+		fmt.Println("  " + d)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	fmt.Printf("after SIGTERM: daemon exit %v\n", cmd.Wait())
+	return nil
+}
+
+func serialOf(f *sim.Farm, vm *sim.VM) string {
+	for _, d := range f.Devices() {
+		if d.VM(vm.PID()) == vm {
+			return d.Serial()
+		}
+	}
+	return ""
+}
+
+func fmtEvents(e map[string]int) string {
+	keys := make([]string, 0, len(e))
+	for k := range e {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s=%d", k, e[k])
+	}
+	return b.String()
+}
+
+// procMem returns a process's resident and peak resident set sizes.
+func procMem(pid int) (rss, hwm int64, err error) {
+	s, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(s), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmRSS:":
+			rss = kb * 1024
+		case "VmHWM:":
+			hwm = kb * 1024
+		}
+	}
+	return rss, hwm, nil
+}
+
+type metrics struct {
+	series   int
+	counters map[string]float64 // counter samples (…_total, histogram _count/_sum/_bucket) by name and labels
+	gauges   map[string]float64 // unlabelled gauges
+}
+
+// readMetrics reads /metrics (text format).
+func readMetrics(listen string) (metrics, error) {
+	m := metrics{counters: map[string]float64{}, gauges: map[string]float64{}}
+	resp, err := http.Get("http://" + listen + "/metrics")
+	if err != nil {
+		return m, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return m, err
+	}
+	counterFamilies := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "# TYPE ") {
+			f := strings.Fields(line)
+			if len(f) == 4 && (f[3] == "counter" || f[3] == "histogram") {
+				counterFamilies[f[2]] = true
+			}
+			continue
+		}
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		m.series++
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		key := line[:i]
+		name := key
+		if j := strings.IndexByte(key, '{'); j >= 0 {
+			name = key[:j]
+		} else {
+			m.gauges[name] = v
+		}
+		base := name
+		for _, suf := range []string{"_bucket", "_count", "_sum"} {
+			base = strings.TrimSuffix(base, suf)
+		}
+		if (counterFamilies[name] || counterFamilies[base]) && strings.HasPrefix(name, "alloctrack_") {
+			m.counters[key] = v
+		}
+	}
+	return m, nil
+}
