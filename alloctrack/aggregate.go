@@ -25,6 +25,9 @@ type AggregateConfig struct {
 	Candidates int
 	// StackLabelMax caps the length of a site's stack text.
 	StackLabelMax int
+	// HistoryWindows is how many recent windows are remembered for rates
+	// and recent profiles (0: DefaultHistoryWindows; negative: none).
+	HistoryWindows int
 }
 
 func (c *AggregateConfig) fill() {
@@ -36,6 +39,9 @@ func (c *AggregateConfig) fill() {
 	}
 	if c.StackLabelMax <= 0 {
 		c.StackLabelMax = 1024
+	}
+	if c.HistoryWindows == 0 {
+		c.HistoryWindows = DefaultHistoryWindows
 	}
 }
 
@@ -63,6 +69,9 @@ type (
 		ClassOther Count
 		Sites      []SiteCount // admitted, by id
 		SiteOther  Count
+		// Windows are the totals of the last remembered windows, oldest
+		// first; the last one's End is when the last report was counted.
+		Windows []WindowTotal
 	}
 )
 
@@ -91,6 +100,8 @@ type Counters struct {
 	sites      map[uint64]*siteSeries
 	siteOther  Count
 	siteCands  candidates[uint64]
+	history    []window
+	last       time.Time // end of the last counted window
 }
 
 // NewCounters returns empty counters.
@@ -230,11 +241,26 @@ type local struct {
 	rep int32 // index of one allocation with this key
 }
 
-// Add counts every allocation of r at time now.
+// Add counts every allocation of r at time now, as a window that began
+// when the previous one ended (or at now, for the first).
 func (c *Counters) Add(r *Report, now time.Time) {
+	c.mu.Lock()
+	start := c.last
+	c.mu.Unlock()
+	if start.IsZero() {
+		start = now
+	}
+	c.AddWindow(r, start, now)
+}
+
+// AddWindow counts every allocation of r, the report of the window from
+// start to now, and remembers the window for Recent.
+func (c *Counters) AddWindow(r *Report, start, now time.Time) {
 	if len(r.Allocations) == 0 {
 		c.mu.Lock()
 		c.expireLocked(now)
+		c.last = now
+		c.remember(window{WindowTotal: WindowTotal{Start: start, End: now}})
 		c.mu.Unlock()
 		return
 	}
@@ -296,12 +322,15 @@ func (c *Counters) Add(r *Report, now time.Time) {
 	c.expireLocked(now)
 	c.total.Allocations += total.Allocations
 	c.total.Bytes += total.Bytes
+	c.last = now
+	w := window{WindowTotal: WindowTotal{Start: start, End: now, Count: total}}
 	for _, idx := range classIdx {
 		n := byClass[idx]
 		s := admit(c.classes, c.cfg.TopClasses, &c.classCands, &c.classOther, r.Classes[idx], *n)
 		if s == nil {
 			continue
 		}
+		w.classes = append(w.classes, keyCount[string]{r.Classes[idx], *n})
 		s.Allocations += n.Allocations
 		s.Bytes += n.Bytes
 		s.last = now
@@ -317,10 +346,12 @@ func (c *Counters) Add(r *Report, now time.Time) {
 			// admitted sites pay for formatting their frames.
 			s.info = c.siteInfo(r, &r.Allocations[n.rep], h)
 		}
+		w.sites = append(w.sites, keyCount[uint64]{h, n.Count})
 		s.Allocations += n.Allocations
 		s.Bytes += n.Bytes
 		s.last = now
 	}
+	c.remember(w)
 }
 
 // admit returns k's series, creating it while fewer than top exist;
@@ -381,7 +412,7 @@ func (c *Counters) expireLocked(now time.Time) {
 func (c *Counters) Snapshot() AppCounts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := AppCounts{Total: c.total, ClassOther: c.classOther, SiteOther: c.siteOther}
+	out := AppCounts{Total: c.total, ClassOther: c.classOther, SiteOther: c.siteOther, Windows: c.windowsLocked()}
 	out.Classes = make([]ClassCount, 0, len(c.classes))
 	for k, s := range c.classes {
 		out.Classes = append(out.Classes, ClassCount{Class: k, Count: s.Count})
