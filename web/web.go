@@ -139,6 +139,7 @@ func New(src Source, cfg Config) (*Handler, error) {
 		w.Header().Set("Cache-Control", "max-age=3600")
 		fileServer.ServeHTTP(w, r)
 	})))
+	h.mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	h.mux.HandleFunc("GET /{$}", h.farm)
 	h.mux.HandleFunc("GET /apps/{serial}/{package}", h.app)
 	h.mux.HandleFunc("GET /apps/{serial}/{package}/flame", h.flame)
@@ -149,9 +150,6 @@ func New(src Source, cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("GET /api/v1/sites/{site}", h.apiSite)
 	return h, nil
 }
-
-// Routes are the patterns Handler serves, for mounting it on a mux.
-var Routes = []string{"/{$}", "/static/", "/apps/", "/sites/", "/api/v1/"}
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
