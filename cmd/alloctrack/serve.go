@@ -136,16 +136,22 @@ func (c *serveCmd) run(stderr io.Writer) int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	finished := make(chan struct{})
+	defer close(finished) // ends the signal goroutine when run returns
 	go func() {
-		s, ok := <-sigs
-		if !ok {
+		var s os.Signal
+		select {
+		case s = <-sigs:
+		case <-finished:
 			return
 		}
 		log.Info("signal received; turning tracking off in every app", zap.String("signal", s.String()), zap.Duration("timeout", *c.shutdownTimeout))
 		stop()
-		if _, ok := <-sigs; ok {
+		select {
+		case <-sigs:
 			log.Warn("second signal: exiting at once")
 			os.Exit(exitFailure)
+		case <-finished:
 		}
 	}()
 
