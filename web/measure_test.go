@@ -76,19 +76,26 @@ func BenchmarkPages(b *testing.B) {
 // TestMeasureFarmPage measures the farm page at 64 apps x 200 sites in
 // headless Chromium: page weight, time to first byte, and render time
 // (navigation start to the load event), each the median of 5 loads. It is
-// a measurement, not a check: run it with ALLOCTRACK_MEASURE_WEB=1.
+// a measurement, not a check: run it with ALLOCTRACK_MEASURE_WEB=1, or
+// with ALLOCTRACK_MEASURE_WEB=http://host:port to measure a running daemon
+// (serve --simulate --simulate.devices 8 --simulate.apps 8, say).
 func TestMeasureFarmPage(t *testing.T) {
-	if os.Getenv("ALLOCTRACK_MEASURE_WEB") == "" {
-		t.Skip("measurement: set ALLOCTRACK_MEASURE_WEB=1 to run")
+	target := os.Getenv("ALLOCTRACK_MEASURE_WEB")
+	if target == "" {
+		t.Skip("measurement: set ALLOCTRACK_MEASURE_WEB=1 (or a daemon's URL) to run")
 	}
 	bin := chromium(t)
-	h, err := web.New(bigFarm(), web.Config{})
-	if err != nil {
-		t.Fatal(err)
+	base := strings.TrimSuffix(target, "/")
+	if !strings.HasPrefix(target, "http") {
+		h, err := web.New(bigFarm(), web.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(h)
+		defer srv.Close()
+		base = srv.URL
 	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	res, err := http.Get(srv.URL + "/")
+	res, err := http.Get(base + "/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +103,7 @@ func TestMeasureFarmPage(t *testing.T) {
 	res.Body.Close()
 	var assets int
 	for _, p := range []string{"/static/app.js", "/static/style.css"} {
-		r, err := http.Get(srv.URL + p)
+		r, err := http.Get(base + p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,15 +118,15 @@ func TestMeasureFarmPage(t *testing.T) {
 	var ttfb, load []float64
 	for range 5 {
 		var timing []float64
-		if err := chromedp.Run(ctx, chromedp.Navigate(srv.URL+"/?x="+fmt.Sprint(time.Now().UnixNano())),
+		if err := chromedp.Run(ctx, chromedp.Navigate(base+"/?x="+fmt.Sprint(time.Now().UnixNano())),
 			chromedp.Poll(`performance.getEntriesByType("navigation")[0].loadEventEnd > 0`, nil),
 			chromedp.Evaluate(`(n => [n.responseStart - n.startTime, n.loadEventEnd - n.startTime])(performance.getEntriesByType("navigation")[0])`, &timing)); err != nil {
 			t.Fatal(err)
 		}
 		ttfb, load = append(ttfb, timing[0]), append(load, timing[1])
 	}
-	t.Logf("farm page, 64 apps x 200 sites: HTML %d bytes, script and style %d bytes; median of 5 in Chromium: time to first byte %.1f ms, load event %.1f ms (ttfb %v, load %v)",
-		len(html), assets, median(ttfb), median(load), ttfb, load)
+	t.Logf("farm page of %s: HTML %d bytes, script and style %d bytes; median of 5 in Chromium: time to first byte %.1f ms, load event %.1f ms (ttfb %v, load %v)",
+		base, len(html), assets, median(ttfb), median(load), ttfb, load)
 }
 
 func median(v []float64) float64 {

@@ -51,11 +51,28 @@ type AppSummary struct {
 	ErrorTotal  uint64            `json:"error_total"`
 }
 
+// Server is an adb server on the farm page.
+type Server struct {
+	Addr   string `json:"address"`
+	Up     bool   `json:"up"`
+	Errors uint64 `json:"errors"`
+}
+
+// Device is a device on the farm page.
+type Device struct {
+	Server string            `json:"server"`
+	Serial string            `json:"serial"`
+	State  string            `json:"state"`
+	API    int               `json:"api_level,omitempty"`
+	Model  string            `json:"model,omitempty"`
+	Errors map[string]uint64 `json:"errors"`
+}
+
 // Farm is the farm page's data.
 type Farm struct {
-	Servers []alloctrack.ServerStatus `json:"servers"`
-	Devices []alloctrack.DeviceStatus `json:"devices"`
-	Apps    []AppSummary              `json:"apps"`
+	Servers []Server     `json:"servers"`
+	Devices []Device     `json:"devices"`
+	Apps    []AppSummary `json:"apps"`
 }
 
 // App is an app page's data.
@@ -187,16 +204,16 @@ func summarize(a *alloctrack.AppSnapshot) AppSummary {
 }
 
 func buildFarm(s alloctrack.Snapshot) Farm {
-	f := Farm{Servers: s.Servers, Devices: s.Devices, Apps: make([]AppSummary, 0, len(s.Apps))}
-	if f.Servers == nil {
-		f.Servers = []alloctrack.ServerStatus{}
+	f := Farm{Servers: make([]Server, 0, len(s.Servers)), Devices: make([]Device, 0, len(s.Devices)), Apps: make([]AppSummary, 0, len(s.Apps))}
+	for _, sv := range s.Servers {
+		f.Servers = append(f.Servers, Server{Addr: sv.Addr, Up: sv.Up, Errors: sv.Errors})
 	}
-	if f.Devices == nil {
-		f.Devices = []alloctrack.DeviceStatus{}
-	}
-	for i := range f.Devices {
-		d := &f.Devices[i]
-		d.Serial, d.Model, d.State = clean(d.Serial), clean(d.Model), clean(d.State)
+	for _, d := range s.Devices {
+		errs := d.Errors
+		if errs == nil {
+			errs = map[string]uint64{}
+		}
+		f.Devices = append(f.Devices, Device{Server: d.Server, Serial: clean(d.Serial), State: clean(d.State), API: d.API, Model: clean(d.Model), Errors: errs})
 	}
 	for i := range s.Apps {
 		f.Apps = append(f.Apps, summarize(&s.Apps[i]))
