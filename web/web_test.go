@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"compress/gzip"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -277,4 +278,33 @@ func TestBasicAuth(t *testing.T) {
 		}
 	}
 	http.DefaultClient.CloseIdleConnections()
+}
+
+// Pages and JSON are gzipped for clients that take it, and only for them.
+func TestGzip(t *testing.T) {
+	h := newView(t)
+	for _, path := range []string{"/apps/emulator-5554/com.example.a", "/api/v1/apps/emulator-5554/com.example.a"} {
+		_, plain := get(t, h, path)
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.Header.Set("Accept-Encoding", "br, gzip;q=0.8")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Header().Get("Content-Encoding") != "gzip" {
+			t.Fatalf("GET %s with gzip accepted: Content-Encoding %q", path, rec.Header().Get("Content-Encoding"))
+		}
+		zr, err := gzip.NewReader(rec.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unzipped, err := io.ReadAll(zr)
+		if err != nil || string(unzipped) != plain {
+			t.Errorf("GET %s: gzipped body differs from the plain one (%v)", path, err)
+		}
+		req.Header.Set("Accept-Encoding", "gzip;q=0")
+		rec = httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Header().Get("Content-Encoding") != "" {
+			t.Errorf("GET %s with gzip;q=0: gzipped anyway", path)
+		}
+	}
 }
