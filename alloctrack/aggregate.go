@@ -30,6 +30,9 @@ type AggregateConfig struct {
 	Candidates int
 	// StackLabelMax caps the length of a site's stack text.
 	StackLabelMax int
+	// HistoryWindows is how many recent windows are remembered for rates
+	// and recent profiles (0: DefaultHistoryWindows; negative: none).
+	HistoryWindows int
 }
 
 func (c *AggregateConfig) fill() {
@@ -41,6 +44,9 @@ func (c *AggregateConfig) fill() {
 	}
 	if c.StackLabelMax <= 0 {
 		c.StackLabelMax = 1024
+	}
+	if c.HistoryWindows == 0 {
+		c.HistoryWindows = DefaultHistoryWindows
 	}
 }
 
@@ -72,6 +78,9 @@ type (
 		ClassOther Count
 		Sites      []SiteCount // admitted, by id
 		SiteOther  Count
+		// Windows are the totals of the last remembered windows, oldest
+		// first; the last one's End is when the last report was counted.
+		Windows []WindowTotal
 	}
 )
 
@@ -101,6 +110,8 @@ type Counters struct {
 	sites      map[uint64]*siteSeries
 	siteOther  Count
 	siteCands  candidates[uint64]
+	history    []window
+	last       time.Time // end of the last counted window
 }
 
 // NewCounters returns empty counters.
@@ -446,13 +457,28 @@ func (sc *addScratch) selectHeaviest(idx []int32, m int) []int32 {
 	return hp
 }
 
-// Add counts every allocation of r at time now. It keeps nothing of r:
-// admitted sites get their labels built from r's tables (new strings).
+// Add counts every allocation of r at time now, as a window that began
+// when the previous one ended (or at now, for the first). It keeps nothing
+// of r: admitted sites get their labels built from r's tables (new strings).
 func (c *Counters) Add(r *Report, now time.Time) {
+	c.mu.Lock()
+	start := c.last
+	c.mu.Unlock()
+	if start.IsZero() {
+		start = now
+	}
+	c.AddWindow(r, start, now)
+}
+
+// AddWindow counts every allocation of r, the report of the window from
+// start to now, and remembers the window for Recent.
+func (c *Counters) AddWindow(r *Report, start, now time.Time) {
 	if len(r.Allocations) == 0 {
 		c.mu.Lock()
 		c.gen = countersGen.Add(1)
 		c.expireLocked(now)
+		c.last = now
+		c.remember(window{WindowTotal: WindowTotal{Start: start, End: now}})
 		c.mu.Unlock()
 		return
 	}
@@ -482,12 +508,16 @@ func (c *Counters) Add(r *Report, now time.Time) {
 	c.expireLocked(now)
 	c.total.Allocations += total.Allocations
 	c.total.Bytes += total.Bytes
+	c.last = now
+	w := window{WindowTotal: WindowTotal{Start: start, End: now, Count: total}}
+	defer func() { c.remember(w) }() // under c.mu, released by the earlier defer
 	for _, idx := range classIdx {
 		n := sc.classes[idx]
 		s := admit(c.classes, c.cfg.TopClasses, &c.classCands, &c.classOther, r.Classes[idx], n)
 		if s == nil {
 			continue
 		}
+		w.classes = append(w.classes, keyCount[string]{r.Classes[idx], n})
 		s.Allocations += n.Allocations
 		s.Bytes += n.Bytes
 		s.last = now
@@ -502,7 +532,7 @@ func (c *Counters) Add(r *Report, now time.Time) {
 	for i := range sc.sites {
 		sa := &sc.sites[i]
 		if s := c.sites[sa.h]; s != nil {
-			c.addSite(s, r, sa, now)
+			c.addSite(s, r, sa, now, &w)
 			continue
 		}
 		if free == 0 {
@@ -527,7 +557,7 @@ func (c *Counters) Add(r *Report, now time.Time) {
 			c.siteCands.remove(sa.h)
 			rep := *sa
 			rep.rep = -1 - sa.rep
-			c.addSite(s, r, &rep, now)
+			c.addSite(s, r, &rep, now, &w)
 			continue
 		}
 		c.siteOther.Allocations += sa.n.Allocations
@@ -550,8 +580,9 @@ func (c *Counters) Add(r *Report, now time.Time) {
 }
 
 // addSite counts a report's site into its series, building its labels
-// when the series first counts.
-func (c *Counters) addSite(s *siteSeries, r *Report, sa *siteAgg, now time.Time) {
+// when the series first counts, and into the window w.
+func (c *Counters) addSite(s *siteSeries, r *Report, sa *siteAgg, now time.Time, w *window) {
+	w.sites = append(w.sites, keyCount[uint64]{sa.h, sa.n})
 	if s.info.ID == "" {
 		// Labels are built once, when a series first counts: only
 		// admitted sites pay for formatting their frames.
@@ -620,7 +651,7 @@ func (c *Counters) expireLocked(now time.Time) {
 func (c *Counters) Snapshot() AppCounts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := AppCounts{Gen: c.gen, Total: c.total, ClassOther: c.classOther, SiteOther: c.siteOther}
+	out := AppCounts{Gen: c.gen, Total: c.total, ClassOther: c.classOther, SiteOther: c.siteOther, Windows: c.windowsLocked()}
 	out.Classes = make([]ClassCount, 0, len(c.classes))
 	for k, s := range c.classes {
 		out.Classes = append(out.Classes, ClassCount{Class: k, Count: s.Count})

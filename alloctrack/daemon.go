@@ -144,6 +144,7 @@ type appEntry struct {
 type deviceEntry struct {
 	server, serial, state string
 	api                   int
+	model                 string
 	cancel                context.CancelCauseFunc // nil when not followed
 	done                  chan struct{}
 }
@@ -348,6 +349,11 @@ func (d *Daemon) runDevice(ctx context.Context, src Source, e *deviceEntry, log 
 			e.api = api
 			d.mu.Unlock()
 		}
+	}
+	if v, err := src.Prop(pctx, e.serial, "ro.product.model"); err == nil {
+		d.mu.Lock()
+		e.model = strings.TrimSpace(v)
+		d.mu.Unlock()
 	}
 	cancel()
 
@@ -564,6 +570,7 @@ func (d *Daemon) nameHeld(ctx context.Context, src Source, serial string, api, p
 type DeviceStatus struct {
 	Server, Serial, State string
 	API                   int
+	Model                 string            // ro.product.model; "" until read
 	Errors                map[string]uint64 // by stage, before an app is named
 }
 
@@ -595,7 +602,7 @@ func (d *Daemon) Snapshot() Snapshot {
 		s.Servers = append(s.Servers, ServerStatus{Addr: addr, Up: e.up, Errors: e.errors})
 	}
 	for _, e := range d.devices {
-		ds := DeviceStatus{Server: e.server, Serial: e.serial, State: e.state, API: e.api, Errors: map[string]uint64{}}
+		ds := DeviceStatus{Server: e.server, Serial: e.serial, State: e.state, API: e.api, Model: e.model, Errors: map[string]uint64{}}
 		for k, v := range d.devErrs[e.serial] {
 			ds.Errors[k] = v
 		}
@@ -664,4 +671,17 @@ func (r *rateLog) forget(key string) {
 	r.mu.Lock()
 	delete(r.seen, key)
 	r.mu.Unlock()
+}
+
+// Recent returns the counts of an app's last n windows (n <= 0: every
+// remembered window); ok is false for an app the daemon does not know.
+// It does no I/O.
+func (d *Daemon) Recent(serial, app string, n int) (r Recent, ok bool) {
+	d.mu.Lock()
+	e := d.apps[appKey{serial, app}]
+	d.mu.Unlock()
+	if e == nil {
+		return Recent{}, false
+	}
+	return e.counters.Recent(n), true
 }

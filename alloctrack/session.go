@@ -220,7 +220,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 			stats.CountError(StageParse)
 			log.Warn("report did not parse; window lost", zap.Error(w.ParseErr), zap.Int("bytes", len(w.Raw)))
 		} else {
-			counters.Add(w.Report, w.End)
+			counters.AddWindow(w.Report, w.Start, w.End)
 			n := len(w.Report.Allocations)
 			over := w.Report.Overflowed()
 			stats.update(func(st *AppStatus) {

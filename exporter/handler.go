@@ -23,6 +23,9 @@ type HandlerConfig struct {
 	Extra map[string]http.Handler
 	// ExtraLinks are added to the landing page.
 	ExtraLinks []web.LandingLinks
+	// Root, when set, serves / and every path not served otherwise (the
+	// web view) instead of the landing page.
+	Root http.Handler
 }
 
 // NewHandler serves /metrics from reg, /-/healthy, /-/ready and a landing
@@ -50,6 +53,10 @@ func NewHandler(reg *prometheus.Registry, cfg HandlerConfig) (http.Handler, erro
 	})
 	for p, h := range cfg.Extra {
 		mux.Handle(p, h)
+	}
+	if cfg.Root != nil {
+		mux.Handle("/", cfg.Root)
+		return mux, nil
 	}
 	links := append([]web.LandingLinks{
 		{Address: "metrics", Text: "Metrics"},

@@ -130,3 +130,18 @@ func TestHandlerLandingPageAndExtra(t *testing.T) {
 			"(exporter/handler.go NewHandler leaves web.LandingConfig.Profiling empty, which exporter-toolkit treats as \"true\")", dead)
 	}
 }
+
+// With Root set, / and every path the handler does not serve itself go to
+// Root (the web view) instead of the landing page; /metrics stays.
+func TestHandlerRoot(t *testing.T) {
+	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "view "+r.URL.Path) })
+	h := newHandler(t, exporter.HandlerConfig{Version: "1.2.3", Root: root})
+	for path, want := range map[string]string{"/": "view /", "/apps/s/p": "view /apps/s/p", "/-/healthy": "Healthy"} {
+		if res, body := get(t, h, path); res.StatusCode != 200 || !strings.Contains(body, want) {
+			t.Errorf("GET %s: %s %q, want %q", path, res.Status, body, want)
+		}
+	}
+	if _, body := get(t, h, "/metrics"); !strings.Contains(body, "alloctrack_app_state") {
+		t.Errorf("/metrics is not served by the exporter with Root set")
+	}
+}

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,12 +22,14 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 	"go.uber.org/zap"
+	"go.yaml.in/yaml/v2"
 
 	"github.com/alloctrack/alloctrack/adb"
 	"github.com/alloctrack/alloctrack/alloctrack"
 	"github.com/alloctrack/alloctrack/exporter"
 	"github.com/alloctrack/alloctrack/internal/source"
 	"github.com/alloctrack/alloctrack/sim"
+	webview "github.com/alloctrack/alloctrack/web"
 )
 
 // DefaultListenAddress is where serve listens unless told otherwise.
@@ -137,16 +141,22 @@ func (c *serveCmd) run(stderr io.Writer) int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	finished := make(chan struct{})
+	defer close(finished) // ends the signal goroutine when run returns
 	go func() {
-		s, ok := <-sigs
-		if !ok {
+		var s os.Signal
+		select {
+		case s = <-sigs:
+		case <-finished:
 			return
 		}
 		log.Info("signal received; turning tracking off in every app", zap.String("signal", s.String()), zap.Duration("timeout", *c.shutdownTimeout))
 		stop()
-		if _, ok := <-sigs; ok {
+		select {
+		case <-sigs:
 			log.Warn("second signal: exiting at once")
 			os.Exit(exitFailure)
+		case <-finished:
 		}
 	}()
 
@@ -200,14 +210,35 @@ func (c *serveCmd) run(stderr io.Writer) int {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
-	handler, err := exporter.NewHandler(reg, exporter.HandlerConfig{Version: version.Info(), Counts: exporter.NewCollector(d), Ready: d.Ready, Extra: extra, ExtraLinks: links})
+	var viewLinks [][2]string
+	for _, l := range links {
+		viewLinks = append(viewLinks, [2]string{l.Address, l.Text})
+	}
+	view, err := webview.New(d, webview.Config{Version: version.Info(), Links: viewLinks, Refresh: min(*c.window, 5*time.Second)})
+	if err != nil {
+		log.Error("building the web view", zap.Error(err))
+		return exitFailure
+	}
+	handler, err := exporter.NewHandler(reg, exporter.HandlerConfig{Version: version.Info(), Counts: exporter.NewCollector(d), Ready: d.Ready, Extra: extra, Root: view})
 	if err != nil {
 		log.Error("building the HTTP handler", zap.Error(err))
 		return exitFailure
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	srvErr := make(chan error, 1)
-	go func() { srvErr <- web.ListenAndServe(srv, c.web, slogger) }()
+	listeners, err := c.listen()
+	if err != nil {
+		log.Error("listening", zap.Error(err))
+		return exitFailure
+	}
+	if listeners == nil {
+		go func() { srvErr <- web.ListenAndServe(srv, c.web, slogger) }()
+	} else {
+		url := viewURL(listeners[0].Addr(), c.tlsEnabled())
+		fmt.Fprintf(stderr, "alloctrack: web view at %s (metrics at %smetrics)\n", url, url)
+		log.Info("web view", zap.String("url", url))
+		go func() { srvErr <- web.ServeMultiple(listeners, srv, c.web, slogger) }()
+	}
 
 	memLimit := "GOMEMLIMIT"
 	if os.Getenv("GOMEMLIMIT") == "" {
@@ -261,4 +292,63 @@ func simWorkload(rate float64) sim.Workload {
 	w := sim.DefaultWorkload()
 	w.Rate = rate
 	return w
+}
+
+// listen opens the TCP listeners of --web.listen-address, so that the
+// address actually bound (port 0 included) can be printed; nil when
+// exporter-toolkit must listen itself (systemd sockets, vsock).
+func (c *serveCmd) listen() ([]net.Listener, error) {
+	if *c.web.WebSystemdSocket {
+		return nil, nil
+	}
+	for _, a := range *c.web.WebListenAddresses {
+		if strings.HasPrefix(a, "vsock://") {
+			return nil, nil
+		}
+	}
+	var ls []net.Listener
+	for _, a := range *c.web.WebListenAddresses {
+		l, err := net.Listen("tcp", a)
+		if err != nil {
+			for _, o := range ls {
+				o.Close()
+			}
+			return nil, fmt.Errorf("--web.listen-address %s: %w", a, err)
+		}
+		ls = append(ls, l)
+	}
+	return ls, nil
+}
+
+// tlsEnabled tells whether the web config file turns TLS on.
+func (c *serveCmd) tlsEnabled() bool {
+	if *c.web.WebConfigFile == "" {
+		return false
+	}
+	b, err := os.ReadFile(*c.web.WebConfigFile)
+	if err != nil {
+		return false
+	}
+	var cfg web.Config
+	if yaml.Unmarshal(b, &cfg) != nil {
+		return false
+	}
+	return cfg.TLSConfig.IsEnabled()
+}
+
+// viewURL is the address to open in a browser: unspecified hosts become
+// localhost.
+func viewURL(a net.Addr, tls bool) string {
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return scheme + "://" + a.String() + "/"
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port) + "/"
 }

@@ -1,8 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // Bad flags of serve and sim are refused before anything starts, with a
@@ -30,4 +39,104 @@ func TestServeAndSimUsageErrors(t *testing.T) {
 			t.Errorf("%q: exit %d, stderr %q; want %d naming %s", c.args, code, errOut, exitUsage, c.want)
 		}
 	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// serve --simulate prints the web view's address at start, and within about
+// one window that address shows every simulated app with a report counted
+// and a flame graph with allocations in it.
+func TestServeSimulatePrintsWebView(t *testing.T) {
+	var errOut lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run([]string{"serve", "--simulate", "--simulate.devices", "2", "--simulate.apps", "2", "--window", "1s",
+			"--web.listen-address", "127.0.0.1:0", "--log.level", "warn"}, io.Discard, &errOut)
+	}()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			syscall.Kill(os.Getpid(), syscall.SIGINT)
+			if code := <-done; code != exitOK {
+				t.Errorf("serve exited %d: %s", code, errOut.String())
+			}
+		}
+	}
+	defer stop()
+	urlRE := regexp.MustCompile(`web view at (http://127\.0\.0\.1:\d+/)`)
+	var base string
+	for deadline := time.Now().Add(10 * time.Second); base == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if m := urlRE.FindStringSubmatch(errOut.String()); m != nil {
+			base = m[1]
+		}
+	}
+	if base == "" {
+		t.Fatalf("serve did not print the web view's address: %q", errOut.String())
+	}
+	started := time.Now()
+	get := func(path string) (int, string) {
+		res, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if code, body := get(""); code != 200 || !strings.Contains(body, "<h1>Farm</h1>") || !strings.Contains(body, `href="/metrics"`) {
+		t.Fatalf("GET %s: %d %.300s", base, code, body)
+	}
+	var farm struct {
+		Apps []struct {
+			Serial, Package string
+			LastReport      *time.Time `json:"last_report"`
+		}
+	}
+	ok := false
+	for !ok && time.Since(started) < 10*time.Second {
+		time.Sleep(100 * time.Millisecond)
+		_, body := get("api/v1/apps")
+		farm.Apps = nil
+		if err := json.Unmarshal([]byte(body), &farm); err != nil {
+			t.Fatalf("/api/v1/apps: %v", err)
+		}
+		ok = len(farm.Apps) == 4
+		for _, a := range farm.Apps {
+			ok = ok && a.LastReport != nil
+		}
+	}
+	if !ok {
+		t.Fatalf("no report from every simulated app after %v: %+v", time.Since(started), farm.Apps)
+	}
+	t.Logf("every app reported %v after the address was printed", time.Since(started).Round(time.Millisecond))
+	a := farm.Apps[0]
+	code, body := get("api/v1/apps/" + a.Serial + "/" + a.Package + "/flame")
+	var tree struct {
+		V uint64 `json:"v"`
+		C []any  `json:"c"`
+	}
+	if err := json.Unmarshal([]byte(body), &tree); code != 200 || err != nil || tree.V == 0 || len(tree.C) == 0 {
+		t.Errorf("flame graph of %s/%s: %d %v %.200s", a.Serial, a.Package, code, err, body)
+	}
+	if code, _ := get("apps/" + a.Serial + "/" + a.Package + "/flame"); code != 200 {
+		t.Errorf("flame page: %d", code)
+	}
+	stop()
 }

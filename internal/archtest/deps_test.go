@@ -17,6 +17,7 @@ var forbidden = map[string][]string{
 	"alloctrack": {mod + "exporter", mod + "sim", "github.com/prometheus/", "github.com/electricbubble/gadb"},
 	"adb":        {mod + "alloctrack", mod + "exporter", mod + "sim", "github.com/prometheus/"},
 	"exporter":   {mod + "adb", mod + "sim", "github.com/electricbubble/gadb"},
+	"web":        {mod + "adb", mod + "sim", mod + "exporter", "github.com/prometheus/", "github.com/electricbubble/gadb"},
 	"sim":        {mod + "exporter", mod + "adb", "github.com/prometheus/", "github.com/electricbubble/gadb"},
 }
 

@@ -1,0 +1,131 @@
+package alloctrack
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// DefaultHistoryWindows is how many recent windows Counters remember when
+// AggregateConfig.HistoryWindows is 0.
+const DefaultHistoryWindows = 30
+
+// WindowTotal is what one counted window held.
+type WindowTotal struct {
+	Start, End time.Time
+	Count
+}
+
+// window is one remembered window: its total and the counts of the
+// classes and sites that had a series then. What is left counts as other.
+type window struct {
+	WindowTotal
+	classes []keyCount[string]
+	sites   []keyCount[uint64]
+}
+
+type keyCount[K comparable] struct {
+	k K
+	Count
+}
+
+// remember appends a window to the bounded history (c.mu held).
+func (c *Counters) remember(w window) {
+	if c.cfg.HistoryWindows < 0 {
+		return
+	}
+	if len(c.history) >= c.cfg.HistoryWindows {
+		// Reuse the oldest entry's slices.
+		old := c.history[0]
+		copy(c.history, c.history[1:])
+		c.history = c.history[:len(c.history)-1]
+		w.classes = append(old.classes[:0], w.classes...)
+		w.sites = append(old.sites[:0], w.sites...)
+	}
+	c.history = append(c.history, w)
+}
+
+// Recent is an app's counts over its last windows.
+type Recent struct {
+	Windows    []WindowTotal // oldest first
+	Total      Count
+	Classes    []ClassCount // classes with a series, by name
+	ClassOther Count
+	Sites      []SiteCount // sites with a series, by id
+	SiteOther  Count
+}
+
+// Span is the time the windows cover, from the first start to the last end.
+func (r Recent) Span() time.Duration {
+	if len(r.Windows) == 0 {
+		return 0
+	}
+	return r.Windows[len(r.Windows)-1].End.Sub(r.Windows[0].Start)
+}
+
+// Recent sums the last n remembered windows (n <= 0: all of them). A site
+// whose series expired since counts as other.
+func (c *Counters) Recent(n int) Recent {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := c.history
+	if n > 0 && len(h) > n {
+		h = h[len(h)-n:]
+	}
+	var r Recent
+	classes := map[string]Count{}
+	sites := map[uint64]Count{}
+	for _, w := range h {
+		r.Windows = append(r.Windows, w.WindowTotal)
+		r.Total.Allocations += w.Allocations
+		r.Total.Bytes += w.Bytes
+		for _, kc := range w.classes {
+			classes[kc.k] = addCounts(classes[kc.k], kc.Count)
+		}
+		for _, kc := range w.sites {
+			sites[kc.k] = addCounts(sites[kc.k], kc.Count)
+		}
+	}
+	var inClasses, inSites Count
+	for k, v := range classes {
+		r.Classes = append(r.Classes, ClassCount{Class: k, Count: v})
+		inClasses = addCounts(inClasses, v)
+	}
+	for k, v := range sites {
+		s := c.sites[k]
+		if s == nil || s.info.ID == "" {
+			continue
+		}
+		r.Sites = append(r.Sites, SiteCount{SiteInfo: s.info, Count: v})
+		inSites = addCounts(inSites, v)
+	}
+	r.ClassOther = subCounts(r.Total, inClasses)
+	r.SiteOther = subCounts(r.Total, inSites)
+	slices.SortFunc(r.Classes, func(a, b ClassCount) int { return strings.Compare(a.Class, b.Class) })
+	slices.SortFunc(r.Sites, func(a, b SiteCount) int { return strings.Compare(a.ID, b.ID) })
+	return r
+}
+
+// windowsLocked copies the window totals (c.mu held).
+func (c *Counters) windowsLocked() []WindowTotal {
+	out := make([]WindowTotal, len(c.history))
+	for i, w := range c.history {
+		out[i] = w.WindowTotal
+	}
+	return out
+}
+
+func addCounts(a, b Count) Count {
+	return Count{Allocations: a.Allocations + b.Allocations, Bytes: a.Bytes + b.Bytes}
+}
+
+func subCounts(a, b Count) Count {
+	var d Count
+	if a.Allocations > b.Allocations {
+		d.Allocations = a.Allocations - b.Allocations
+	}
+	if a.Bytes > b.Bytes {
+		d.Bytes = a.Bytes - b.Bytes
+	}
+	return d
+}

@@ -1,0 +1,388 @@
+package web
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/alloctrack/alloctrack/alloctrack"
+)
+
+// Source is what the web view reads. Neither method may do I/O.
+type Source interface {
+	Snapshot() alloctrack.Snapshot
+	Recent(serial, pkg string, n int) (alloctrack.Recent, bool)
+}
+
+// Row is one line of a top classes or top sites table (JSON and HTML).
+type Row struct {
+	Class       string   `json:"class"`
+	Site        string   `json:"site,omitempty"`
+	Frame       string   `json:"frame,omitempty"`
+	Stack       []string `json:"stack,omitempty"`
+	Other       bool     `json:"other,omitempty"`
+	Allocations uint64   `json:"allocations"`
+	Bytes       uint64   `json:"bytes"`
+	// Rates over the recent windows, per second.
+	AllocRate float64 `json:"allocations_per_second"`
+	ByteRate  float64 `json:"bytes_per_second"`
+	// Share of the app's allocations (or bytes, when sorted by bytes)
+	// since start, 0..1.
+	Share float64 `json:"share"`
+}
+
+// AppSummary is one app on the farm page.
+type AppSummary struct {
+	Serial      string            `json:"serial"`
+	Package     string            `json:"package"`
+	PID         int               `json:"pid"`
+	State       string            `json:"state"`
+	Backend     string            `json:"backend"`
+	Window      float64           `json:"window_seconds"`
+	LastReport  *time.Time        `json:"last_report,omitempty"`
+	Allocations uint64            `json:"allocations"`
+	Bytes       uint64            `json:"bytes"`
+	AllocRate   float64           `json:"allocations_per_second"`
+	ByteRate    float64           `json:"bytes_per_second"`
+	Errors      map[string]uint64 `json:"errors"`
+	ErrorTotal  uint64            `json:"error_total"`
+}
+
+// Server is an adb server on the farm page.
+type Server struct {
+	Addr   string `json:"address"`
+	Up     bool   `json:"up"`
+	Errors uint64 `json:"errors"`
+}
+
+// Device is a device on the farm page.
+type Device struct {
+	Server string            `json:"server"`
+	Serial string            `json:"serial"`
+	State  string            `json:"state"`
+	API    int               `json:"api_level,omitempty"`
+	Model  string            `json:"model,omitempty"`
+	Errors map[string]uint64 `json:"errors"`
+}
+
+// Farm is the farm page's data.
+type Farm struct {
+	Servers []Server     `json:"servers"`
+	Devices []Device     `json:"devices"`
+	Apps    []AppSummary `json:"apps"`
+}
+
+// App is an app page's data.
+type App struct {
+	AppSummary
+	Windows  []WindowPoint `json:"windows"`
+	RecentN  int           `json:"recent_windows"`
+	Span     float64       `json:"recent_seconds"`
+	Classes  []Row         `json:"classes"`
+	Sites    []Row         `json:"sites"`
+	Sort     string        `json:"sort"`
+	Filter   string        `json:"filter,omitempty"`
+	NClasses int           `json:"classes_total"`
+	NSites   int           `json:"sites_total"`
+}
+
+// WindowPoint is one window for the chart.
+type WindowPoint struct {
+	End       time.Time `json:"end"`
+	Seconds   float64   `json:"seconds"`
+	AllocRate float64   `json:"allocations_per_second"`
+	ByteRate  float64   `json:"bytes_per_second"`
+}
+
+// SiteApp is one app a site appears in.
+type SiteApp struct {
+	Serial      string  `json:"serial"`
+	Package     string  `json:"package"`
+	Allocations uint64  `json:"allocations"`
+	Bytes       uint64  `json:"bytes"`
+	AllocRate   float64 `json:"allocations_per_second"`
+	ByteRate    float64 `json:"bytes_per_second"`
+}
+
+// Site is a site page's data.
+type Site struct {
+	ID          string    `json:"site"`
+	Class       string    `json:"class"`
+	Frame       string    `json:"frame"`
+	Stack       []string  `json:"stack"`
+	Allocations uint64    `json:"allocations"`
+	Bytes       uint64    `json:"bytes"`
+	Apps        []SiteApp `json:"apps"`
+}
+
+// clean makes a device-supplied string valid UTF-8.
+func clean(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// FrameString formats a frame as Java prints it: pkg.Class.method(File.java:12).
+func FrameString(f alloctrack.FrameRef) string {
+	var b strings.Builder
+	b.WriteString(f.Class)
+	b.WriteByte('.')
+	b.WriteString(f.Method)
+	b.WriteByte('(')
+	switch {
+	case f.Line == -2:
+		b.WriteString("Native Method")
+	case f.File == "":
+		b.WriteString("Unknown Source")
+	default:
+		b.WriteString(f.File)
+		if f.Line >= 0 {
+			b.WriteByte(':')
+			b.WriteString(strconv.Itoa(f.Line))
+		}
+	}
+	b.WriteByte(')')
+	return clean(b.String())
+}
+
+func stackOf(frames []alloctrack.FrameRef) []string {
+	out := make([]string, len(frames))
+	for i, f := range frames {
+		out[i] = FrameString(f)
+	}
+	return out
+}
+
+// rate is n per second of d, 0 without a span.
+func rate(n uint64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// lastRate is the rate over the last (up to) k windows.
+func lastRate(ws []alloctrack.WindowTotal, k int) (allocs, bytes float64) {
+	if len(ws) > k {
+		ws = ws[len(ws)-k:]
+	}
+	if len(ws) == 0 {
+		return 0, 0
+	}
+	var c alloctrack.Count
+	for _, w := range ws {
+		c.Allocations += w.Allocations
+		c.Bytes += w.Bytes
+	}
+	d := ws[len(ws)-1].End.Sub(ws[0].Start)
+	return rate(c.Allocations, d), rate(c.Bytes, d)
+}
+
+func summarize(a *alloctrack.AppSnapshot) AppSummary {
+	s := AppSummary{
+		Serial: clean(a.Serial), Package: clean(a.Package), PID: a.PID, State: a.State,
+		Backend: "ddm", Window: a.Window.Seconds(),
+		Allocations: a.Counts.Total.Allocations, Bytes: a.Counts.Total.Bytes,
+		Errors: a.Errors,
+	}
+	if s.Errors == nil {
+		s.Errors = map[string]uint64{}
+	}
+	for _, n := range a.Errors {
+		s.ErrorTotal += n
+	}
+	if ws := a.Counts.Windows; len(ws) > 0 {
+		t := ws[len(ws)-1].End
+		s.LastReport = &t
+		s.AllocRate, s.ByteRate = lastRate(ws, 3)
+	}
+	return s
+}
+
+func buildFarm(s alloctrack.Snapshot) Farm {
+	f := Farm{Servers: make([]Server, 0, len(s.Servers)), Devices: make([]Device, 0, len(s.Devices)), Apps: make([]AppSummary, 0, len(s.Apps))}
+	for _, sv := range s.Servers {
+		f.Servers = append(f.Servers, Server{Addr: sv.Addr, Up: sv.Up, Errors: sv.Errors})
+	}
+	for _, d := range s.Devices {
+		errs := d.Errors
+		if errs == nil {
+			errs = map[string]uint64{}
+		}
+		f.Devices = append(f.Devices, Device{Server: d.Server, Serial: clean(d.Serial), State: clean(d.State), API: d.API, Model: clean(d.Model), Errors: errs})
+	}
+	for i := range s.Apps {
+		f.Apps = append(f.Apps, summarize(&s.Apps[i]))
+	}
+	return f
+}
+
+// Sort orders of the app page's tables.
+var sorts = []string{"allocations", "bytes", "rate", "byte_rate", "name"}
+
+func validSort(s string) string {
+	if slices.Contains(sorts, s) {
+		return s
+	}
+	return "allocations"
+}
+
+func sortRows(rows []Row, by string) {
+	key := func(r Row) float64 {
+		switch by {
+		case "bytes":
+			return float64(r.Bytes)
+		case "rate":
+			return r.AllocRate
+		case "byte_rate":
+			return r.ByteRate
+		}
+		return float64(r.Allocations)
+	}
+	slices.SortStableFunc(rows, func(a, b Row) int {
+		if a.Other != b.Other { // other always last
+			if a.Other {
+				return 1
+			}
+			return -1
+		}
+		if by == "name" {
+			return cmp.Or(strings.Compare(a.Class, b.Class), strings.Compare(a.Site, b.Site))
+		}
+		return cmp.Or(cmp.Compare(key(b), key(a)), strings.Compare(a.Class, b.Class), strings.Compare(a.Site, b.Site))
+	})
+}
+
+func matches(r Row, q string) bool {
+	if q == "" || r.Other {
+		return true
+	}
+	q = strings.ToLower(q)
+	if strings.Contains(strings.ToLower(r.Class), q) || strings.Contains(r.Site, q) {
+		return true
+	}
+	for _, f := range r.Stack {
+		if strings.Contains(strings.ToLower(f), q) {
+			return true
+		}
+	}
+	return false
+}
+
+func share(n, total uint64) float64 {
+	if total == 0 {
+		return 0
+	}
+	return float64(n) / float64(total)
+}
+
+func buildApp(a *alloctrack.AppSnapshot, rc alloctrack.Recent, n int, sortBy, q string) App {
+	out := App{AppSummary: summarize(a), RecentN: len(rc.Windows), Sort: validSort(sortBy), Filter: q}
+	span := rc.Span()
+	out.Span = span.Seconds()
+	if len(rc.Windows) > 0 {
+		out.AllocRate, out.ByteRate = rate(rc.Total.Allocations, span), rate(rc.Total.Bytes, span)
+	}
+	for _, w := range rc.Windows {
+		d := w.End.Sub(w.Start)
+		out.Windows = append(out.Windows, WindowPoint{End: w.End, Seconds: d.Seconds(), AllocRate: rate(w.Allocations, d), ByteRate: rate(w.Bytes, d)})
+	}
+	total := a.Counts.Total
+	byBytes := out.Sort == "bytes" || out.Sort == "byte_rate"
+	sh := func(c alloctrack.Count) float64 {
+		if byBytes {
+			return share(c.Bytes, total.Bytes)
+		}
+		return share(c.Allocations, total.Allocations)
+	}
+	recentClass := make(map[string]alloctrack.Count, len(rc.Classes))
+	for _, c := range rc.Classes {
+		recentClass[c.Class] = c.Count
+	}
+	recentSite := make(map[string]alloctrack.Count, len(rc.Sites))
+	for _, s := range rc.Sites {
+		recentSite[s.ID] = s.Count
+	}
+	for _, c := range a.Counts.Classes {
+		r := recentClass[c.Class]
+		out.Classes = append(out.Classes, Row{Class: clean(c.Class), Allocations: c.Allocations, Bytes: c.Bytes,
+			AllocRate: rate(r.Allocations, span), ByteRate: rate(r.Bytes, span), Share: sh(c.Count)})
+	}
+	co := a.Counts.ClassOther
+	out.Classes = append(out.Classes, Row{Class: alloctrack.Other, Other: true, Allocations: co.Allocations, Bytes: co.Bytes,
+		AllocRate: rate(rc.ClassOther.Allocations, span), ByteRate: rate(rc.ClassOther.Bytes, span), Share: sh(co)})
+	for _, s := range a.Counts.Sites {
+		r := recentSite[s.ID]
+		out.Sites = append(out.Sites, Row{Class: clean(s.Class), Site: s.ID, Frame: clean(s.Frame), Stack: stackOf(s.Frames),
+			Allocations: s.Allocations, Bytes: s.Bytes, AllocRate: rate(r.Allocations, span), ByteRate: rate(r.Bytes, span), Share: sh(s.Count)})
+	}
+	so := a.Counts.SiteOther
+	out.Sites = append(out.Sites, Row{Class: alloctrack.Other, Site: alloctrack.Other, Other: true, Allocations: so.Allocations, Bytes: so.Bytes,
+		AllocRate: rate(rc.SiteOther.Allocations, span), ByteRate: rate(rc.SiteOther.Bytes, span), Share: sh(so)})
+	out.NClasses, out.NSites = len(out.Classes), len(out.Sites)
+	if q != "" {
+		out.Classes = slices.DeleteFunc(out.Classes, func(r Row) bool { return !matches(r, q) })
+		out.Sites = slices.DeleteFunc(out.Sites, func(r Row) bool { return !matches(r, q) })
+	}
+	sortRows(out.Classes, out.Sort)
+	sortRows(out.Sites, out.Sort)
+	return out
+}
+
+// FlameNode is a node of the flame graph: a frame (or, at the leaves, the
+// allocated class) and the weight of everything under it.
+type FlameNode struct {
+	Name     string       `json:"n"`
+	Value    uint64       `json:"v"`
+	Children []*FlameNode `json:"c,omitempty"`
+}
+
+func (n *FlameNode) child(name string) *FlameNode {
+	for _, c := range n.Children {
+		if c.Name == name {
+			return c
+		}
+	}
+	c := &FlameNode{Name: name}
+	n.Children = append(n.Children, c)
+	return c
+}
+
+// flameSite is one stack and its weight.
+type flameSite struct {
+	class  string
+	frames []alloctrack.FrameRef
+	w      uint64
+}
+
+// buildFlame merges stacks into a tree rooted at the outermost frame;
+// the allocated class is the leaf, as in pprof's allocation views.
+func buildFlame(root string, sites []flameSite) *FlameNode {
+	r := &FlameNode{Name: clean(root)}
+	for _, s := range sites {
+		if s.w == 0 {
+			continue
+		}
+		r.Value += s.w
+		n := r
+		for i := len(s.frames) - 1; i >= 0; i-- {
+			n = n.child(FrameString(s.frames[i]))
+			n.Value += s.w
+		}
+		n = n.child("new " + clean(s.class))
+		n.Value += s.w
+	}
+	var sortTree func(n *FlameNode)
+	sortTree = func(n *FlameNode) {
+		slices.SortFunc(n.Children, func(a, b *FlameNode) int { return strings.Compare(a.Name, b.Name) })
+		for _, c := range n.Children {
+			sortTree(c)
+		}
+	}
+	sortTree(r)
+	return r
+}
