@@ -28,6 +28,8 @@ type Config struct {
 	Links [][2]string
 	// Refresh is how often pages refresh their live part (0: 5s).
 	Refresh time.Duration
+	// Now is the clock "… ago" is measured against (nil: time.Now).
+	Now func() time.Time
 }
 
 // Handler serves the web view.
@@ -75,12 +77,6 @@ var funcs = template.FuncMap{
 		return strconv.FormatFloat(f, 'f', 2, 64)
 	},
 	"pct": func(f float64) string { return strconv.FormatFloat(100*f, 'f', 1, 64) + "%" },
-	"ago": func(t *time.Time) string {
-		if t == nil {
-			return "never"
-		}
-		return time.Since(*t).Truncate(100*time.Millisecond).String() + " ago"
-	},
 	"json": func(v any) (string, error) {
 		b, err := json.Marshal(v)
 		return string(b), err
@@ -123,8 +119,17 @@ func New(src Source, cfg Config) (*Handler, error) {
 	if cfg.Refresh <= 0 {
 		cfg.Refresh = 5 * time.Second
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	t, err := template.New("").Funcs(funcs).Funcs(template.FuncMap{
 		"bytesf": func(f float64) string { return humanBytes(uint64(f)) + "/s" },
+		"ago": func(t *time.Time) string {
+			if t == nil {
+				return "never"
+			}
+			return cfg.Now().Sub(*t).Truncate(100*time.Millisecond).String() + " ago"
+		},
 	}).ParseFS(assets, "assets/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("web: templates: %w", err)

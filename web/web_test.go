@@ -83,7 +83,9 @@ func fixture() fakeSource {
 
 func newView(t *testing.T) http.Handler {
 	t.Helper()
-	h, err := web.New(fixture(), web.Config{Version: "test", Links: [][2]string{{"sim/devices", "Sim"}}})
+	// A fixed clock: two renders of one page are the same bytes.
+	now := time.Now()
+	h, err := web.New(fixture(), web.Config{Version: "test", Links: [][2]string{{"sim/devices", "Sim"}}, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -225,7 +225,20 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 			}
 		},
 	}
+	// A VM notices that a debugger left only after a moment, and the pid
+	// may have just been asked its name (several debuggable pids): a
+	// refused handshake is retried for up to a second before it counts.
 	runErr := s.Run(ctx)
+	for grace := time.Now().Add(time.Second); errors.Is(runErr, alloctrack.ErrHeld) && time.Now().Before(grace); {
+		select {
+		case <-ctx.Done():
+		case <-stop:
+		case <-time.After(100 * time.Millisecond):
+			runErr = s.Run(ctx)
+			continue
+		}
+		break
+	}
 	if progress {
 		fmt.Fprintln(stderr)
 	}
