@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/alloctrack/alloctrack/internal/realtest"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -83,17 +84,7 @@ func TestEveryYAMLParses(t *testing.T) {
 	t.Logf("%d YAML files parsed", n)
 }
 
-func promtool(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("promtool not found (install the Debian package prometheus): %v", err)
-		}
-		t.Skipf("promtool not found; install the Debian package prometheus to run this test (%v)", err)
-	}
-	return p
-}
+func promtool(t *testing.T) string { return realtest.Program(t, "promtool", "prometheus") }
 
 func copyFile(t *testing.T, src, dst string) {
 	t.Helper()

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,21 +13,12 @@ import (
 	"time"
 
 	"github.com/alloctrack/alloctrack/internal/adbtest"
+	"github.com/alloctrack/alloctrack/internal/realtest"
 )
 
 // tool returns the path of a program of the Debian package pkg, or skips
 // the test (fails it when CI is set) if it is not installed.
-func tool(t testing.TB, name, pkg string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s not found (install the Debian package %s): %v", name, pkg, err)
-		}
-		t.Skipf("%s not found; install the Debian package %s to run this test (%v)", name, pkg, err)
-	}
-	return p
-}
+func tool(t testing.TB, name, pkg string) string { return realtest.Program(t, name, pkg) }
 
 // promServer is a Prometheus server owned by a test, scraping one target
 // every second.

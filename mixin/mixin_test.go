@@ -9,22 +9,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/alloctrack/alloctrack/internal/realtest"
 	"go.yaml.in/yaml/v3"
 )
 
 // promtool returns the path of promtool, or skips the test (fails it when
 // CI is set) if it is not installed.
-func promtool(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("promtool not found (install the Debian package prometheus): %v", err)
-		}
-		t.Skipf("promtool not found; install the Debian package prometheus to run this test (%v)", err)
-	}
-	return p
-}
+func promtool(t *testing.T) string { return realtest.Program(t, "promtool", "prometheus") }
 
 func dashboards(t *testing.T) []Dashboard {
 	t.Helper()

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/alloctrack/alloctrack/internal/realtest"
 )
 
 var update = flag.Bool("update", false, "re-encode testdata/*.pb from the text protos with protoc")
@@ -76,13 +78,7 @@ func protocEncode(t *testing.T, protoc, name string, packed bool) []byte {
 // them). Needs protoc (Debian package protobuf-compiler); never skips when
 // CI is set.
 func TestFixturesMatchProtoc(t *testing.T) {
-	protoc, err := exec.LookPath("protoc")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("protoc not found (install Debian package protobuf-compiler): %v", err)
-		}
-		t.Skip("protoc not found; install Debian package protobuf-compiler")
-	}
+	protoc := realtest.Program(t, "protoc", "protobuf-compiler")
 	if !strings.Contains(string(must(os.ReadFile(filepath.Join("testdata", "heapprofd.proto")))), "/*packable*/") {
 		t.Fatal("heapprofd.proto lost its /*packable*/ markers")
 	}

@@ -22,6 +22,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/alloctrack/alloctrack/internal/realtest"
 )
 
 // Timeouts for the server's start and for each adb command.
@@ -47,14 +49,7 @@ type Server struct {
 // when CI is set) if there is none.
 func Binary(t testing.TB) string {
 	t.Helper()
-	bin, err := exec.LookPath("adb")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("adbtest: adb not found (install the Debian package adb): %v", err)
-		}
-		t.Skipf("adbtest: adb not found; install the Debian package adb to run this test (%v)", err)
-	}
-	return bin
+	return realtest.Program(t, "adb", "adb")
 }
 
 // FreePort returns a free TCP port on 127.0.0.1, never 5037 (the default
