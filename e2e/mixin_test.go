@@ -152,9 +152,11 @@ func TestMixinPanels(t *testing.T) {
 		len(dashboards), panels, len(runs), withData, len(emptyOnHealthyFarm))
 
 	// Trouble: a corrupt report in the selected app (a parse error) and a
-	// new app that a debugger holds (a device error at hello).
+	// new app that a debugger holds before it is even named, so neither
+	// its VM nor the process list can name it (a device error at hello;
+	// a held app the process list names shows as state="held" instead).
 	r.vm(t, sel.farmSerial, sel.pkg).SetFaults(sim.Faults{CorruptREAL: 1})
-	held, err := r.farm.AddApp(sel.farmSerial, sim.AppConfig{Package: "com.example.held"})
+	held, err := r.farm.AddApp(sel.farmSerial, sim.AppConfig{Package: "com.example.held", NameAfter: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
