@@ -87,6 +87,7 @@ type (
 type series struct {
 	Count
 	last time.Time
+	name string // a class series' own copy of the class name
 }
 
 type siteSeries struct {
@@ -513,11 +514,21 @@ func (c *Counters) AddWindow(r *Report, start, now time.Time) {
 	defer func() { c.remember(w) }() // under c.mu, released by the earlier defer
 	for _, idx := range classIdx {
 		n := sc.classes[idx]
-		s := admit(c.classes, c.cfg.TopClasses, &c.classCands, &c.classOther, r.Classes[idx], n)
+		// A report's names share one string per table: a name kept past
+		// this window (a new series, a candidate, the window history) is
+		// a copy of its own, so that it keeps no table alive.
+		k := r.Classes[idx]
+		if c.classes[k] == nil {
+			k = strings.Clone(k)
+		}
+		s := admit(c.classes, c.cfg.TopClasses, &c.classCands, &c.classOther, k, n)
 		if s == nil {
 			continue
 		}
-		w.classes = append(w.classes, keyCount[string]{r.Classes[idx], n})
+		if s.name == "" {
+			s.name = k
+		}
+		w.classes = append(w.classes, keyCount[string]{s.name, n})
 		s.Allocations += n.Allocations
 		s.Bytes += n.Bytes
 		s.last = now
@@ -635,7 +646,7 @@ func (c *Counters) expireLocked(now time.Time) {
 		if !ok {
 			break
 		}
-		c.classes[k] = &series{last: now}
+		c.classes[k] = &series{last: now, name: k}
 	}
 	for len(c.sites) < c.cfg.TopSites {
 		k, ok := c.siteCands.popMax()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
 )
@@ -603,5 +604,46 @@ func TestCountersKeepNothingOfThePayload(t *testing.T) {
 	}
 	if !strings.Contains(before, "com.例.App.run(App.java:12)") {
 		t.Fatalf("snapshot lacks the app frame: %s", before)
+	}
+}
+
+// TestCountersKeepNoNameTable: a report's names share one string per
+// table, so a class name the counters keep (a series, a candidate, the
+// window history) must be a copy of its own, or it would keep the whole
+// table of every report it came from alive.
+func TestCountersKeepNoNameTable(t *testing.T) {
+	r := build(t,
+		al{"Lcom/example/Big;", 64, 3, []alloctrack.FrameName{fr("Lcom/example/App;", "run", "App.java", 12)}},
+		al{"[B", 16, 5, []alloctrack.FrameName{fr("Lcom/x/Y;", "make", "Y.java", 3)}},
+		al{"Lcom/example/Rare;", 8, 1, []alloctrack.FrameName{fr("Lcom/x/Y;", "make", "Y.java", 4)}},
+	)
+	payload, err := alloctrack.Encode(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err = alloctrack.Parse(payload); err != nil {
+		t.Fatal(err)
+	}
+	shared := map[*byte]string{}
+	for _, s := range r.Classes {
+		shared[unsafe.StringData(s)] = s
+	}
+	c := alloctrack.NewCounters(alloctrack.AggregateConfig{TopClasses: 2})
+	c.Add(r, time.Unix(10, 0))
+	c.Add(r, time.Unix(20, 0))
+	var kept []string
+	for _, cc := range c.Snapshot().Classes {
+		kept = append(kept, cc.Class)
+	}
+	for _, cc := range c.Recent(0).Classes {
+		kept = append(kept, cc.Class)
+	}
+	if len(kept) != 4 {
+		t.Fatalf("kept %d class names (%q), want 2 series and 2 in the history", len(kept), kept)
+	}
+	for _, s := range kept {
+		if name, ok := shared[unsafe.StringData(s)]; ok {
+			t.Errorf("class %q shares the report's name table (as %q)", s, name)
+		}
 	}
 }
