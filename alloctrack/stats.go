@@ -80,6 +80,33 @@ type AppStatus struct {
 	Errors                   map[string]uint64 // by stage
 	RTT                      Histogram         // REAL round trips, seconds
 	Since                    time.Time         // state since
+
+	// Backend is how the app is watched: BackendDDM or BackendHeapprofd
+	// ("" until decided).
+	Backend string
+	// Heapprofd is the state of the app's perfetto sessions (Backend
+	// BackendHeapprofd only).
+	Heapprofd HeapprofdStatus
+}
+
+// Backends an app can be watched with.
+const (
+	BackendDDM       = "ddm"       // the VM's allocation tracker over JDWP (Android 4.4 to 11)
+	BackendHeapprofd = "heapprofd" // perfetto's heapprofd sampling the Java heap (Android 12+)
+)
+
+// HeapprofdStatus counts what an app's heapprofd sessions delivered.
+type HeapprofdStatus struct {
+	SamplingInterval uint64 // bytes, as the last dump said
+	Sessions         uint64 // perfetto sessions started
+	Dumps            uint64 // dumps counted
+	TraceBytes       uint64 // trace bytes read from the device
+	Samples          uint64 // sampled allocations counted (exact: what the trace held)
+	SampledBytes     uint64 // their bytes
+	// Broken stacks (the Android 12/13 ART unwinding bug): samples and
+	// bytes on stacks with heapprofd's ERROR frame or an unnamed
+	// outermost frame.
+	ErrorStackSamples, UnknownStackSamples uint64
 }
 
 // NewAppStats returns stats for the app with pid on a device.
