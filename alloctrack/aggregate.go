@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"encoding/hex"
+	"hash/maphash"
 	"math/bits"
 	"slices"
 	"strings"
@@ -301,6 +302,9 @@ type addScratch struct {
 	sel     []int32
 }
 
+// rawSeed seeds the hashes of raw stacks within one Add.
+var rawSeed = maphash.MakeSeed()
+
 var scratchPool = sync.Pool{New: func() any { return new(addScratch) }}
 
 // grow returns s with length n, reusing its array when large enough.
@@ -355,7 +359,10 @@ func (sc *addScratch) aggregate(r *Report) (total Count) {
 			if i == 4096 && len(sc.raws) > 3*4096/4 {
 				useRaw = false
 			} else {
-				rh = xxhash.Sum64(st.b) ^ uint64(a.Class)*0x9e3779b97f4a7c15
+				// Raw keys live only in this table: the runtime's hash
+				// (AES-based where the CPU has it) is several times
+				// cheaper than xxhash on stacks this short.
+				rh = maphash.Bytes(rawSeed, st.b) ^ uint64(a.Class)*0x9e3779b97f4a7c15
 				found := false
 				for j := rh & mask; ; j = (j + 1) & mask {
 					k := sc.raw[j]
