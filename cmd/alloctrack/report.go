@@ -320,13 +320,13 @@ type jsonSummary struct {
 	Estimated          bool                      `json:"estimated,omitempty"`
 	SampledAllocations uint64                    `json:"sampled_allocations,omitempty"`
 	SampledBytes       uint64                    `json:"sampled_bytes,omitempty"`
-	DurationSeconds float64                   `json:"duration_seconds,omitempty"`
-	Allocations     uint64                    `json:"allocations"`
-	Bytes           uint64                    `json:"bytes"`
-	Classes         int                       `json:"classes"`
-	Sites           int                       `json:"sites"`
-	TopClasses      []alloctrack.SummaryClass `json:"top_classes"`
-	TopSites        []alloctrack.SummarySite  `json:"top_sites"`
+	DurationSeconds    float64                   `json:"duration_seconds,omitempty"`
+	Allocations        uint64                    `json:"allocations"`
+	Bytes              uint64                    `json:"bytes"`
+	Classes            int                       `json:"classes"`
+	Sites              int                       `json:"sites"`
+	TopClasses         []alloctrack.SummaryClass `json:"top_classes"`
+	TopSites           []alloctrack.SummarySite  `json:"top_sites"`
 }
 
 func writeJSONSummary(w io.Writer, inputs []string, t *alloctrack.Tally, d time.Duration, top int) {
