@@ -58,10 +58,10 @@ type SiteInfo struct {
 	Stack string // every frame, top first, "; "-separated, capped
 	// Frames are the site's frames by names, top first.
 	Frames []FrameRef
-	// Sampled marks a heapprofd site (Android 12+): its Java frames only,
+	// Heapprofd marks a heapprofd site (Android 12+): its Java frames only,
 	// Class "", File "" and Line -1 in every frame. Its SiteCount has a
 	// zero Count; Sampled and Estimated hold its numbers.
-	Sampled bool
+	Heapprofd bool
 }
 
 // ClassCount and SiteCount are admitted series and their counts.
@@ -69,7 +69,7 @@ type (
 	SiteCount struct {
 		SiteInfo
 		Count // exact allocations (DDM sites)
-		// Heapprofd sites (SiteInfo.Sampled): the samples the traces held,
+		// Heapprofd sites (SiteInfo.Heapprofd): the samples the traces held,
 		// exactly, and the allocations estimated from them.
 		Sampled   Count
 		Estimated Estimate

@@ -128,7 +128,7 @@ func heapprofdAppFrame(frames []FrameRef) int {
 
 // heapprofdSiteInfo builds the labels of a heapprofd site.
 func heapprofdSiteInfo(h uint64, frames []FrameRef, stackMax int) SiteInfo {
-	info := SiteInfo{ID: SiteID(h), Sampled: true, Frames: frames}
+	info := SiteInfo{ID: SiteID(h), Heapprofd: true, Frames: frames}
 	if j := heapprofdAppFrame(frames); j >= 0 {
 		info.Frame = heapprofdFrameString(frames[j])
 	}
