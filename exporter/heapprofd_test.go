@@ -2,10 +2,13 @@ package exporter_test
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/pprof/profile"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -132,5 +135,57 @@ func TestHeapprofdCollectorLint(t *testing.T) {
 		if problems, err := testutil.CollectAndLint(exporter.NewCollector(fixedSource{heapprofdSnapshot(mixed)})); err != nil || len(problems) > 0 {
 			t.Errorf("mixed %v: %v %v", mixed, err, problems)
 		}
+	}
+}
+
+// /debug/pprof/allocs serves heapprofd apps: samples exact (equal to the
+// app's sampled counters), estimates rounded, other included, no class.
+func TestHeapprofdProfile(t *testing.T) {
+	a := heapprofdApp("sim-31", "com.example.hp", 5)
+	h := exporter.ProfileHandler(fixedSource{alloctrack.Snapshot{Apps: []alloctrack.AppSnapshot{a}}}, time.Unix(1000, 0))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/debug/pprof/allocs?serial=sim-31&package=com.example.hp", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	p, err := profile.Parse(rec.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CheckValid(); err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, st := range p.SampleType {
+		types = append(types, st.Type+"/"+st.Unit)
+	}
+	if got, want := strings.Join(types, " "), "samples/count sampled_space/bytes estimated_alloc_objects/count estimated_alloc_space/bytes"; got != want {
+		t.Fatalf("sample types %s, want %s", got, want)
+	}
+	if p.DefaultSampleType != "estimated_alloc_space" {
+		t.Errorf("default sample type %q", p.DefaultSampleType)
+	}
+	var sum [4]int64
+	for _, s := range p.Sample {
+		for i, v := range s.Value {
+			sum[i] += v
+		}
+		if len(s.Label["class"]) > 0 {
+			t.Errorf("a heapprofd sample has class label %v", s.Label["class"])
+		}
+	}
+	ct := a.Counts
+	if sum[0] != int64(ct.Sampled.Allocations) || sum[1] != int64(ct.Sampled.Bytes) {
+		t.Errorf("profile holds %d samples of %d bytes, the app %v", sum[0], sum[1], ct.Sampled)
+	}
+	// Each of the 4 samples (3 sites and other) is rounded on its own.
+	if d := float64(sum[2]) - ct.Estimated.Allocations; d > 2 || d < -2 {
+		t.Errorf("profile holds %d estimated allocations, the app %.1f", sum[2], ct.Estimated.Allocations)
+	}
+	if d := float64(sum[3]) - ct.Estimated.Bytes; d > 2 || d < -2 {
+		t.Errorf("profile holds %d estimated bytes, the app %.1f", sum[3], ct.Estimated.Bytes)
+	}
+	if len(p.Sample) != 4 {
+		t.Errorf("%d samples, want 4 (3 sites and other)", len(p.Sample))
 	}
 }
