@@ -340,13 +340,22 @@ func writeJSONSummary(w io.Writer, inputs []string, t *alloctrack.Tally, d time.
 
 func writeCSV(w io.Writer, t *alloctrack.Tally, top int) {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"allocations", "bytes", "class", "site", "app_frame", "stack", "estimated", "sampled_allocations", "sampled_bytes"})
+	head := []string{"allocations", "bytes", "class", "site", "app_frame", "stack"}
+	if t.Estimated {
+		// Perfetto traces among the inputs: which rows are estimates, and
+		// the samples behind them.
+		head = append(head, "estimated", "sampled_allocations", "sampled_bytes")
+	}
+	cw.Write(head)
 	for _, s := range t.TopSites(top, false) {
-		est, sa, sb := "false", "", ""
-		if s.Estimated {
-			est, sa, sb = "true", strconv.FormatUint(s.Sampled.Allocations, 10), strconv.FormatUint(s.Sampled.Bytes, 10)
+		row := []string{strconv.FormatUint(s.Allocations, 10), strconv.FormatUint(s.Bytes, 10), s.Class, s.ID, s.AppFrame, strings.Join(s.Frames, "; ")}
+		switch {
+		case s.Estimated:
+			row = append(row, "true", strconv.FormatUint(s.Sampled.Allocations, 10), strconv.FormatUint(s.Sampled.Bytes, 10))
+		case t.Estimated:
+			row = append(row, "false", "", "")
 		}
-		cw.Write([]string{strconv.FormatUint(s.Allocations, 10), strconv.FormatUint(s.Bytes, 10), s.Class, s.ID, s.AppFrame, strings.Join(s.Frames, "; "), est, sa, sb})
+		cw.Write(row)
 	}
 	cw.Flush()
 }
