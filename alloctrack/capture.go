@@ -181,6 +181,9 @@ func (w *CaptureWriter) Dump(d *perfetto.Dump) error {
 	if err := w.heapprofd(); err != nil {
 		return err
 	}
+	if !JavaHeapDump(d) {
+		return nil // not the Java heap: see JavaHeapDump
+	}
 	w.sum.Dumps++
 	w.tally.AddDump(d)
 	w.prof.AddDump(d)

@@ -192,6 +192,14 @@ func aggregateDump(d *perfetto.Dump) (sites []*dumpSite, smp Count, est Estimate
 	return sites, smp, est
 }
 
+// JavaHeapDump tells whether d is a dump of the Java heap (heap
+// perfetto.ArtHeap, or no heap name, as dumps built by hand may have), the
+// only heap whose samples hold objects' true sizes, which the estimator
+// needs; native heaps' values come scaled already and are not counted.
+func JavaHeapDump(d *perfetto.Dump) bool {
+	return d != nil && (d.Heap == perfetto.ArtHeap || d.Heap == "")
+}
+
 // AddDump counts one heapprofd dump of the app, the window from start to
 // now: each stack's delta, by site, sampled values exactly and estimates
 // scaled by the dump's sampling interval (EstimateValues, per stack and
@@ -201,7 +209,8 @@ func aggregateDump(d *perfetto.Dump) (sites []*dumpSite, smp Count, est Estimate
 // missing from a dump gained nothing, and one back under a new callstack
 // id continues from its total (the perfetto Decoder sees to both). The
 // window is remembered for Recent. Exact counts (Total, classes) are not
-// touched.
+// touched. A dump of another heap than the Java heap (see JavaHeapDump)
+// counts as an empty window.
 func (c *Counters) AddDump(d *perfetto.Dump, start, now time.Time) {
 	if start.IsZero() {
 		start = now
@@ -209,7 +218,7 @@ func (c *Counters) AddDump(d *perfetto.Dump, start, now time.Time) {
 	var sites []*dumpSite
 	var smp Count
 	var est Estimate
-	if d != nil {
+	if JavaHeapDump(d) {
 		sites, smp, est = aggregateDump(d)
 	}
 

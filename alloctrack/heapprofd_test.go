@@ -285,10 +285,19 @@ func TestAddDumpTopSites(t *testing.T) {
 	if n := len(c.Snapshot().Sites); n != 2 {
 		t.Errorf("%d site series, want 2", n)
 	}
+	// A dump of the native heap is not counted (its values are scaled
+	// already): an empty window.
+	native := mk(1000)
+	native.Heap = "libc.malloc"
+	before := c.Snapshot().Sampled
+	c.AddDump(native, now, now.Add(time.Second))
+	if got := c.Snapshot().Sampled; got != before {
+		t.Errorf("a native heap dump counted: sampled %v → %v", before, got)
+	}
 	// An empty dump still counts as a window, and changes Gen.
 	g := c.Snapshot().Gen
 	c.AddDump(&perfetto.Dump{}, now, now.Add(time.Second))
-	if ct := c.Snapshot(); ct.Gen == g || len(ct.Windows) != 5 {
+	if ct := c.Snapshot(); ct.Gen == g || len(ct.Windows) != 6 {
 		t.Errorf("empty dump: gen %d → %d, %d windows", g, ct.Gen, len(ct.Windows))
 	}
 }
