@@ -59,13 +59,21 @@ type SiteInfo struct {
 	Stack string // every frame, top first, "; "-separated, capped
 	// Frames are the site's frames by names, top first.
 	Frames []FrameRef
+	// Heapprofd marks a heapprofd site (Android 12+): its Java frames only,
+	// Class "", File "" and Line -1 in every frame. Its SiteCount has a
+	// zero Count; Sampled and Estimated hold its numbers.
+	Heapprofd bool
 }
 
 // ClassCount and SiteCount are admitted series and their counts.
 type (
 	SiteCount struct {
 		SiteInfo
-		Count
+		Count // exact allocations (DDM sites)
+		// Heapprofd sites (SiteInfo.Heapprofd): the samples the traces held,
+		// exactly, and the allocations estimated from them.
+		Sampled   Count
+		Estimated Estimate
 	}
 	// AppCounts is a consistent copy of one app's counters. Sites share
 	// their SiteInfo (frames included) with the counters: do not modify.
@@ -82,6 +90,18 @@ type (
 		// Windows are the totals of the last remembered windows, oldest
 		// first; the last one's End is when the last report was counted.
 		Windows []WindowTotal
+
+		// Heapprofd is true once a heapprofd dump was counted (AddDump).
+		// Sampled is what the dumps held (samples and their bytes,
+		// exact); Estimated the allocations and bytes estimated from
+		// them. SiteOtherSampled and SiteOtherEstimated are the heapprofd
+		// share of site "other". Total, classes and SiteOther hold exact
+		// DDM counts only.
+		Heapprofd          bool
+		Sampled            Count
+		Estimated          Estimate
+		SiteOtherSampled   Count
+		SiteOtherEstimated Estimate
 	}
 )
 
@@ -94,6 +114,8 @@ type series struct {
 type siteSeries struct {
 	series
 	info SiteInfo
+	smp  Count    // heapprofd sites: samples
+	est  Estimate // heapprofd sites: estimate
 }
 
 // Counters accumulate one app's allocations per class and per site, with
@@ -114,6 +136,13 @@ type Counters struct {
 	siteCands  candidates[uint64]
 	history    []window
 	last       time.Time // end of the last counted window
+
+	// Heapprofd dumps (see AddDump).
+	heapprofd          bool
+	sampled            Count
+	estimated          Estimate
+	siteOtherSampled   Count
+	siteOtherEstimated Estimate
 }
 
 // NewCounters returns empty counters.
@@ -669,7 +698,9 @@ func (c *Counters) expireLocked(now time.Time) {
 func (c *Counters) Snapshot() AppCounts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := AppCounts{Gen: c.gen, Total: c.total, ClassOther: c.classOther, SiteOther: c.siteOther, Windows: c.windowsLocked()}
+	out := AppCounts{Gen: c.gen, Total: c.total, ClassOther: c.classOther, SiteOther: c.siteOther, Windows: c.windowsLocked(),
+		Heapprofd: c.heapprofd, Sampled: c.sampled, Estimated: c.estimated,
+		SiteOtherSampled: c.siteOtherSampled, SiteOtherEstimated: c.siteOtherEstimated}
 	out.Classes = make([]ClassCount, 0, len(c.classes))
 	for k, s := range c.classes {
 		out.Classes = append(out.Classes, ClassCount{Class: k, Count: s.Count})
@@ -680,7 +711,7 @@ func (c *Counters) Snapshot() AppCounts {
 		if s.info.ID == "" {
 			continue // admitted, but has not counted yet
 		}
-		out.Sites = append(out.Sites, SiteCount{SiteInfo: s.info, Count: s.Count})
+		out.Sites = append(out.Sites, SiteCount{SiteInfo: s.info, Count: s.Count, Sampled: s.smp, Estimated: s.est})
 	}
 	slices.SortFunc(out.Sites, func(a, b SiteCount) int { return strings.Compare(a.ID, b.ID) })
 	return out

@@ -142,6 +142,9 @@ type Violation struct {
 	What  string  // "allocations per second", …
 	Value float64 // measured
 	Limit float64
+	// Estimated: the measured value is an estimate from heapprofd
+	// samples (a perfetto trace among the inputs), not an exact count.
+	Estimated bool
 }
 
 func (v Violation) String() string {
@@ -150,7 +153,11 @@ func (v Violation) String() string {
 	if v.Limit > 0 {
 		ratio = fmt.Sprintf(", %.2f× the limit", v.Value/v.Limit)
 	}
-	return fmt.Sprintf("%s: %s %s exceeds the limit %s by %s%s", v.Rule, num(v.Value), v.What, num(v.Limit), num(over), ratio)
+	est := ""
+	if v.Estimated {
+		est = " (estimate from heapprofd samples, not an exact count)"
+	}
+	return fmt.Sprintf("%s: %s %s%s exceeds the limit %s by %s%s", v.Rule, num(v.Value), v.What, est, num(v.Limit), num(over), ratio)
 }
 
 func num(v float64) string {
@@ -161,7 +168,10 @@ func num(v float64) string {
 }
 
 // Check measures t over a run of duration d (0 if unknown) against the
-// budget. Per-second limits with an unknown duration are an error.
+// budget. Per-second limits with an unknown duration are an error. When t
+// holds heapprofd dumps (t.Estimated), values are estimates and every
+// violation says so; class rules match nothing there, heapprofd recording
+// no class.
 func (b *Budget) Check(t *Tally, d time.Duration) ([]Violation, error) {
 	if d <= 0 && b.NeedsDuration() {
 		return nil, fmt.Errorf("%w: per-second limits need the run's duration: give a capture directory (its summary.json has it), not bare report files", ErrBudget)
@@ -170,16 +180,16 @@ func (b *Budget) Check(t *Tally, d time.Duration) ([]Violation, error) {
 	eval := func(rule string, l Limits, c Count) {
 		sec := d.Seconds()
 		if l.MaxAllocationsPerSecond != nil && float64(c.Allocations)/sec > *l.MaxAllocationsPerSecond {
-			out = append(out, Violation{rule, "allocations per second", float64(c.Allocations) / sec, *l.MaxAllocationsPerSecond})
+			out = append(out, Violation{rule, "allocations per second", float64(c.Allocations) / sec, *l.MaxAllocationsPerSecond, t.Estimated})
 		}
 		if l.MaxBytesPerSecond != nil && float64(c.Bytes)/sec > *l.MaxBytesPerSecond {
-			out = append(out, Violation{rule, "bytes per second", float64(c.Bytes) / sec, *l.MaxBytesPerSecond})
+			out = append(out, Violation{rule, "bytes per second", float64(c.Bytes) / sec, *l.MaxBytesPerSecond, t.Estimated})
 		}
 		if l.MaxAllocations != nil && c.Allocations > *l.MaxAllocations {
-			out = append(out, Violation{rule, "allocations", float64(c.Allocations), float64(*l.MaxAllocations)})
+			out = append(out, Violation{rule, "allocations", float64(c.Allocations), float64(*l.MaxAllocations), t.Estimated})
 		}
 		if l.MaxBytes != nil && c.Bytes > *l.MaxBytes {
-			out = append(out, Violation{rule, "bytes", float64(c.Bytes), float64(*l.MaxBytes)})
+			out = append(out, Violation{rule, "bytes", float64(c.Bytes), float64(*l.MaxBytes), t.Estimated})
 		}
 	}
 	if b.Total != nil {

@@ -1,16 +1,20 @@
 package alloctrack
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/alloctrack/alloctrack/perfetto"
 )
 
 // CaptureMeta says what a capture is of.
@@ -36,6 +40,11 @@ type (
 		Frames      []string `json:"frames"`
 		Allocations uint64   `json:"allocations"`
 		Bytes       uint64   `json:"bytes"`
+		// Heapprofd sites: allocations and bytes are estimates (rounded),
+		// sampled_* what the traces held.
+		Estimated          bool   `json:"estimated,omitempty"`
+		SampledAllocations uint64 `json:"sampled_allocations,omitempty"`
+		SampledBytes       uint64 `json:"sampled_bytes,omitempty"`
 	}
 )
 
@@ -54,7 +63,24 @@ type Summary struct {
 	TopSites        []SummarySite  `json:"top_sites"`
 	Interrupted     bool           `json:"interrupted,omitempty"`
 	Error           string         `json:"error,omitempty"`
+
+	// Backend is how the app was watched: "ddm" ("" in captures older
+	// than the field) or "heapprofd". A heapprofd capture is sampled:
+	// Estimated is true, allocations and bytes (and the sites') are
+	// estimates, rounded, and the sampled_* fields are what its trace
+	// held, exactly. It has no classes.
+	Backend             string `json:"backend,omitempty"`
+	Estimated           bool   `json:"estimated,omitempty"`
+	SampledAllocations  uint64 `json:"sampled_allocations,omitempty"`
+	SampledBytes        uint64 `json:"sampled_bytes,omitempty"`
+	SamplingInterval    uint64 `json:"sampling_interval_bytes,omitempty"`
+	Dumps               int    `json:"dumps,omitempty"`
+	ErrorStackSamples   uint64 `json:"error_stack_samples,omitempty"`
+	UnknownStackSamples uint64 `json:"unknown_stack_samples,omitempty"`
 }
+
+// TraceFile is the name of a heapprofd capture's raw trace.
+const TraceFile = "trace.perfetto-trace"
 
 // CaptureWriter writes a capture directory: each window's raw report as
 // <n>.alloc (the bytes Android Studio saves), then summary.json and
@@ -68,6 +94,7 @@ type CaptureWriter struct {
 	sum   Summary
 	tally *Tally
 	prof  *ProfileBuilder
+	trace *os.File // heapprofd captures: the raw trace
 }
 
 // NewCaptureWriter creates dir (and parents) and returns a writer into it.
@@ -81,6 +108,9 @@ func NewCaptureWriter(dir string, meta CaptureMeta, start time.Time) (*CaptureWr
 	}
 	if m, _ := filepath.Glob(filepath.Join(dir, "*.alloc")); len(m) > 0 {
 		return nil, fmt.Errorf("capture: %s already holds .alloc files; choose another --out", dir)
+	}
+	if _, err := os.Stat(filepath.Join(dir, TraceFile)); err == nil {
+		return nil, fmt.Errorf("capture: %s already holds a trace (%s); choose another --out", dir, TraceFile)
 	}
 	return &CaptureWriter{dir: dir, meta: meta, start: start, tally: NewTally(), prof: NewProfileBuilder(),
 		sum: Summary{CaptureMeta: meta, Start: start}}, nil
@@ -111,8 +141,60 @@ func WriteFileAtomic(path string, data []byte) error {
 	return nil
 }
 
+// heapprofd makes the capture a heapprofd one, before its first dump or
+// trace byte.
+func (w *CaptureWriter) heapprofd() error {
+	if w.sum.Backend == BackendHeapprofd {
+		return nil
+	}
+	if w.n > 0 {
+		return errors.New("capture: heapprofd dumps in a capture of DDM windows")
+	}
+	w.sum.Backend = BackendHeapprofd
+	w.sum.Estimated = true
+	w.prof = NewHeapprofdProfileBuilder()
+	return nil
+}
+
+// Trace returns the writer the capture's raw perfetto trace is copied to
+// (TraceFile in the capture directory): every byte read from the device,
+// in order, so the file opens in the Perfetto UI. The file is created on
+// the first call and closed by Close.
+func (w *CaptureWriter) Trace() (io.Writer, error) {
+	if err := w.heapprofd(); err != nil {
+		return nil, err
+	}
+	if w.trace != nil {
+		return w.trace, nil
+	}
+	f, err := os.OpenFile(filepath.Join(w.dir, TraceFile), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("capture: %w", err)
+	}
+	w.trace = f
+	return f, nil
+}
+
+// Dump adds one heapprofd dump to the capture: profile.pb.gz and
+// summary.json are written from the dumps at Close.
+func (w *CaptureWriter) Dump(d *perfetto.Dump) error {
+	if err := w.heapprofd(); err != nil {
+		return err
+	}
+	if !JavaHeapDump(d) {
+		return nil // not the Java heap: see JavaHeapDump
+	}
+	w.sum.Dumps++
+	w.tally.AddDump(d)
+	w.prof.AddDump(d)
+	return nil
+}
+
 // Window writes one window's report and counts it.
 func (w *CaptureWriter) Window(win *Window) error {
+	if w.sum.Backend == BackendHeapprofd {
+		return errors.New("capture: a DDM window in a heapprofd capture")
+	}
 	w.n++
 	if err := WriteFileAtomic(filepath.Join(w.dir, strconv.Itoa(w.n)+".alloc"), win.Raw); err != nil {
 		return fmt.Errorf("capture: %w", err)
@@ -139,6 +221,9 @@ func (w *CaptureWriter) SetPackage(app string) {
 	}
 }
 
+// Dumps is the number of heapprofd dumps counted.
+func (w *CaptureWriter) Dumps() int { return w.sum.Dumps }
+
 // Windows is the number of windows written.
 func (w *CaptureWriter) Windows() int { return w.n }
 
@@ -157,6 +242,22 @@ func (w *CaptureWriter) Close(end time.Time, interrupted bool, runErr error, top
 		s.Error = runErr.Error()
 	}
 	s.TopClasses, s.TopSites = w.tally.Summary(top)
+	if s.Backend == BackendHeapprofd {
+		t := w.tally
+		s.SampledAllocations, s.SampledBytes = t.Sampled.Allocations, t.Sampled.Bytes
+		s.SamplingInterval = t.SamplingInterval
+		s.ErrorStackSamples, s.UnknownStackSamples = t.ErrorStackSamples, t.UnknownStackSamples
+	}
+	if w.trace != nil {
+		err := w.trace.Sync()
+		if cerr := w.trace.Close(); err == nil {
+			err = cerr
+		}
+		w.trace = nil
+		if err != nil {
+			return nil, fmt.Errorf("capture: %s: %w", TraceFile, err)
+		}
+	}
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return nil, err
@@ -182,7 +283,8 @@ func (t *Tally) Summary(top int) ([]SummaryClass, []SummarySite) {
 	}
 	var sites []SummarySite
 	for _, s := range t.TopSites(top, true) {
-		sites = append(sites, SummarySite{ID: s.ID, Class: s.Class, AppFrame: s.AppFrame, Frames: s.Frames, Allocations: s.Allocations, Bytes: s.Bytes})
+		sites = append(sites, SummarySite{ID: s.ID, Class: s.Class, AppFrame: s.AppFrame, Frames: s.Frames, Allocations: s.Allocations, Bytes: s.Bytes,
+			Estimated: s.Estimated, SampledAllocations: s.Sampled.Allocations, SampledBytes: s.Sampled.Bytes})
 	}
 	return classes, sites
 }
@@ -194,6 +296,71 @@ type Input struct {
 	Files    []string      // one per report
 	Summary  *Summary      // from a capture directory's summary.json
 	Duration time.Duration // 0 when unknown (bare files)
+
+	// A perfetto trace (a bare trace file, or a heapprofd capture
+	// directory's TraceFile): Trace is its path and Dumps its dumps of the
+	// Java heap (perfetto.ArtHeap), in trace order; OtherHeapDumps counts
+	// dumps of other heaps, left out. Reports is then empty.
+	Trace          string
+	Dumps          []*perfetto.Dump
+	OtherHeapDumps int
+}
+
+// Estimated tells whether the input is sampled (a perfetto trace): its
+// counts are estimates.
+func (in *Input) Estimated() bool { return in.Trace != "" }
+
+// AddTo counts the input into t: its reports, or its dumps.
+func (in *Input) AddTo(t *Tally) {
+	for _, r := range in.Reports {
+		t.Add(r)
+	}
+	for _, d := range in.Dumps {
+		t.AddDump(d)
+	}
+}
+
+// isTrace tells, from its first bytes, whether a file is a perfetto trace:
+// a trace begins with a TracePacket (field 1, length-delimited: byte
+// 0x0a), which no REAL payload can (its first byte is a header length of
+// at least HeaderLen).
+func isTrace(path string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	var b [1]byte
+	n, _ := f.Read(b[:])
+	return n == 1 && b[0] == 0x0a, nil
+}
+
+// readTrace decodes a perfetto trace file into in. A malformed trace is an
+// error naming the file and, through *perfetto.FormatError, the packet and
+// byte offset.
+func readTrace(in *Input, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	dec := perfetto.NewDecoder(bufio.NewReaderSize(f, 64<<10), nil)
+	for {
+		d, err := dec.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if d.Heap != perfetto.ArtHeap {
+			in.OtherHeapDumps++
+			continue
+		}
+		in.Dumps = append(in.Dumps, d)
+	}
+	in.Trace = path
+	return nil
 }
 
 // ReadInput reads a report file, or a capture directory (every <n>.alloc
@@ -206,6 +373,14 @@ func ReadInput(path string) (*Input, error) {
 	}
 	in := &Input{Name: path}
 	if !st.IsDir() {
+		if tr, err := isTrace(path); err != nil {
+			return nil, err
+		} else if tr {
+			if err := readTrace(in, path); err != nil {
+				return nil, err
+			}
+			return in, nil
+		}
 		r, err := readReportFile(path)
 		if err != nil {
 			return nil, err
@@ -230,6 +405,15 @@ func ReadInput(path string) (*Input, error) {
 		}
 		return strings.Compare(a, b)
 	})
+	trace := filepath.Join(path, TraceFile)
+	if _, err := os.Stat(trace); err == nil {
+		if len(files) > 0 {
+			return nil, fmt.Errorf("%s: holds both .alloc files and %s: not one capture", path, TraceFile)
+		}
+		if err := readTrace(in, trace); err != nil {
+			return nil, err
+		}
+	}
 	for _, f := range files {
 		r, err := readReportFile(f)
 		if err != nil {
@@ -250,8 +434,8 @@ func ReadInput(path string) (*Input, error) {
 	case !errors.Is(err, os.ErrNotExist):
 		return nil, err
 	}
-	if len(files) == 0 && in.Summary == nil {
-		return nil, fmt.Errorf("%s: no .alloc files and no summary.json: not a capture directory", path)
+	if len(files) == 0 && in.Summary == nil && in.Trace == "" {
+		return nil, fmt.Errorf("%s: no .alloc files, no %s and no summary.json: not a capture directory", path, TraceFile)
 	}
 	return in, nil
 }

@@ -26,11 +26,15 @@ type DiffRow struct {
 
 // Diff compares two runs per class and per site.
 type Diff struct {
-	PerSecond bool      `json:"per_second"` // false: both durations not known, counts per run
-	Base      Rate      `json:"base_total"`
-	New       Rate      `json:"new_total"`
-	Classes   []DiffRow `json:"classes"`
-	Sites     []DiffRow `json:"sites"`
+	PerSecond bool `json:"per_second"` // false: both durations not known, counts per run
+	// BaseEstimated and NewEstimated: that run's counts are estimates
+	// from heapprofd samples (a perfetto trace), not exact counts.
+	BaseEstimated bool      `json:"base_estimated,omitempty"`
+	NewEstimated  bool      `json:"new_estimated,omitempty"`
+	Base          Rate      `json:"base_total"`
+	New           Rate      `json:"new_total"`
+	Classes       []DiffRow `json:"classes"`
+	Sites         []DiffRow `json:"sites"`
 }
 
 func rate(c Count, sec float64) Rate {
@@ -42,7 +46,7 @@ func rate(c Count, sec float64) Rate {
 // are sorted by regression: the largest increase in bytes first, then in
 // allocations.
 func Compare(base, nw *Tally, bd, nd time.Duration) *Diff {
-	d := &Diff{PerSecond: bd > 0 && nd > 0}
+	d := &Diff{PerSecond: bd > 0 && nd > 0, BaseEstimated: base.Estimated, NewEstimated: nw.Estimated}
 	bs, ns := 1.0, 1.0
 	if d.PerSecond {
 		bs, ns = bd.Seconds(), nd.Seconds()
@@ -73,10 +77,14 @@ func Compare(base, nw *Tally, bd, nd time.Duration) *Diff {
 			r = &DiffRow{Site: s.ID, Class: s.Class, AppFrame: s.AppFrame, Frames: s.Frames}
 			sites[k] = r
 		}
+		v := rate(s.Count, sec)
+		if s.Estimated {
+			v = Rate{Allocations: s.Estimate.Allocations / sec, Bytes: s.Estimate.Bytes / sec}
+		}
 		if isNew {
-			r.New = rate(s.Count, sec)
+			r.New = v
 		} else {
-			r.Base = rate(s.Count, sec)
+			r.Base = v
 		}
 	}
 	for _, s := range base.TopSites(0, false) {

@@ -13,7 +13,10 @@ const DefaultHistoryWindows = 30
 // WindowTotal is what one counted window held.
 type WindowTotal struct {
 	Start, End time.Time
-	Count
+	Count      // exact (DDM reports)
+	// Heapprofd dumps: samples (exact) and the estimate from them.
+	Sampled   Count
+	Estimated Estimate
 }
 
 // window is one remembered window: its total and the counts of the
@@ -22,6 +25,14 @@ type window struct {
 	WindowTotal
 	classes []keyCount[string]
 	sites   []keyCount[uint64]
+	hsites  []keyEstimate // heapprofd sites
+}
+
+// keyEstimate is a heapprofd site's share of a window.
+type keyEstimate struct {
+	k   uint64
+	smp Count
+	est Estimate
 }
 
 type keyCount[K comparable] struct {
@@ -41,6 +52,7 @@ func (c *Counters) remember(w window) {
 		c.history = c.history[:len(c.history)-1]
 		w.classes = append(old.classes[:0], w.classes...)
 		w.sites = append(old.sites[:0], w.sites...)
+		w.hsites = append(old.hsites[:0], w.hsites...)
 	}
 	c.history = append(c.history, w)
 }
@@ -53,6 +65,11 @@ type Recent struct {
 	ClassOther Count
 	Sites      []SiteCount // sites with a series, by id
 	SiteOther  Count
+	// Heapprofd dumps: as the AppCounts fields of the same names.
+	Sampled            Count
+	Estimated          Estimate
+	SiteOtherSampled   Count
+	SiteOtherEstimated Estimate
 }
 
 // Span is the time the windows cover, from the first start to the last end.
@@ -75,10 +92,23 @@ func (c *Counters) Recent(n int) Recent {
 	var r Recent
 	classes := map[string]Count{}
 	sites := map[uint64]Count{}
+	type se struct {
+		smp Count
+		est Estimate
+	}
+	hsites := map[uint64]se{}
 	for _, w := range h {
 		r.Windows = append(r.Windows, w.WindowTotal)
 		r.Total.Allocations += w.Allocations
 		r.Total.Bytes += w.Bytes
+		r.Sampled = addCounts(r.Sampled, w.Sampled)
+		r.Estimated.add(w.Estimated)
+		for _, ke := range w.hsites {
+			v := hsites[ke.k]
+			v.smp = addCounts(v.smp, ke.smp)
+			v.est.add(ke.est)
+			hsites[ke.k] = v
+		}
 		for _, kc := range w.classes {
 			classes[kc.k] = addCounts(classes[kc.k], kc.Count)
 		}
@@ -99,6 +129,19 @@ func (c *Counters) Recent(n int) Recent {
 		r.Sites = append(r.Sites, SiteCount{SiteInfo: s.info, Count: v})
 		inSites = addCounts(inSites, v)
 	}
+	var inSampled Count
+	var inEstimated Estimate
+	for k, v := range hsites {
+		s := c.sites[k]
+		if s == nil || s.info.ID == "" {
+			continue
+		}
+		r.Sites = append(r.Sites, SiteCount{SiteInfo: s.info, Sampled: v.smp, Estimated: v.est})
+		inSampled = addCounts(inSampled, v.smp)
+		inEstimated.add(v.est)
+	}
+	r.SiteOtherSampled = subCounts(r.Sampled, inSampled)
+	r.SiteOtherEstimated = subEstimate(r.Estimated, inEstimated)
 	r.ClassOther = subCounts(r.Total, inClasses)
 	r.SiteOther = subCounts(r.Total, inSites)
 	slices.SortFunc(r.Classes, func(a, b ClassCount) int { return strings.Compare(a.Class, b.Class) })

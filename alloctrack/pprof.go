@@ -6,6 +6,8 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/google/pprof/profile"
+
+	"github.com/alloctrack/alloctrack/perfetto"
 )
 
 // FrameRef is a stack frame by names (dotted), independent of any report's
@@ -38,6 +40,9 @@ type ProfileBuilder struct {
 	addrs   map[uint64]FrameRef
 	funcs   map[[2]string]*profile.Function
 	samples map[sampleKey]*profile.Sample
+	// Heapprofd builders: the estimate of each sample, rounded into its
+	// values by Profile.
+	est map[*profile.Sample]*Estimate
 }
 
 type sampleKey struct {
@@ -66,6 +71,89 @@ func NewProfileBuilder() *ProfileBuilder {
 		funcs:   map[[2]string]*profile.Function{},
 		samples: map[sampleKey]*profile.Sample{},
 	}
+}
+
+// Sample types of a heapprofd profile (NewHeapprofdProfileBuilder), in
+// the order of a sample's values.
+const (
+	SampleTypeSamples          = "samples"                 // sampled allocations: exact, what the traces held
+	SampleTypeSampledSpace     = "sampled_space"           // their bytes: exact
+	SampleTypeEstimatedObjects = "estimated_alloc_objects" // allocations estimated from the samples
+	SampleTypeEstimatedSpace   = "estimated_alloc_space"   // bytes estimated from the samples
+)
+
+// NewHeapprofdProfileBuilder returns an empty builder for heapprofd dumps
+// (AddDump). Its samples have four values: samples/count and
+// sampled_space/bytes are what the traces held, exactly;
+// estimated_alloc_objects/count and estimated_alloc_space/bytes are
+// estimates (see EstimateValues), rounded, and the default. The profile's
+// comments say so too. Samples carry no class label: heapprofd does not
+// record the allocated class.
+func NewHeapprofdProfileBuilder() *ProfileBuilder {
+	b := NewProfileBuilder()
+	b.p.SampleType = []*profile.ValueType{
+		{Type: SampleTypeSamples, Unit: "count"},
+		{Type: SampleTypeSampledSpace, Unit: "bytes"},
+		{Type: SampleTypeEstimatedObjects, Unit: "count"},
+		{Type: SampleTypeEstimatedSpace, Unit: "bytes"},
+	}
+	b.p.DefaultSampleType = SampleTypeEstimatedSpace
+	b.p.Comments = []string{
+		"heapprofd samples of the Java heap (com.android.art): samples and sampled_space are exact counts of what the traces held",
+		"estimated_alloc_objects and estimated_alloc_space are estimates: each stack's samples scaled by 1/(1-exp(-avg/interval)), avg = sampled bytes / samples",
+	}
+	b.est = map[*profile.Sample]*Estimate{}
+	return b
+}
+
+// Heapprofd tells whether b was made by NewHeapprofdProfileBuilder.
+func (b *ProfileBuilder) Heapprofd() bool { return b.est != nil }
+
+// AddDump adds every stack of a heapprofd dump by its Java frames
+// (JavaFrames), with its samples and its estimate. b must come from
+// NewHeapprofdProfileBuilder.
+func (b *ProfileBuilder) AddDump(d *perfetto.Dump) {
+	for i := range d.Stacks {
+		sd := &d.Stacks[i]
+		v := sd.Delta
+		if v.Count == 0 && v.Allocated == 0 {
+			continue
+		}
+		b.AddSampledSite(JavaFrames(sd.Stack), Count{Allocations: v.Count, Bytes: v.Allocated}, EstimateValues(v, d.SamplingInterval))
+	}
+}
+
+// AddSampledSite adds samples and an estimate at a heapprofd site (frames
+// innermost first). b must come from NewHeapprofdProfileBuilder.
+func (b *ProfileBuilder) AddSampledSite(frames []FrameRef, smp Count, est Estimate) {
+	if b.est == nil {
+		panic("alloctrack: AddSampledSite on a builder not made by NewHeapprofdProfileBuilder")
+	}
+	if smp == (Count{}) && est == (Estimate{}) {
+		return
+	}
+	h := uint64(0x9e3779b97f4a7c15)
+	for _, f := range frames {
+		h = mix(h, FrameAddress(f))
+	}
+	k := sampleKey{site: h, thread: -1}
+	s := b.samples[k]
+	if s == nil {
+		if len(frames) == 0 {
+			frames = []FrameRef{noStack}
+		}
+		locs := make([]*profile.Location, len(frames))
+		for i, f := range frames {
+			locs[i] = b.location(f)
+		}
+		s = &profile.Sample{Location: locs, Value: []int64{0, 0, 0, 0}}
+		b.samples[k] = s
+		b.est[s] = &Estimate{}
+		b.p.Sample = append(b.p.Sample, s)
+	}
+	s.Value[0] += int64(smp.Allocations)
+	s.Value[1] += int64(smp.Bytes)
+	b.est[s].add(est)
 }
 
 // FrameAddress is the synthetic address of a frame before collision
@@ -158,6 +246,10 @@ func (b *ProfileBuilder) AddReport(r *Report) {
 // Profile returns the profile built so far, stamped with a time and a
 // duration.
 func (b *ProfileBuilder) Profile(start time.Time, d time.Duration) *profile.Profile {
+	for s, e := range b.est {
+		c := roundCount(*e)
+		s.Value[2], s.Value[3] = int64(c.Allocations), int64(c.Bytes)
+	}
 	b.p.TimeNanos = start.UnixNano()
 	b.p.DurationNanos = int64(d)
 	return b.p

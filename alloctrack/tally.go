@@ -2,9 +2,12 @@ package alloctrack
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/alloctrack/alloctrack/perfetto"
 )
 
 // Count is a number of allocations and their bytes.
@@ -25,6 +28,11 @@ type Site struct {
 	Frames   []string // "pkg.Class.method(File.java:12)", top first
 	AppFrame string   // the first frame outside framework packages, or the top frame
 	Count
+	// Heapprofd sites (Android 12+ traces): Estimated is set, Count is
+	// Estimate rounded, and Sampled is what the traces held. Class is "".
+	Estimated bool
+	Sampled   Count
+	Estimate  Estimate
 }
 
 // Tally counts allocations per class and per site over one or more reports.
@@ -34,6 +42,19 @@ type Tally struct {
 	Total   Count
 	Classes map[string]*Count
 	sites   map[string]*Site
+
+	// Heapprofd dumps (AddDump): Estimated tells that Total (and the
+	// sites' counts) include estimates; Sampled is what the dumps held,
+	// exactly, and Estimate the estimate from it. Classes get nothing.
+	Estimated bool
+	Sampled   Count
+	Estimate  Estimate
+	Dumps     int
+	// SamplingInterval is the dumps' sampling interval in bytes (the
+	// largest seen, should they differ).
+	SamplingInterval uint64
+	// Samples on broken stacks (see perfetto.Dump.Broken), by kind.
+	ErrorStackSamples, UnknownStackSamples uint64
 }
 
 // NewTally returns an empty Tally.
@@ -175,4 +196,60 @@ func head[T any](s []T, n int) []T {
 		return s[:n]
 	}
 	return s
+}
+
+// roundCount is an estimate as a count, rounded.
+func roundCount(e Estimate) Count {
+	return Count{Allocations: uint64(math.Round(e.Allocations)), Bytes: uint64(math.Round(e.Bytes))}
+}
+
+// AddDump counts one heapprofd dump: per site (the Java frames of each
+// stack, class ""), the samples exactly and the allocations estimated from
+// them (EstimateValues per stack). Total and the sites' counts hold the
+// estimate, rounded, and Estimated is set.
+func (t *Tally) AddDump(d *perfetto.Dump) {
+	t.Estimated = true
+	t.Dumps++
+	t.SamplingInterval = max(t.SamplingInterval, d.SamplingInterval)
+	t.Total = subCounts(t.Total, roundCount(t.Estimate))
+	var key strings.Builder
+	for i := range d.Stacks {
+		sd := &d.Stacks[i]
+		v := sd.Delta
+		if v.Count == 0 && v.Allocated == 0 {
+			continue
+		}
+		switch sd.Stack.Unwind {
+		case perfetto.UnwindError:
+			t.ErrorStackSamples += v.Count
+		case perfetto.UnwindUnknown:
+			t.UnknownStackSamples += v.Count
+		}
+		refs := JavaFrames(sd.Stack)
+		key.Reset()
+		key.WriteString("\x00heapprofd")
+		for _, f := range refs {
+			key.WriteByte('\n')
+			key.WriteString(f.Function())
+		}
+		s := t.sites[key.String()]
+		if s == nil {
+			frames := make([]string, len(refs))
+			for j, f := range refs {
+				frames[j] = heapprofdFrameString(f)
+			}
+			s = &Site{ID: SiteID(HeapprofdSiteHash(refs)), Frames: frames, Estimated: true}
+			if j := heapprofdAppFrame(refs); j >= 0 {
+				s.AppFrame = frames[j]
+			}
+			t.sites[key.String()] = s
+		}
+		e := EstimateValues(v, d.SamplingInterval)
+		s.Sampled = addCounts(s.Sampled, Count{Allocations: v.Count, Bytes: v.Allocated})
+		s.Estimate.add(e)
+		s.Count = roundCount(s.Estimate)
+		t.Sampled = addCounts(t.Sampled, Count{Allocations: v.Count, Bytes: v.Allocated})
+		t.Estimate.add(e)
+	}
+	t.Total = addCounts(t.Total, roundCount(t.Estimate))
 }

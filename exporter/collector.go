@@ -43,7 +43,12 @@ var (
 	specClassBytes  = spec{"allocated_bytes_total", "Bytes allocated per allocated class; see alloctrack_allocations_total.", []string{"serial", "package", "class"}, false}
 	specSiteAllocs  = spec{"site_allocations_total", "Allocations per allocation site (allocated class and whole stack); others count into site=\"other\". Join alloctrack_site_info on site for class and frame.", []string{"serial", "package", "site"}, false}
 	specSiteBytes   = spec{"site_allocated_bytes_total", "Bytes allocated per allocation site; see alloctrack_site_allocations_total.", []string{"serial", "package", "site"}, false}
-	specSiteInfo    = spec{"site_info", "An exported allocation site's allocated class and first app frame, 1 per site across apps; join on site.", []string{"site", "class", "frame"}, true}
+	specSiteInfo    = spec{"site_info", "An exported allocation site's allocated class and first app frame, 1 per site across apps; join on site. Heapprofd sites (Android 12+) have class=\"\".", []string{"site", "class", "frame"}, true}
+
+	// Heapprofd apps (Android 12+): estimates from samples, in families
+	// of their own.
+	specSiteEstAllocs = spec{"site_estimated_allocations_total", "Estimate: allocations per allocation site of heapprofd apps (Android 12+), estimated from heapprofd samples (not exact); others count into site=\"other\". Join alloctrack_site_info on site for the frame.", []string{"serial", "package", "site"}, false}
+	specSiteEstBytes  = spec{"site_estimated_allocated_bytes_total", "Estimate: bytes allocated per allocation site of heapprofd apps, estimated from heapprofd samples (not exact); see alloctrack_site_estimated_allocations_total.", []string{"serial", "package", "site"}, false}
 )
 
 var (
@@ -55,25 +60,37 @@ var (
 	descDeviceAPI    = desc("device_api_level", "Android API level of the device (ro.build.version.sdk); absent until read.", "server", "serial")
 	descDeviceErrors = desc("device_errors_total", "Errors on a device before an app was named, by stage.", "serial", "stage")
 
-	descAppState       = desc("app_state", "App session state: 1 for the current state. unsupported means Android 12+ (no allocation tracker over DDM).", "serial", "package", "state")
-	descAppTracking    = desc("app_tracking", "Whether allocation tracking is on for the app (1) or not (0).", app...)
-	descAppPID         = desc("app_pid", "Process id of the app's newest process.", app...)
-	descWindows        = desc("windows_total", "Windows whose report was counted.", app...)
-	descOverflowed     = desc("overflowed_windows_total", "Windows whose report held 65,535 entries, so older allocations were lost.", app...)
-	descWindowSeconds  = desc("window_seconds", "Current window length; shorter after overflowed windows.", app...)
-	descRTT            = desc("report_round_trip_seconds", "Time from REAL request to reply; the app's allocating threads stall while the VM builds it.", app...)
-	descReportBytes    = desc("report_bytes_total", "Bytes of allocation reports received.", app...)
-	descLastEntries    = desc("last_report_entries", "Entries in the app's last report.", app...)
-	descAppErrors      = desc("app_errors_total", "Errors of the app's sessions, by stage.", "serial", "package", "stage")
-	descAppAllocs      = desc("app_allocations_total", "Allocations counted for the app: the exact total, never reduced by series expiry.", app...)
-	descAppBytes       = desc("app_allocated_bytes_total", "Bytes allocated by counted allocations of the app: the exact total.", app...)
-	descClassAllocs    = specClassAllocs.desc()
-	descClassBytes     = specClassBytes.desc()
-	descSiteAllocs     = specSiteAllocs.desc()
-	descSiteBytes      = specSiteBytes.desc()
-	descSiteInfo       = specSiteInfo.desc()
-	descSnapshotApps   = desc("apps", "Apps the daemon has counters for.")
-	descSnapshotSeries = desc("site_series", "Site series currently exported across all apps.")
+	descAppState      = desc("app_state", "App session state: 1 for the current state. unsupported means Android 12+ (no allocation tracker over DDM).", "serial", "package", "state")
+	descAppTracking   = desc("app_tracking", "Whether allocation tracking is on for the app (1) or not (0).", app...)
+	descAppPID        = desc("app_pid", "Process id of the app's newest process.", app...)
+	descWindows       = desc("windows_total", "Windows whose report was counted.", app...)
+	descOverflowed    = desc("overflowed_windows_total", "Windows whose report held 65,535 entries, so older allocations were lost.", app...)
+	descWindowSeconds = desc("window_seconds", "Current window length; shorter after overflowed windows.", app...)
+	descRTT           = desc("report_round_trip_seconds", "Time from REAL request to reply; the app's allocating threads stall while the VM builds it.", app...)
+	descReportBytes   = desc("report_bytes_total", "Bytes of allocation reports received.", app...)
+	descLastEntries   = desc("last_report_entries", "Entries in the app's last report.", app...)
+	descAppErrors     = desc("app_errors_total", "Errors of the app's sessions, by stage.", "serial", "package", "stage")
+	descAppAllocs     = desc("app_allocations_total", "Allocations counted for the app: the exact total, never reduced by series expiry.", app...)
+	descAppBytes      = desc("app_allocated_bytes_total", "Bytes allocated by counted allocations of the app: the exact total.", app...)
+	descClassAllocs   = specClassAllocs.desc()
+	descClassBytes    = specClassBytes.desc()
+	descSiteAllocs    = specSiteAllocs.desc()
+	descSiteBytes     = specSiteBytes.desc()
+	descSiteInfo      = specSiteInfo.desc()
+	descSiteEstAllocs = specSiteEstAllocs.desc()
+	descSiteEstBytes  = specSiteEstBytes.desc()
+	descSnapshotApps  = desc("apps", "Apps the daemon has counters for.")
+
+	descAppSampledAllocs = desc("app_sampled_allocations_total", "Allocations heapprofd sampled in the app (Android 12+): the exact number of samples its traces held, not of allocations.", app...)
+	descAppSampledBytes  = desc("app_sampled_bytes_total", "Bytes of the allocations heapprofd sampled in the app: exact, what its traces held; see alloctrack_app_sampled_allocations_total.", app...)
+	descAppEstAllocs     = desc("app_estimated_allocations_total", "Estimate: allocations of a heapprofd app (Android 12+), estimated from its samples for the sampling interval (not exact).", app...)
+	descAppEstBytes      = desc("app_estimated_allocated_bytes_total", "Estimate: bytes allocated by a heapprofd app, estimated from its samples for the sampling interval (not exact).", app...)
+	descHPInterval       = desc("heapprofd_sampling_interval_bytes", "Sampling interval of the app's heapprofd sessions, in bytes, as its last dump gave it; 1 samples every allocation.", app...)
+	descHPSessions       = desc("heapprofd_sessions_total", "Perfetto sessions started for the app.", app...)
+	descHPDumps          = desc("heapprofd_dumps_total", "Heapprofd dumps of the app counted.", app...)
+	descHPTraceBytes     = desc("heapprofd_trace_bytes_total", "Trace bytes of the app's heapprofd sessions read from the device.", app...)
+	descHPBroken         = desc("heapprofd_broken_stack_samples_total", "Samples on stacks that did not unwind, by failure: error (heapprofd's ERROR frame) or unknown (unnamed outermost frame: the Android 12/13 ART unwinding bug).", "serial", "package", "unwind")
+	descSnapshotSeries   = desc("site_series", "Site series currently exported across all apps.")
 )
 
 // Collector turns a snapshot into metrics.
@@ -114,6 +131,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		descRTT, descReportBytes, descLastEntries, descAppErrors, descAppAllocs, descAppBytes,
 		descClassAllocs, descClassBytes, descSiteAllocs, descSiteBytes, descSiteInfo,
 		descSnapshotApps, descSnapshotSeries,
+		descSiteEstAllocs, descSiteEstBytes, descAppSampledAllocs, descAppSampledBytes, descAppEstAllocs, descAppEstBytes,
+		descHPInterval, descHPSessions, descHPDumps, descHPTraceBytes, descHPBroken,
 	} {
 		ch <- d
 	}
@@ -191,8 +210,22 @@ func (c *Collector) collectLight(ch chan<- prometheus.Metric, s alloctrack.Snaps
 		for stage, n := range a.Errors {
 			ch <- m(descAppErrors, counter, float64(n), a.Serial, a.Package, stage)
 		}
-		ch <- m(descAppAllocs, counter, float64(a.Counts.Total.Allocations), l...)
-		ch <- m(descAppBytes, counter, float64(a.Counts.Total.Bytes), l...)
+		if heapprofd(&a) {
+			ct, hp := &a.Counts, &a.Heapprofd
+			ch <- m(descAppSampledAllocs, counter, float64(ct.Sampled.Allocations), l...)
+			ch <- m(descAppSampledBytes, counter, float64(ct.Sampled.Bytes), l...)
+			ch <- m(descAppEstAllocs, counter, ct.Estimated.Allocations, l...)
+			ch <- m(descAppEstBytes, counter, ct.Estimated.Bytes, l...)
+			ch <- m(descHPInterval, gauge, float64(hp.SamplingInterval), l...)
+			ch <- m(descHPSessions, counter, float64(hp.Sessions), l...)
+			ch <- m(descHPDumps, counter, float64(hp.Dumps), l...)
+			ch <- m(descHPTraceBytes, counter, float64(hp.TraceBytes), l...)
+			ch <- m(descHPBroken, counter, float64(hp.ErrorStackSamples), a.Serial, a.Package, "error")
+			ch <- m(descHPBroken, counter, float64(hp.UnknownStackSamples), a.Serial, a.Package, "unknown")
+		} else {
+			ch <- m(descAppAllocs, counter, float64(a.Counts.Total.Allocations), l...)
+			ch <- m(descAppBytes, counter, float64(a.Counts.Total.Bytes), l...)
+		}
 		nSites += len(a.Counts.Sites)
 	}
 	ch <- m(descSnapshotApps, gauge, float64(len(s.Apps)))
@@ -211,6 +244,20 @@ func (c *Collector) collectSites(ch chan<- prometheus.Metric, s alloctrack.Snaps
 	sites := map[string]siteLabels{}
 	for _, a := range s.Apps {
 		ct := a.Counts
+		if heapprofd(&a) {
+			// Sampled: estimate families only, and no class series.
+			for _, sc := range ct.Sites {
+				if !sc.Heapprofd {
+					continue
+				}
+				ch <- m(descSiteEstAllocs, counter, sc.Estimated.Allocations, a.Serial, a.Package, sc.ID)
+				ch <- m(descSiteEstBytes, counter, sc.Estimated.Bytes, a.Serial, a.Package, sc.ID)
+				sites[sc.ID] = siteLabels{sc.Class, frameLabel(sc.Frame)}
+			}
+			ch <- m(descSiteEstAllocs, counter, ct.SiteOtherEstimated.Allocations, a.Serial, a.Package, alloctrack.Other)
+			ch <- m(descSiteEstBytes, counter, ct.SiteOtherEstimated.Bytes, a.Serial, a.Package, alloctrack.Other)
+			continue
+		}
 		for _, cc := range ct.Classes {
 			ch <- m(descClassAllocs, counter, float64(cc.Allocations), a.Serial, a.Package, cc.Class)
 			ch <- m(descClassBytes, counter, float64(cc.Bytes), a.Serial, a.Package, cc.Class)
@@ -218,6 +265,9 @@ func (c *Collector) collectSites(ch chan<- prometheus.Metric, s alloctrack.Snaps
 		ch <- m(descClassAllocs, counter, float64(ct.ClassOther.Allocations), a.Serial, a.Package, alloctrack.Other)
 		ch <- m(descClassBytes, counter, float64(ct.ClassOther.Bytes), a.Serial, a.Package, alloctrack.Other)
 		for _, sc := range ct.Sites {
+			if sc.Heapprofd {
+				continue
+			}
 			ch <- m(descSiteAllocs, counter, float64(sc.Allocations), a.Serial, a.Package, sc.ID)
 			ch <- m(descSiteBytes, counter, float64(sc.Bytes), a.Serial, a.Package, sc.ID)
 			sites[sc.ID] = siteLabels{sc.Class, frameLabel(sc.Frame)}
@@ -240,4 +290,12 @@ func frameLabel(f string) string {
 		return "none"
 	}
 	return f
+}
+
+// heapprofd tells whether an app is watched through heapprofd (Android
+// 12+): its counts are samples and estimates, exported in the sampled and
+// estimated families, and it has none of the exact DDM ones (app totals,
+// classes, site counts).
+func heapprofd(a *alloctrack.AppSnapshot) bool {
+	return a.Backend == alloctrack.BackendHeapprofd || a.Counts.Heapprofd
 }

@@ -84,6 +84,10 @@ func TestFastMetricsMatchCollect(t *testing.T) {
 		"farm":    farmSnapshot(2, 3, 7, 20),
 		"empty":   {},
 		"escapes": escapesSnapshot(),
+		// Heapprofd apps: estimate families (floats), no exact ones, alone
+		// and next to DDM apps.
+		"heapprofd":       heapprofdSnapshot(false),
+		"heapprofd mixed": heapprofdSnapshot(true),
 	} {
 		src := fixedSource{snap}
 		fast, plain := fastHandler(t, src), plainHandler(src)

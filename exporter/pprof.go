@@ -18,6 +18,13 @@ var otherSite = []alloctrack.FrameRef{{Class: "<other sites>", Method: "<aggrega
 // series of their own appear as one "<other sites>" stack, so totals match
 // alloctrack_app_allocations_total. Thread ids are not kept by the daemon,
 // so samples carry only the class label.
+//
+// For a heapprofd app (Android 12+) the profile has the sample types of
+// alloctrack.NewHeapprofdProfileBuilder: samples and sampled_space (exact,
+// what the traces held; they match alloctrack_app_sampled_allocations_total
+// and alloctrack_app_sampled_bytes_total) and estimated_alloc_objects and
+// estimated_alloc_space (estimates, rounded, the default), with no class
+// label.
 func ProfileHandler(src Source, started time.Time) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		serial, pkg := r.URL.Query().Get("serial"), r.URL.Query().Get("package")
@@ -36,11 +43,22 @@ func ProfileHandler(src Source, started time.Time) http.Handler {
 			http.Error(w, "no app "+pkg+" on device "+serial+" (see /debug/pprof/targets)", http.StatusNotFound)
 			return
 		}
-		b := alloctrack.NewProfileBuilder()
-		for _, site := range app.Counts.Sites {
-			b.AddSite(site.Class, site.Frames, -1, site.Allocations, site.Bytes)
+		var b *alloctrack.ProfileBuilder
+		if heapprofd(app) {
+			b = alloctrack.NewHeapprofdProfileBuilder()
+			for _, site := range app.Counts.Sites {
+				if site.Heapprofd {
+					b.AddSampledSite(site.Frames, site.Sampled, site.Estimated)
+				}
+			}
+			b.AddSampledSite(otherSite, app.Counts.SiteOtherSampled, app.Counts.SiteOtherEstimated)
+		} else {
+			b = alloctrack.NewProfileBuilder()
+			for _, site := range app.Counts.Sites {
+				b.AddSite(site.Class, site.Frames, -1, site.Allocations, site.Bytes)
+			}
+			b.AddSite(alloctrack.Other, otherSite, -1, app.Counts.SiteOther.Allocations, app.Counts.SiteOther.Bytes)
 		}
-		b.AddSite(alloctrack.Other, otherSite, -1, app.Counts.SiteOther.Allocations, app.Counts.SiteOther.Bytes)
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.Header().Set("Content-Disposition", `attachment; filename="allocs.pb.gz"`)
 		if err := b.Profile(started, time.Since(started)).Write(w); err != nil {

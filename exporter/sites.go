@@ -37,10 +37,12 @@ const (
 	famClassBytes
 	famSiteAllocs
 	famSiteBytes
+	famSiteEstAllocs
+	famSiteEstBytes
 	nAppFamilies
 )
 
-var appFamilySpecs = [nAppFamilies]spec{specClassAllocs, specClassBytes, specSiteAllocs, specSiteBytes}
+var appFamilySpecs = [nAppFamilies]spec{specClassAllocs, specClassBytes, specSiteAllocs, specSiteBytes, specSiteEstAllocs, specSiteEstBytes}
 
 // fragment is the text of one app's class and site series in one format.
 type fragment struct {
@@ -102,6 +104,19 @@ func (c *Collector) writeSites(b []byte, s alloctrack.Snapshot, f int) []byte {
 	}
 	h := headers()
 	for fam := range nAppFamilies {
+		// A family no app has series in is left out, header and all, as
+		// client_golang leaves out a family without metrics (the exact
+		// families when every app is sampled, the estimates when none is).
+		empty := true
+		for _, fr := range frags {
+			if len(fr.families[fam]) > 0 {
+				empty = false
+				break
+			}
+		}
+		if empty {
+			continue
+		}
 		b = append(b, h[f][fam]...)
 		for _, fr := range frags {
 			b = append(b, fr.families[fam]...)
@@ -150,6 +165,33 @@ func buildFragment(a *alloctrack.AppSnapshot, f int) *fragment {
 	fr := &fragment{gen: a.Counts.Gen}
 	ct := &a.Counts
 	var b []byte
+	if heapprofd(a) {
+		// Sampled: the estimate families only.
+		for fam, pick := range [2]func(alloctrack.Estimate) float64{
+			func(e alloctrack.Estimate) float64 { return e.Allocations },
+			func(e alloctrack.Estimate) float64 { return e.Bytes },
+		} {
+			name := [2]string{"alloctrack_site_estimated_allocations_total", "alloctrack_site_estimated_allocated_bytes_total"}[fam]
+			start := len(b)
+			for _, sc := range ct.Sites {
+				if sc.Heapprofd {
+					b = appendSample(b, name, f, pick(sc.Estimated), "package", a.Package, "serial", a.Serial, "site", sc.ID)
+				}
+			}
+			b = appendSample(b, name, f, pick(ct.SiteOtherEstimated), "package", a.Package, "serial", a.Serial, "site", alloctrack.Other)
+			fr.families[famSiteEstAllocs+fam] = b[start:len(b):len(b)]
+		}
+		for _, sc := range ct.Sites {
+			if !sc.Heapprofd {
+				continue
+			}
+			start := len(b)
+			b = appendSample(b, "alloctrack_site_info", f, 1, "class", sc.Class, "frame", frameLabel(sc.Frame), "site", sc.ID)
+			fr.infoIDs = append(fr.infoIDs, sc.ID)
+			fr.infos = append(fr.infos, b[start:len(b):len(b)])
+		}
+		return fr
+	}
 	// Class families.
 	for fam, pick := range [2]func(alloctrack.Count) uint64{
 		func(c alloctrack.Count) uint64 { return c.Allocations },
@@ -171,18 +213,23 @@ func buildFragment(a *alloctrack.AppSnapshot, f int) *fragment {
 		name := [2]string{"alloctrack_site_allocations_total", "alloctrack_site_allocated_bytes_total"}[fam]
 		start := len(b)
 		for _, sc := range ct.Sites {
-			b = appendSample(b, name, f, float64(pick(sc.Count)), "package", a.Package, "serial", a.Serial, "site", sc.ID)
+			if !sc.Heapprofd {
+				b = appendSample(b, name, f, float64(pick(sc.Count)), "package", a.Package, "serial", a.Serial, "site", sc.ID)
+			}
 		}
 		b = appendSample(b, name, f, float64(pick(ct.SiteOther)), "package", a.Package, "serial", a.Serial, "site", alloctrack.Other)
 		fr.families[famSiteAllocs+fam] = b[start:len(b):len(b)]
 	}
-	fr.infoIDs = make([]string, len(ct.Sites))
-	fr.infos = make([][]byte, len(ct.Sites))
-	for i, sc := range ct.Sites {
+	fr.infoIDs = make([]string, 0, len(ct.Sites))
+	fr.infos = make([][]byte, 0, len(ct.Sites))
+	for _, sc := range ct.Sites {
+		if sc.Heapprofd {
+			continue
+		}
 		start := len(b)
 		b = appendSample(b, "alloctrack_site_info", f, 1, "class", sc.Class, "frame", frameLabel(sc.Frame), "site", sc.ID)
-		fr.infoIDs[i] = sc.ID
-		fr.infos[i] = b[start:len(b):len(b)]
+		fr.infoIDs = append(fr.infoIDs, sc.ID)
+		fr.infos = append(fr.infos, b[start:len(b):len(b)])
 	}
 	return fr
 }

@@ -2,6 +2,7 @@ package web
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +27,10 @@ type Row struct {
 	Other       bool     `json:"other,omitempty"`
 	Allocations uint64   `json:"allocations"`
 	Bytes       uint64   `json:"bytes"`
+	// Estimated: a heapprofd site (Android 12+), whose allocations and
+	// bytes are estimates from samples, rounded; Samples is exact.
+	Estimated bool   `json:"estimated,omitempty"`
+	Samples   uint64 `json:"samples,omitempty"`
 	// Rates over the recent windows, per second.
 	AllocRate float64 `json:"allocations_per_second"`
 	ByteRate  float64 `json:"bytes_per_second"`
@@ -36,19 +41,25 @@ type Row struct {
 
 // AppSummary is one app on the farm page.
 type AppSummary struct {
-	Serial      string            `json:"serial"`
-	Package     string            `json:"package"`
-	PID         int               `json:"pid"`
-	State       string            `json:"state"`
-	Backend     string            `json:"backend"`
-	Window      float64           `json:"window_seconds"`
-	LastReport  *time.Time        `json:"last_report,omitempty"`
-	Allocations uint64            `json:"allocations"`
-	Bytes       uint64            `json:"bytes"`
-	AllocRate   float64           `json:"allocations_per_second"`
-	ByteRate    float64           `json:"bytes_per_second"`
-	Errors      map[string]uint64 `json:"errors"`
-	ErrorTotal  uint64            `json:"error_total"`
+	Serial      string     `json:"serial"`
+	Package     string     `json:"package"`
+	PID         int        `json:"pid"`
+	State       string     `json:"state"`
+	Backend     string     `json:"backend"`
+	Window      float64    `json:"window_seconds"`
+	LastReport  *time.Time `json:"last_report,omitempty"`
+	Allocations uint64     `json:"allocations"`
+	Bytes       uint64     `json:"bytes"`
+	// Estimated: a heapprofd app (Android 12+): allocations, bytes and
+	// rates are estimates from its samples; Samples and SampledBytes are
+	// what its traces held, exactly.
+	Estimated    bool              `json:"estimated,omitempty"`
+	Samples      uint64            `json:"samples,omitempty"`
+	SampledBytes uint64            `json:"sampled_bytes,omitempty"`
+	AllocRate    float64           `json:"allocations_per_second"`
+	ByteRate     float64           `json:"bytes_per_second"`
+	Errors       map[string]uint64 `json:"errors"`
+	ErrorTotal   uint64            `json:"error_total"`
 }
 
 // Server is an adb server on the farm page.
@@ -109,13 +120,16 @@ type SiteApp struct {
 
 // Site is a site page's data.
 type Site struct {
-	ID          string    `json:"site"`
-	Class       string    `json:"class"`
-	Frame       string    `json:"frame"`
-	Stack       []string  `json:"stack"`
-	Allocations uint64    `json:"allocations"`
-	Bytes       uint64    `json:"bytes"`
-	Apps        []SiteApp `json:"apps"`
+	ID          string   `json:"site"`
+	Class       string   `json:"class"`
+	Frame       string   `json:"frame"`
+	Stack       []string `json:"stack"`
+	Allocations uint64   `json:"allocations"`
+	Bytes       uint64   `json:"bytes"`
+	// Estimated: a heapprofd site (Android 12+): allocations and bytes
+	// are estimates from samples, rounded.
+	Estimated bool      `json:"estimated,omitempty"`
+	Apps      []SiteApp `json:"apps"`
 }
 
 // clean makes a device-supplied string valid UTF-8.
@@ -175,11 +189,41 @@ func lastRate(ws []alloctrack.WindowTotal, k int) (allocs, bytes float64) {
 	}
 	var c alloctrack.Count
 	for _, w := range ws {
-		c.Allocations += w.Allocations
-		c.Bytes += w.Bytes
+		wc := windowCount(w)
+		c.Allocations += wc.Allocations
+		c.Bytes += wc.Bytes
 	}
 	d := ws[len(ws)-1].End.Sub(ws[0].Start)
 	return rate(c.Allocations, d), rate(c.Bytes, d)
+}
+
+// heapprofd tells whether an app is sampled by heapprofd (Android 12+).
+func heapprofd(a *alloctrack.AppSnapshot) bool {
+	return a.Backend == alloctrack.BackendHeapprofd || a.Counts.Heapprofd
+}
+
+// rounded is an estimate as a count.
+func rounded(e alloctrack.Estimate) alloctrack.Count {
+	return alloctrack.Count{Allocations: uint64(math.Round(e.Allocations)), Bytes: uint64(math.Round(e.Bytes))}
+}
+
+func plus(a, b alloctrack.Count) alloctrack.Count {
+	return alloctrack.Count{Allocations: a.Allocations + b.Allocations, Bytes: a.Bytes + b.Bytes}
+}
+
+// shown is what the pages show of a site: its exact count, or a heapprofd
+// site's estimate, rounded.
+func shown(s alloctrack.SiteCount) alloctrack.Count {
+	if s.Heapprofd {
+		return rounded(s.Estimated)
+	}
+	return s.Count
+}
+
+// windowCount is a window's exact count plus its estimate, rounded (an app
+// has one or the other).
+func windowCount(w alloctrack.WindowTotal) alloctrack.Count {
+	return plus(w.Count, rounded(w.Estimated))
 }
 
 func summarize(a *alloctrack.AppSnapshot) AppSummary {
@@ -188,6 +232,12 @@ func summarize(a *alloctrack.AppSnapshot) AppSummary {
 		Backend: "ddm", Window: a.Window.Seconds(),
 		Allocations: a.Counts.Total.Allocations, Bytes: a.Counts.Total.Bytes,
 		Errors: a.Errors,
+	}
+	if heapprofd(a) {
+		s.Backend, s.Estimated = alloctrack.BackendHeapprofd, true
+		t := plus(a.Counts.Total, rounded(a.Counts.Estimated))
+		s.Allocations, s.Bytes = t.Allocations, t.Bytes
+		s.Samples, s.SampledBytes = a.Counts.Sampled.Allocations, a.Counts.Sampled.Bytes
 	}
 	if s.Errors == nil {
 		s.Errors = map[string]uint64{}
@@ -284,14 +334,17 @@ func buildApp(a *alloctrack.AppSnapshot, rc alloctrack.Recent, n int, sortBy, q 
 	out := App{AppSummary: summarize(a), RecentN: len(rc.Windows), Sort: validSort(sortBy), Filter: q}
 	span := rc.Span()
 	out.Span = span.Seconds()
+	hp := heapprofd(a)
 	if len(rc.Windows) > 0 {
-		out.AllocRate, out.ByteRate = rate(rc.Total.Allocations, span), rate(rc.Total.Bytes, span)
+		t := plus(rc.Total, rounded(rc.Estimated))
+		out.AllocRate, out.ByteRate = rate(t.Allocations, span), rate(t.Bytes, span)
 	}
 	for _, w := range rc.Windows {
 		d := w.End.Sub(w.Start)
-		out.Windows = append(out.Windows, WindowPoint{End: w.End, Seconds: d.Seconds(), AllocRate: rate(w.Allocations, d), ByteRate: rate(w.Bytes, d)})
+		wc := windowCount(w)
+		out.Windows = append(out.Windows, WindowPoint{End: w.End, Seconds: d.Seconds(), AllocRate: rate(wc.Allocations, d), ByteRate: rate(wc.Bytes, d)})
 	}
-	total := a.Counts.Total
+	total := alloctrack.Count{Allocations: out.Allocations, Bytes: out.Bytes}
 	byBytes := out.Sort == "bytes" || out.Sort == "byte_rate"
 	sh := func(c alloctrack.Count) float64 {
 		if byBytes {
@@ -305,24 +358,30 @@ func buildApp(a *alloctrack.AppSnapshot, rc alloctrack.Recent, n int, sortBy, q 
 	}
 	recentSite := make(map[string]alloctrack.Count, len(rc.Sites))
 	for _, s := range rc.Sites {
-		recentSite[s.ID] = s.Count
+		recentSite[s.ID] = shown(s)
 	}
 	for _, c := range a.Counts.Classes {
 		r := recentClass[c.Class]
 		out.Classes = append(out.Classes, Row{Class: clean(c.Class), Allocations: c.Allocations, Bytes: c.Bytes,
 			AllocRate: rate(r.Allocations, span), ByteRate: rate(r.Bytes, span), Share: sh(c.Count)})
 	}
-	co := a.Counts.ClassOther
-	out.Classes = append(out.Classes, Row{Class: alloctrack.Other, Other: true, Allocations: co.Allocations, Bytes: co.Bytes,
-		AllocRate: rate(rc.ClassOther.Allocations, span), ByteRate: rate(rc.ClassOther.Bytes, span), Share: sh(co)})
+	if !hp { // heapprofd records no class: such an app has no class rows
+		co := a.Counts.ClassOther
+		out.Classes = append(out.Classes, Row{Class: alloctrack.Other, Other: true, Allocations: co.Allocations, Bytes: co.Bytes,
+			AllocRate: rate(rc.ClassOther.Allocations, span), ByteRate: rate(rc.ClassOther.Bytes, span), Share: sh(co)})
+	}
 	for _, s := range a.Counts.Sites {
 		r := recentSite[s.ID]
+		c := shown(s)
 		out.Sites = append(out.Sites, Row{Class: clean(s.Class), Site: s.ID, Frame: clean(s.Frame), Stack: stackOf(s.Frames),
-			Allocations: s.Allocations, Bytes: s.Bytes, AllocRate: rate(r.Allocations, span), ByteRate: rate(r.Bytes, span), Share: sh(s.Count)})
+			Allocations: c.Allocations, Bytes: c.Bytes, AllocRate: rate(r.Allocations, span), ByteRate: rate(r.Bytes, span), Share: sh(c),
+			Estimated: s.Heapprofd, Samples: s.Sampled.Allocations})
 	}
-	so := a.Counts.SiteOther
+	so := plus(a.Counts.SiteOther, rounded(a.Counts.SiteOtherEstimated))
+	ro := plus(rc.SiteOther, rounded(rc.SiteOtherEstimated))
 	out.Sites = append(out.Sites, Row{Class: alloctrack.Other, Site: alloctrack.Other, Other: true, Allocations: so.Allocations, Bytes: so.Bytes,
-		AllocRate: rate(rc.SiteOther.Allocations, span), ByteRate: rate(rc.SiteOther.Bytes, span), Share: sh(so)})
+		AllocRate: rate(ro.Allocations, span), ByteRate: rate(ro.Bytes, span), Share: sh(so),
+		Estimated: hp, Samples: a.Counts.SiteOtherSampled.Allocations})
 	out.NClasses, out.NSites = len(out.Classes), len(out.Sites)
 	if q != "" {
 		out.Classes = slices.DeleteFunc(out.Classes, func(r Row) bool { return !matches(r, q) })

@@ -337,15 +337,15 @@ func (h *Handler) flameTree(a *alloctrack.AppSnapshot, p flameParams) *FlameNode
 	var other alloctrack.Count
 	if p.N == 0 {
 		for _, s := range a.Counts.Sites {
-			sites = append(sites, flameSite{s.Class, s.Frames, weight(s.Count)})
+			sites = append(sites, flameSite{s.Class, s.Frames, weight(shown(s))})
 		}
-		other = a.Counts.SiteOther
+		other = plus(a.Counts.SiteOther, rounded(a.Counts.SiteOtherEstimated))
 	} else {
 		rc, _ := h.src.Recent(a.Serial, a.Package, p.N)
 		for _, s := range rc.Sites {
-			sites = append(sites, flameSite{s.Class, s.Frames, weight(s.Count)})
+			sites = append(sites, flameSite{s.Class, s.Frames, weight(shown(s))})
 		}
-		other = rc.SiteOther
+		other = plus(rc.SiteOther, rounded(rc.SiteOtherEstimated))
 	}
 	sites = append(sites, flameSite{"<other sites>", nil, weight(other)})
 	return buildFlame(a.Package, sites)
@@ -389,13 +389,16 @@ func (h *Handler) siteData(w http.ResponseWriter, r *http.Request) (Site, bool) 
 			if out.ID == "" {
 				out = Site{ID: sc.ID, Class: clean(sc.Class), Frame: clean(sc.Frame), Stack: stackOf(sc.Frames)}
 			}
-			out.Allocations += sc.Allocations
-			out.Bytes += sc.Bytes
-			sa := SiteApp{Serial: clean(a.Serial), Package: clean(a.Package), Allocations: sc.Allocations, Bytes: sc.Bytes}
+			c := shown(sc)
+			out.Allocations += c.Allocations
+			out.Bytes += c.Bytes
+			out.Estimated = out.Estimated || sc.Heapprofd
+			sa := SiteApp{Serial: clean(a.Serial), Package: clean(a.Package), Allocations: c.Allocations, Bytes: c.Bytes}
 			if rc, ok := h.src.Recent(a.Serial, a.Package, 3); ok {
 				for _, rs := range rc.Sites {
 					if rs.ID == id {
-						sa.AllocRate, sa.ByteRate = rate(rs.Allocations, rc.Span()), rate(rs.Bytes, rc.Span())
+						rsc := shown(rs)
+						sa.AllocRate, sa.ByteRate = rate(rsc.Allocations, rc.Span()), rate(rsc.Bytes, rc.Span())
 					}
 				}
 			}

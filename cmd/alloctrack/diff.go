@@ -20,11 +20,11 @@ type diffCmd struct {
 }
 
 func newDiffCmd(app *kingpin.Application) *diffCmd {
-	c := &diffCmd{cmd: app.Command("diff", "Compare two runs (report files or capture directories) per class and per allocation site, sorted by regression.")}
+	c := &diffCmd{cmd: app.Command("diff", "Compare two runs (report files, perfetto traces or capture directories) per class and per allocation site, sorted by regression; counts from perfetto traces are estimates.")}
 	c.format = enum(c.cmd.Flag("format", "Output: text or json."), "format", "text", "text", "json")
 	c.top = c.cmd.Flag("top", "How many classes and sites to list (0: all).").Default("20").Int()
-	c.base = c.cmd.Arg("base", "The baseline: a report file or capture directory.").Required().String()
-	c.new = c.cmd.Arg("new", "The run to compare: a report file or capture directory.").Required().String()
+	c.base = c.cmd.Arg("base", "The baseline: a report file, perfetto trace or capture directory.").Required().String()
+	c.new = c.cmd.Arg("new", "The run to compare: a report file, perfetto trace or capture directory.").Required().String()
 	return c
 }
 
@@ -34,9 +34,7 @@ func readTally(path string) (*alloctrack.Tally, *alloctrack.Input, error) {
 		return nil, nil, err
 	}
 	t := alloctrack.NewTally()
-	for _, r := range in.Reports {
-		t.Add(r)
-	}
+	in.AddTo(t)
 	return t, in, nil
 }
 
@@ -72,7 +70,13 @@ func (c *diffCmd) run(stdout, stderr io.Writer) int {
 	if d.PerSecond {
 		unit = "per second"
 	}
-	fmt.Fprintf(w, "base %s\nnew  %s\nrates %s\n\n", *c.base, *c.new, unit)
+	mark := func(est bool) string {
+		if est {
+			return "  (perfetto trace: ESTIMATES from heapprofd samples, not exact counts)"
+		}
+		return ""
+	}
+	fmt.Fprintf(w, "base %s%s\nnew  %s%s\nrates %s\n\n", *c.base, mark(d.BaseEstimated), *c.new, mark(d.NewEstimated), unit)
 	fmt.Fprintf(w, "total: allocations %s -> %s (%s), bytes %s -> %s (%s)\n",
 		f1(d.Base.Allocations), f1(d.New.Allocations), signed(d.New.Allocations-d.Base.Allocations),
 		f1(d.Base.Bytes), f1(d.New.Bytes), signed(d.New.Bytes-d.Base.Bytes))

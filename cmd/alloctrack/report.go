@@ -16,6 +16,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/perfetto"
 )
 
 // Exit status of a run whose allocations exceed its budget.
@@ -34,7 +35,7 @@ type reportCmd struct {
 }
 
 func newReportCmd(app *kingpin.Application) *reportCmd {
-	c := &reportCmd{cmd: app.Command("report", "Summarise allocation reports: raw REAL payloads (the bytes Android Studio saves as .alloc) and capture directories.")}
+	c := &reportCmd{cmd: app.Command("report", "Summarise allocation reports: raw REAL payloads (the bytes Android Studio saves as .alloc), perfetto heapprofd traces (Android 12+; counts are estimates from samples) and capture directories.")}
 	c.format = enum(c.cmd.Flag("format", "Output: text (summary per input), jsonl (one object per allocation, in payload order), json (summary of all inputs), csv (one row per site), pprof (profile of all inputs)."),
 		"format", "text", "text", "jsonl", "json", "csv", "pprof")
 	c.top = c.cmd.Flag("top", "How many classes and sites to list (0: all).").Default("10").Int()
@@ -43,7 +44,7 @@ func newReportCmd(app *kingpin.Application) *reportCmd {
 	c.thread = c.cmd.Flag("thread", "Only allocations of this thread id.").Default("-1").Int()
 	c.output = c.cmd.Flag("output", "Write to this file instead of standard output.").Short('o').String()
 	c.budget = c.cmd.Flag("budget", "Check the allocations against a budget file (YAML); exit status 3 if it is exceeded.").String()
-	c.inputs = c.cmd.Arg("input", "Report files or capture directories.").Required().Strings()
+	c.inputs = c.cmd.Arg("input", "Report files, perfetto traces or capture directories.").Required().Strings()
 	return c
 }
 
@@ -119,7 +120,7 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 
 	status := exitOK
 	all := alloctrack.NewTally()
-	prof := alloctrack.NewProfileBuilder()
+	var prof *alloctrack.ProfileBuilder
 	var duration time.Duration
 	durationKnown := true
 	for _, name := range *c.inputs {
@@ -135,8 +136,43 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 		} else {
 			durationKnown = false
 		}
+		if in.Estimated() && (keep != nil) && (*c.class != "" || *c.thread >= 0) {
+			w.Flush()
+			fmt.Fprintf(stderr, "alloctrack report: %s: a perfetto trace has no classes or threads: --class and --thread do not apply\n", name)
+			status = exitUsage
+			continue
+		}
+		if *c.format == "jsonl" && in.Estimated() {
+			w.Flush()
+			fmt.Fprintf(stderr, "alloctrack report: %s: a perfetto trace has samples per stack, not allocations: --format jsonl does not apply\n", name)
+			status = exitUsage
+			continue
+		}
+		if *c.format == "pprof" {
+			if prof == nil {
+				prof = alloctrack.NewProfileBuilder()
+				if in.Estimated() {
+					prof = alloctrack.NewHeapprofdProfileBuilder()
+				}
+			} else if prof.Heapprofd() != in.Estimated() {
+				w.Flush()
+				fmt.Fprintf(stderr, "alloctrack report: %s: --format pprof cannot mix perfetto traces (sampled) with DDM reports (exact) in one profile\n", name)
+				status = exitUsage
+				continue
+			}
+		}
 		t := alloctrack.NewTally()
 		var overflowed, trailing int
+		for _, d := range in.Dumps {
+			if keep := frameFilter(*c.frame); keep != nil {
+				d = keep(d)
+			}
+			t.AddDump(d)
+			all.AddDump(d)
+			if *c.format == "pprof" {
+				prof.AddDump(d)
+			}
+		}
 		for _, r := range in.Reports {
 			if keep != nil {
 				r = r.Filter(keep)
@@ -171,6 +207,9 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 	case "csv":
 		writeCSV(w, all, *c.top)
 	case "pprof":
+		if prof == nil {
+			prof = alloctrack.NewProfileBuilder()
+		}
 		if err := prof.Profile(time.Now(), duration).Write(w); err != nil {
 			fmt.Fprintf(stderr, "alloctrack report: writing profile: %v\n", err)
 			return exitFailure
@@ -207,10 +246,24 @@ func checkBudget(stderr io.Writer, who string, bud *alloctrack.Budget, t *alloct
 
 func writeSummary(w io.Writer, in *alloctrack.Input, t *alloctrack.Tally, overflowed, trailing, top int) {
 	fmt.Fprintf(w, "%s\n", in.Name)
-	fmt.Fprintf(w, "  reports %d, allocations %d, bytes %d, classes %d, sites %d\n", len(in.Reports), t.Total.Allocations, t.Total.Bytes, len(t.Classes), t.Sites())
+	est := ""
+	if in.Estimated() {
+		est = "estimated "
+		fmt.Fprintf(w, "  perfetto trace %s (heapprofd, Java heap): SAMPLED, allocation counts below are ESTIMATES\n", in.Trace)
+		fmt.Fprintf(w, "  dumps %d, sampling interval %d bytes, samples %d, sampled bytes %d (exact)\n", t.Dumps, t.SamplingInterval, t.Sampled.Allocations, t.Sampled.Bytes)
+		fmt.Fprintf(w, "  estimated allocations %d, estimated bytes %d, sites %d (no classes: heapprofd does not record them)\n", t.Total.Allocations, t.Total.Bytes, t.Sites())
+		if n := t.ErrorStackSamples + t.UnknownStackSamples; n > 0 {
+			fmt.Fprintf(w, "  %d samples on stacks that did not unwind (%d ERROR, %d unknown: the Android 12/13 ART unwinding bug)\n", n, t.ErrorStackSamples, t.UnknownStackSamples)
+		}
+		if in.OtherHeapDumps > 0 {
+			fmt.Fprintf(w, "  %d dumps of other heaps than %s ignored\n", in.OtherHeapDumps, "com.android.art")
+		}
+	} else {
+		fmt.Fprintf(w, "  reports %d, allocations %d, bytes %d, classes %d, sites %d\n", len(in.Reports), t.Total.Allocations, t.Total.Bytes, len(t.Classes), t.Sites())
+	}
 	if in.Duration > 0 {
 		s := in.Duration.Seconds()
-		fmt.Fprintf(w, "  duration %.1fs: %.1f allocations/s, %.1f bytes/s\n", s, float64(t.Total.Allocations)/s, float64(t.Total.Bytes)/s)
+		fmt.Fprintf(w, "  duration %.1fs: %.1f %sallocations/s, %.1f %sbytes/s\n", s, float64(t.Total.Allocations)/s, est, float64(t.Total.Bytes)/s, est)
 	}
 	if overflowed > 0 {
 		fmt.Fprintf(w, "  %d report(s) full (65,535 entries): older allocations of those windows were lost\n", overflowed)
@@ -222,14 +275,25 @@ func writeSummary(w io.Writer, in *alloctrack.Input, t *alloctrack.Tally, overfl
 		title string
 		bytes bool
 	}{{"by count", false}, {"by bytes", true}} {
+		if in.Estimated() {
+			break
+		}
 		fmt.Fprintf(w, "\n  top classes %s\n  %8s %10s  %s\n", by.title, "allocs", "bytes", "class")
 		for _, cc := range t.TopClasses(top, by.bytes) {
 			fmt.Fprintf(w, "  %8d %10d  %s\n", cc.Allocations, cc.Bytes, cc.Class)
 		}
 	}
-	fmt.Fprintf(w, "\n  top allocation sites by count\n  %8s %10s  %s\n", "allocs", "bytes", "class / app frame / stack")
+	if in.Estimated() {
+		fmt.Fprintf(w, "\n  top allocation sites by estimated count (~: estimate; samples exact)\n  %9s %11s %8s  %s\n", "~allocs", "~bytes", "samples", "app frame / stack")
+	} else {
+		fmt.Fprintf(w, "\n  top allocation sites by count\n  %8s %10s  %s\n", "allocs", "bytes", "class / app frame / stack")
+	}
 	for _, s := range t.TopSites(top, false) {
-		fmt.Fprintf(w, "  %8d %10d  %s  [site %s]\n", s.Allocations, s.Bytes, s.Class, s.ID)
+		if s.Estimated {
+			fmt.Fprintf(w, "  %9s %11s %8d  [site %s]\n", "~"+strconv.FormatUint(s.Allocations, 10), "~"+strconv.FormatUint(s.Bytes, 10), s.Sampled.Allocations, s.ID)
+		} else {
+			fmt.Fprintf(w, "  %8d %10d  %s  [site %s]\n", s.Allocations, s.Bytes, s.Class, s.ID)
+		}
 		if s.AppFrame != "" {
 			fmt.Fprintf(w, "  %19s    app frame %s\n", "", s.AppFrame)
 		}
@@ -249,19 +313,25 @@ func writeSummary(w io.Writer, in *alloctrack.Input, t *alloctrack.Tally, overfl
 }
 
 type jsonSummary struct {
-	Inputs          []string                  `json:"inputs"`
-	DurationSeconds float64                   `json:"duration_seconds,omitempty"`
-	Allocations     uint64                    `json:"allocations"`
-	Bytes           uint64                    `json:"bytes"`
-	Classes         int                       `json:"classes"`
-	Sites           int                       `json:"sites"`
-	TopClasses      []alloctrack.SummaryClass `json:"top_classes"`
-	TopSites        []alloctrack.SummarySite  `json:"top_sites"`
+	Inputs []string `json:"inputs"`
+	// Estimated: perfetto traces were among the inputs, so allocations
+	// and bytes (here and per site marked estimated) are estimates from
+	// heapprofd samples; sampled_* are what the traces held.
+	Estimated          bool                      `json:"estimated,omitempty"`
+	SampledAllocations uint64                    `json:"sampled_allocations,omitempty"`
+	SampledBytes       uint64                    `json:"sampled_bytes,omitempty"`
+	DurationSeconds    float64                   `json:"duration_seconds,omitempty"`
+	Allocations        uint64                    `json:"allocations"`
+	Bytes              uint64                    `json:"bytes"`
+	Classes            int                       `json:"classes"`
+	Sites              int                       `json:"sites"`
+	TopClasses         []alloctrack.SummaryClass `json:"top_classes"`
+	TopSites           []alloctrack.SummarySite  `json:"top_sites"`
 }
 
 func writeJSONSummary(w io.Writer, inputs []string, t *alloctrack.Tally, d time.Duration, top int) {
 	s := jsonSummary{Inputs: inputs, DurationSeconds: d.Seconds(), Allocations: t.Total.Allocations, Bytes: t.Total.Bytes,
-		Classes: len(t.Classes), Sites: t.Sites()}
+		Classes: len(t.Classes), Sites: t.Sites(), Estimated: t.Estimated, SampledAllocations: t.Sampled.Allocations, SampledBytes: t.Sampled.Bytes}
 	s.TopClasses, s.TopSites = t.Summary(top)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -270,9 +340,45 @@ func writeJSONSummary(w io.Writer, inputs []string, t *alloctrack.Tally, d time.
 
 func writeCSV(w io.Writer, t *alloctrack.Tally, top int) {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"allocations", "bytes", "class", "site", "app_frame", "stack"})
+	head := []string{"allocations", "bytes", "class", "site", "app_frame", "stack"}
+	if t.Estimated {
+		// Perfetto traces among the inputs: which rows are estimates, and
+		// the samples behind them.
+		head = append(head, "estimated", "sampled_allocations", "sampled_bytes")
+	}
+	cw.Write(head)
 	for _, s := range t.TopSites(top, false) {
-		cw.Write([]string{strconv.FormatUint(s.Allocations, 10), strconv.FormatUint(s.Bytes, 10), s.Class, s.ID, s.AppFrame, strings.Join(s.Frames, "; ")})
+		row := []string{strconv.FormatUint(s.Allocations, 10), strconv.FormatUint(s.Bytes, 10), s.Class, s.ID, s.AppFrame, strings.Join(s.Frames, "; ")}
+		switch {
+		case s.Estimated:
+			row = append(row, "true", strconv.FormatUint(s.Sampled.Allocations, 10), strconv.FormatUint(s.Sampled.Bytes, 10))
+		case t.Estimated:
+			row = append(row, "false", "", "")
+		}
+		cw.Write(row)
 	}
 	cw.Flush()
+}
+
+// frameFilter returns the --frame filter for heapprofd dumps: a dump with
+// only the stacks that have a Java frame (pkg.Class.method) matching
+// frame; nil without --frame.
+func frameFilter(frame string) func(d *perfetto.Dump) *perfetto.Dump {
+	if frame == "" {
+		return nil
+	}
+	re := regexp.MustCompile(frame) // checked by filters
+	return func(d *perfetto.Dump) *perfetto.Dump {
+		out := *d
+		out.Stacks = nil
+		for _, sd := range d.Stacks {
+			for _, f := range alloctrack.JavaFrames(sd.Stack) {
+				if re.MatchString(f.Function()) {
+					out.Stacks = append(out.Stacks, sd)
+					break
+				}
+			}
+		}
+		return &out
+	}
 }
