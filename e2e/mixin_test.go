@@ -32,6 +32,24 @@ var emptyOnHealthyFarm = []panelQuery{
 	{"alloctrack-app", "Errors by stage", "A"},         // alloctrack_app_errors_total of the app
 }
 
+// heapprofdFamilies are the families only apps sampled through heapprofd
+// (Android 12+) have, and the rule recorded from them. The daemon does not
+// yet run heapprofd sessions (issue 8), so no farm here can give them
+// data: queries naming them are left out of the data and name checks,
+// and counted in the log. exporter/heapprofd_test.go holds the families'
+// names and labels against the exporter's output. Remove this list when
+// the daemon samples Android 12+ apps.
+var heapprofdFamilies = []string{
+	"alloctrack_app_estimated_allocations_total", "alloctrack_app_estimated_allocated_bytes_total",
+	"alloctrack_app_sampled_allocations_total", "alloctrack_app_sampled_bytes_total",
+	"alloctrack_site_estimated_allocations_total", "alloctrack_site_estimated_allocated_bytes_total",
+	"alloctrack_heapprofd_", "app:alloctrack_app_estimated_allocated_bytes:rate5m",
+}
+
+func needsHeapprofd(expr string) bool {
+	return slices.ContainsFunc(heapprofdFamilies, func(f string) bool { return strings.Contains(expr, f) })
+}
+
 type panelQuery struct{ dashboard, panel, ref string }
 
 func (q panelQuery) String() string { return q.dashboard + " / " + q.panel + " / " + q.ref }
@@ -133,8 +151,12 @@ func TestMixinPanels(t *testing.T) {
 	}
 
 	// A healthy farm: every query but the listed ones returns data.
-	withData := 0
+	withData, awaiting := 0, 0
 	for _, q := range runs {
+		if needsHeapprofd(q.expr) {
+			awaiting++
+			continue
+		}
 		exec(q)
 		switch {
 		case q.err != nil:
@@ -148,8 +170,8 @@ func TestMixinPanels(t *testing.T) {
 			t.Errorf("%v returned no data: %s", q.panelQuery, q.expr)
 		}
 	}
-	t.Logf("%d dashboards, %d panels, %d queries: %d returned data on the healthy farm, %d listed as empty by design",
-		len(dashboards), panels, len(runs), withData, len(emptyOnHealthyFarm))
+	t.Logf("%d dashboards, %d panels, %d queries: %d returned data on the healthy farm, %d listed as empty by design, %d not run (they need a heapprofd app, which the daemon cannot track yet)",
+		len(dashboards), panels, len(runs), withData, len(emptyOnHealthyFarm), awaiting)
 
 	// Trouble: a corrupt report in the selected app (a parse error) and a
 	// new app that a debugger holds before it is even named, so neither
@@ -206,6 +228,9 @@ func TestMixinPanels(t *testing.T) {
 	}
 	checked := 0
 	for _, q := range runs {
+		if needsHeapprofd(q.expr) {
+			continue
+		}
 		for _, err := range c.check(q.expr) {
 			t.Errorf("%v: %v", q.panelQuery, err)
 		}
@@ -214,8 +239,9 @@ func TestMixinPanels(t *testing.T) {
 		}
 		checked++
 	}
+	panelsChecked := checked
 	for _, e := range exprs {
-		if e == "" {
+		if e == "" || needsHeapprofd(e) {
 			continue
 		}
 		for _, err := range c.check(e) {
@@ -223,7 +249,7 @@ func TestMixinPanels(t *testing.T) {
 		}
 		checked++
 	}
-	t.Logf("names checked in %d panel queries and %d variable and rule expressions", len(runs), checked-len(runs))
+	t.Logf("names checked in %d panel queries and %d variable and rule expressions", panelsChecked, checked-panelsChecked)
 
 	// The checks fail on a misspelt metric, matcher label, grouping label
 	// or legend label.
