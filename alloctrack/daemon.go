@@ -43,6 +43,9 @@ type Source interface {
 	// its JDWP stream. api is the device's API level (0: unknown), which
 	// decides how the list is read.
 	ProcessName(ctx context.Context, serial string, pid, api int) (string, error)
+	// Exec runs a command on a device through shell protocol v2: stdin
+	// is its input; its output, errors and exit status come back apart.
+	Exec(ctx context.Context, serial string, stdin []byte, argv ...string) (stdout, stderr []byte, code int, err error)
 }
 
 // Filter selects names by anchored regular expressions: a name passes when
@@ -99,6 +102,32 @@ type DaemonConfig struct {
 	BackoffMax    time.Duration // retry delay cap (default 1 min)
 	Reprobe       time.Duration // re-probe of an unsupported app (default 30 min)
 	LogEvery      time.Duration // identical errors are logged at most this often (default 1 min)
+	// Backend picks how apps are watched: BackendDDM (default) for
+	// every app; BackendHeapprofd for every app; BackendAuto for DDM
+	// below API 31 and heapprofd from API 31 (Android 12) on.
+	Backend   string
+	Heapprofd HeapprofdConfig
+}
+
+// BackendAuto picks DDM or heapprofd by a device's API level.
+const BackendAuto = "auto"
+
+// APIHeapprofd is the first API level whose ART reports Java allocations
+// to heapprofd (Android 12), and whose VM no longer answers REAQ.
+const APIHeapprofd = 31
+
+// backendFor returns the backend the daemon uses on a device at api
+// (0: unknown).
+func (c *DaemonConfig) backendFor(api int) string {
+	switch c.Backend {
+	case BackendHeapprofd:
+		return BackendHeapprofd
+	case BackendAuto:
+		if api >= APIHeapprofd {
+			return BackendHeapprofd
+		}
+	}
+	return BackendDDM
 }
 
 func (c *DaemonConfig) fill() {
@@ -125,6 +154,7 @@ func (c *DaemonConfig) fill() {
 	}
 	c.Session.fill()
 	c.Aggregate.fill()
+	c.Heapprofd.fill(c.Session.Window)
 }
 
 // End states of an app whose process the daemon no longer tracks; its
@@ -360,6 +390,10 @@ func (d *Daemon) runDevice(ctx context.Context, src Source, e *deviceEntry, log 
 	d.mu.Lock()
 	api := e.api
 	d.mu.Unlock()
+	backend := d.cfg.backendFor(api)
+	if backend == BackendHeapprofd {
+		d.cleanHeapprofd(ctx, src, e.serial, log)
+	}
 	slots := make(chan struct{}, d.cfg.ReportsPerDevice)
 	runs := map[int]*pidRun{}
 	var mu sync.Mutex
@@ -375,6 +409,10 @@ func (d *Daemon) runDevice(ctx context.Context, src Source, e *deviceEntry, log 
 				runs[pid] = r
 				go func() {
 					defer close(r.done)
+					if backend == BackendHeapprofd {
+						d.runHeapprofdPID(rctx, src, e.serial, api, pid, log.With(zap.Int("pid", pid)))
+						return
+					}
 					d.runPID(rctx, src, e.serial, api, pid, slots, log.With(zap.Int("pid", pid)))
 				}()
 			}

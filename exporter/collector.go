@@ -20,6 +20,10 @@ var AppStates = []string{
 	alloctrack.StateBackoff, alloctrack.StateHeld, alloctrack.StateExited, alloctrack.StateDisconnected,
 }
 
+// HeapprofdStates are the further states of apps watched through
+// heapprofd; only those apps have a series for them.
+var HeapprofdStates = []string{alloctrack.StateStarting, alloctrack.StateUnprofileable, alloctrack.StateRejected}
+
 // DeviceStates are the device states reported, one series each; a state
 // adb reports that is not listed shows as "other".
 var DeviceStates = []string{"device", "offline", "unauthorized", "authorizing", "connecting", "recovery", "sideload", "bootloader", "gone", "other"}
@@ -60,7 +64,7 @@ var (
 	descDeviceAPI    = desc("device_api_level", "Android API level of the device (ro.build.version.sdk); absent until read.", "server", "serial")
 	descDeviceErrors = desc("device_errors_total", "Errors on a device before an app was named, by stage.", "serial", "stage")
 
-	descAppState      = desc("app_state", "App session state: 1 for the current state. unsupported means Android 12+ (no allocation tracker over DDM).", "serial", "package", "state")
+	descAppState      = desc("app_state", "App session state: 1 for the current state. unsupported means Android 12+ watched with --backend ddm (no allocation tracker over DDM); apps watched through heapprofd also have starting, unprofileable (no dump came: neither debuggable nor profileable) and rejected (another profiler holds the app).", "serial", "package", "state")
 	descAppTracking   = desc("app_tracking", "Whether allocation tracking is on for the app (1) or not (0).", app...)
 	descAppPID        = desc("app_pid", "Process id of the app's newest process.", app...)
 	descWindows       = desc("windows_total", "Windows whose report was counted.", app...)
@@ -194,6 +198,11 @@ func (c *Collector) collectLight(ch chan<- prometheus.Metric, s alloctrack.Snaps
 		l := []string{a.Serial, a.Package}
 		for _, st := range AppStates {
 			ch <- m(descAppState, gauge, b2f(st == a.State), a.Serial, a.Package, st)
+		}
+		if a.Backend == alloctrack.BackendHeapprofd {
+			for _, st := range HeapprofdStates {
+				ch <- m(descAppState, gauge, b2f(st == a.State), a.Serial, a.Package, st)
+			}
 		}
 		ch <- m(descAppTracking, gauge, b2f(a.Tracking), l...)
 		ch <- m(descAppPID, gauge, float64(a.PID), l...)

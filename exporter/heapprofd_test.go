@@ -88,6 +88,8 @@ func TestHeapprofdFamilies(t *testing.T) {
 		"alloctrack_heapprofd_broken_stack_samples_total": 6,
 		"alloctrack_heapprofd_dumps_total":                3,
 		"alloctrack_heapprofd_trace_bytes_total":          3,
+		// The DDM states and heapprofd's own, for heapprofd apps only.
+		"alloctrack_app_state": 3 * (len(exporter.AppStates) + len(exporter.HeapprofdStates)),
 	} {
 		if n := testutil.CollectAndCount(c, name); n != want {
 			t.Errorf("%s: %d series, want %d", name, n, want)

@@ -55,6 +55,8 @@ type serveCmd struct {
 	reportsFlight   *int
 	reprobe         *time.Duration
 	shutdownTimeout *time.Duration
+	backend         *string
+	hpInterval      *uint64
 	simulate        *bool
 	simDevices      *int
 	simApps         *int
@@ -82,6 +84,8 @@ func newServeCmd(app *kingpin.Application) *serveCmd {
 	c.reportsFlight = f("reports.in-flight", "Reports read at once across all devices: each holds a whole report (up to about 9 MB) in memory. A VM building its report takes no turn.").Default("8").Int()
 	c.reprobe = f("reprobe.interval", "How often an app without tracking support is probed again.").Default("30m").Duration()
 	c.shutdownTimeout = f("shutdown.timeout", "On SIGINT/SIGTERM, how long to wait while every app's tracking is turned off. A second signal exits at once.").Default("10s").Duration()
+	c.backend = enum(f("backend", "How apps are watched: ddm (the VM's allocation tracker over JDWP, Android 4.4 to 11; Android 12+ apps show as unsupported), auto (ddm below API 31, perfetto's heapprofd sampling from API 31 on), or heapprofd (every app through heapprofd). The heapprofd path is not yet proven against a device or the simulator; see the README."), "backend", "ddm", "ddm", "auto", "heapprofd")
+	c.hpInterval = f("heapprofd.sampling-interval", "Mean bytes allocated between two heapprofd samples. 1 samples every allocation: exact counts, at the cost of a stack unwind in the app on every allocation, which slows an allocation-heavy app many times over.").Default("4096").Uint64()
 	c.simulate = f("simulate", "Serve a simulated farm instead of real devices: an in-process adb server with simulated devices and apps (its control API is at /sim/devices).").Bool()
 	c.simDevices = f("simulate.devices", "Simulated devices (with --simulate).").Default("3").Int()
 	c.simApps = f("simulate.apps", "Simulated apps per device (with --simulate).").Default("2").Int()
@@ -103,6 +107,8 @@ func (c *serveCmd) validate() error {
 		return fmt.Errorf("timeouts and intervals must be positive")
 	case *c.reportsPerDev < 1:
 		return fmt.Errorf("--reports.per-device must be at least 1")
+	case *c.hpInterval < 1:
+		return fmt.Errorf("--heapprofd.sampling-interval must be at least 1 byte")
 	case *c.reportsFlight < 1:
 		return fmt.Errorf("--reports.in-flight must be at least 1")
 	case *c.simulate && (*c.simDevices < 1 || *c.simApps < 0 || *c.simRate < 0):
@@ -199,6 +205,8 @@ func (c *serveCmd) run(stderr io.Writer) int {
 		ReportsPerDevice: *c.reportsPerDev,
 		ReportsInFlight:  *c.reportsFlight,
 		Reprobe:          *c.reprobe,
+		Backend:          *c.backend,
+		Heapprofd:        alloctrack.HeapprofdConfig{SamplingInterval: *c.hpInterval, StopTimeout: *c.shutdownTimeout},
 	}, sources, log)
 
 	extra["/debug/pprof/allocs"] = exporter.ProfileHandler(d, started)
