@@ -19,6 +19,7 @@ import (
 
 	"github.com/alloctrack/alloctrack/adb"
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/perfetto"
 )
 
 type captureCmd struct {
@@ -36,6 +37,8 @@ type captureCmd struct {
 	reportTimeout  *time.Duration
 	top            *int
 	budget         *string
+	backend        *string
+	hpInterval     *uint64
 }
 
 func newCaptureCmd(app *kingpin.Application) *captureCmd {
@@ -54,6 +57,8 @@ func newCaptureCmd(app *kingpin.Application) *captureCmd {
 	c.reportTimeout = f("report.timeout", "Timeout of a REAL request.").Default("30s").Duration()
 	c.top = f("top", "Classes and sites listed in summary.json.").Default("20").Int()
 	c.budget = f("budget", "Check the capture against a budget file (YAML); exit status 3 if it is exceeded.").String()
+	c.backend = enum(f("backend", "ddm (the VM's allocation tracker, Android 4.4 to 11), auto (ddm below API 31, heapprofd from API 31), or heapprofd (perfetto's heapprofd sampling, Android 12+; not yet proven against a device, see the README)."), "backend", "ddm", "ddm", "auto", "heapprofd")
+	c.hpInterval = f("heapprofd.sampling-interval", "Mean bytes between two heapprofd samples; 1 samples every allocation (exact, and many times slower for the app).").Default("4096").Uint64()
 	return c
 }
 
@@ -80,6 +85,8 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 		return fail(exitUsage, "--package: %v", adb.CheckName(*c.pkg))
 	case *c.duration <= 0 || *c.window <= 0 || *c.windowMin < 0 || *c.windowMin > *c.window:
 		return fail(exitUsage, "--duration and --window must be positive, --window.min positive and at most --window")
+	case *c.hpInterval < 1:
+		return fail(exitUsage, "--heapprofd.sampling-interval must be at least 1 byte")
 	case *c.requestTimeout <= 0 || *c.reportTimeout <= 0 || *c.top < 1:
 		return fail(exitUsage, "timeouts must be positive and --top at least 1")
 	}
@@ -195,6 +202,9 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 	}()
 
 	progress := isTerminal(stderr)
+	if *c.backend == alloctrack.BackendHeapprofd || *c.backend == alloctrack.BackendAuto && api >= alloctrack.APIHeapprofd {
+		return c.captureHeapprofd(ctx, client, serial, pid, api, w, stop, &interrupted, cancel, bud, log, stdout, stderr, progress, start)
+	}
 	var writeErr error
 	var named string // the app's name by its VM's account
 	s := &alloctrack.Session{
@@ -258,7 +268,7 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 		case errors.Is(runErr, alloctrack.ErrHeld):
 			return fail(exitFailure, "another debugger (Android Studio?) holds pid %d on %s: close it and retry", pid, serial)
 		case errors.Is(runErr, alloctrack.ErrUnsupported):
-			return fail(exitFailure, "pid %d on %s does not answer the allocation tracker (Android 12 and later, API %d): allocation tracking over DDM is not available there", pid, serial, api)
+			return fail(exitFailure, "pid %d on %s does not answer the allocation tracker (Android 12 and later, API %d): allocation tracking over DDM is not available there; try --backend heapprofd", pid, serial, api)
 		case errors.Is(runErr, adb.ErrServiceClosed):
 			return fail(exitFailure, "the device refused jdwp:%d on %s: the app died, is not debuggable, or is frozen", pid, serial)
 		}
@@ -356,4 +366,95 @@ func joinInts(v []int) string {
 		s[i] = strconv.Itoa(n)
 	}
 	return strings.Join(s, ", ")
+}
+
+// captureHeapprofd records one process through a heapprofd session: the
+// raw trace as read, each dump into the capture, until the duration ends
+// or Ctrl-C (the session's last dump is read, its perfetto stopped and
+// its file removed either way).
+func (c *captureCmd) captureHeapprofd(ctx context.Context, client *adb.Client, serial string, pid, api int, w *alloctrack.CaptureWriter,
+	stop <-chan struct{}, interrupted *atomic.Bool, cancel context.CancelFunc, bud *alloctrack.Budget, log *zap.Logger,
+	stdout, stderr io.Writer, progress bool, start time.Time) int {
+	fail := func(code int, format string, args ...any) int {
+		fmt.Fprintf(stderr, "alloctrack capture: "+format+"\n", args...)
+		return code
+	}
+	name := *c.pkg
+	if name == "" {
+		nctx, ncancel := context.WithTimeout(ctx, *c.requestTimeout)
+		n, err := client.ProcessName(nctx, serial, pid, api)
+		ncancel()
+		if err != nil || n == "" {
+			return fail(exitFailure, "naming pid %d on %s from its process list: %v", pid, serial, err)
+		}
+		name = n
+	}
+	w.SetPackage(name)
+	raw, err := w.Trace()
+	if err != nil {
+		return fail(exitFailure, "%v", err)
+	}
+	var writeErr error
+	stats := alloctrack.NewAppStats(serial, pid)
+	s := &alloctrack.HeapprofdSession{
+		Serial: serial, PID: pid, Process: name, Window: *c.window,
+		Exec: func(ctx context.Context, stdin []byte, argv ...string) ([]byte, []byte, int, error) {
+			return client.Exec(ctx, serial, stdin, argv...)
+		},
+		Config:   alloctrack.HeapprofdConfig{SamplingInterval: *c.hpInterval},
+		Counters: alloctrack.NewCounters(alloctrack.AggregateConfig{TopClasses: 1, TopSites: 1}),
+		Stats:    stats, Raw: raw, Log: log,
+		Dump: func(d *perfetto.Dump) {
+			if err := w.Dump(d); err != nil && writeErr == nil {
+				writeErr = err
+				cancel()
+			}
+			if progress {
+				st := stats.Snapshot().Heapprofd
+				fmt.Fprintf(stderr, "\r%d dumps, %d samples, %d sampled bytes, %s", st.Dumps, st.Samples, st.SampledBytes, time.Since(start).Round(time.Second))
+			}
+		},
+	}
+	rctx, rcancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-stop:
+		case <-rctx.Done():
+		}
+		rcancel()
+	}()
+	runErr := s.Run(rctx)
+	rcancel()
+	if progress {
+		fmt.Fprintln(stderr)
+	}
+	if writeErr != nil {
+		runErr = writeErr
+	}
+	sum, err := w.Close(time.Now(), interrupted.Load(), runErr, *c.top)
+	if err != nil {
+		return fail(exitFailure, "%v", err)
+	}
+	st := stats.Snapshot().Heapprofd
+	fmt.Fprintf(stdout, "%s: %d heapprofd dumps, %d samples (%d bytes), about %d allocations and %d bytes (estimates) in %.1fs\n",
+		*c.out, st.Dumps, st.Samples, st.SampledBytes, sum.Allocations, sum.Bytes, sum.DurationSeconds)
+	if runErr != nil {
+		switch {
+		case errors.Is(runErr, alloctrack.ErrRejected):
+			return fail(exitFailure, "another profiler holds pid %d on %s (heapprofd rejected our session): stop it and retry", pid, serial)
+		case errors.Is(runErr, alloctrack.ErrUnprofileable):
+			return fail(exitFailure, "heapprofd gave no dump of pid %d on %s: the app must be debuggable or profileable, on Android 12 or later", pid, serial)
+		}
+		return fail(exitFailure, "%v", runErr)
+	}
+	if bud != nil {
+		t := alloctrack.NewTally()
+		in, err := alloctrack.ReadInput(*c.out)
+		if err != nil {
+			return fail(exitFailure, "%v", err)
+		}
+		in.AddTo(t)
+		return checkBudget(stderr, "alloctrack capture", bud, t, in.Duration)
+	}
+	return exitOK
 }

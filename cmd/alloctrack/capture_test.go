@@ -593,6 +593,12 @@ func TestCaptureErrors(t *testing.T) {
 					[]string{"another debugger", strconv.Itoa(held.PID())}},
 				{"android 12", []string{"--serial", s2, "--package", "com.example.app1", "--request.timeout", "1s"}, "", exitFailure,
 					[]string{"Android 12", "API 31"}},
+				// The simulator has no perfetto yet: the heapprofd path
+				// reaches the device's shell and says why it stopped.
+				{"android 12 through heapprofd", []string{"--serial", s2, "--package", "com.example.app1", "--backend", "heapprofd"}, "", exitFailure,
+					[]string{"perfetto-start", "perfetto exited 127", "perfetto: inaccessible or not found"}},
+				{"sampling interval 0", []string{"--serial", s2, "--package", "com.example.app1", "--heapprofd.sampling-interval", "0"}, "", exitUsage,
+					[]string{"--heapprofd.sampling-interval must be at least 1"}},
 				{"package and pid", []string{"--serial", s1, "--package", "com.example.app1", "--pid", strconv.Itoa(app1.PID())}, "", exitUsage,
 					[]string{"exactly one of --package and --pid"}},
 				{"neither package nor pid", []string{"--serial", s1}, "", exitUsage,
