@@ -46,6 +46,14 @@ type Source interface {
 	// Exec runs a command on a device through shell protocol v2: stdin
 	// is its input; its output, errors and exit status come back apart.
 	Exec(ctx context.Context, serial string, stdin []byte, argv ...string) (stdout, stderr []byte, code int, err error)
+	// Processes lists a device's processes (pid and argv[0]).
+	Processes(ctx context.Context, serial string, api int) ([]Process, error)
+}
+
+// Process is one line of a device's process list.
+type Process struct {
+	PID  int
+	Name string
 }
 
 // Filter selects names by anchored regular expressions: a name passes when
@@ -397,12 +405,16 @@ func (d *Daemon) runDevice(ctx context.Context, src Source, e *deviceEntry, log 
 	slots := make(chan struct{}, d.cfg.ReportsPerDevice)
 	runs := map[int]*pidRun{}
 	var mu sync.Mutex
-	reconcile := func(pids []int) {
-		mu.Lock()
-		defer mu.Unlock()
+	var jdwpPIDs, listed []int // debuggable; and named in the process list (heapprofd candidates)
+	reconcile := func() {
 		alive := map[int]bool{}
-		for _, pid := range pids {
+		for _, pid := range jdwpPIDs {
 			alive[pid] = true
+		}
+		for _, pid := range listed {
+			alive[pid] = true
+		}
+		for pid := range alive {
 			if runs[pid] == nil {
 				rctx, cancel := context.WithCancelCause(ctx)
 				r := &pidRun{cancel: cancel, done: make(chan struct{})}
@@ -424,10 +436,25 @@ func (d *Daemon) runDevice(ctx context.Context, src Source, e *deviceEntry, log 
 			}
 		}
 	}
+	if backend == BackendHeapprofd && len(d.cfg.Packages.Include) > 0 {
+		// Apps that are profileable but not debuggable are not in
+		// track-jdwp: with --package, the process list names them.
+		go d.followProcessList(ctx, src, e.serial, api, log, func(pids []int) {
+			mu.Lock()
+			defer mu.Unlock()
+			if ctx.Err() == nil {
+				listed = pids
+				reconcile()
+			}
+		})
+	}
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		err := src.TrackJDWP(ctx, e.serial, func(pids []int) {
 			attempt = 0
-			reconcile(pids)
+			mu.Lock()
+			defer mu.Unlock()
+			jdwpPIDs = pids
+			reconcile()
 		})
 		if ctx.Err() != nil {
 			break

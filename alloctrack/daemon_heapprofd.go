@@ -110,3 +110,42 @@ func (d *Daemon) runHeapprofdPID(ctx context.Context, src Source, serial string,
 		stats.SetStateIf(pid, StateDisconnected)
 	}
 }
+
+// followProcessList reads a device's process list every window and calls
+// fn with the pids whose name passes the package filter: on the heapprofd
+// path these are candidates as much as the debuggable ones, since an app
+// that is only profileable is not in track-jdwp. It returns when ctx ends.
+func (d *Daemon) followProcessList(ctx context.Context, src Source, serial string, api int, log *zap.Logger, fn func([]int)) {
+	key := src.Addr() + "/" + serial + "/ps"
+	defer d.logs.forget(key)
+	t := time.NewTicker(d.cfg.Session.Window)
+	defer t.Stop()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, d.cfg.Session.RequestTimeout)
+		procs, err := src.Processes(pctx, serial, api)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			d.countDeviceError(serial, StageProcessList)
+			d.logs.warn(log, key, "reading the device's process list failed; retrying", err)
+		default:
+			var pids []int
+			for _, p := range procs {
+				if p.Name != "" && p.Name != PreInitialized && d.cfg.Packages.Match(p.Name) {
+					pids = append(pids, p.PID)
+				}
+			}
+			fn(pids)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// StageProcessList counts failed reads of a device's process list.
+const StageProcessList = "process-list"

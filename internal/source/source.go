@@ -42,3 +42,16 @@ func (a ADB) OpenJDWP(ctx context.Context, serial string, pid int) (net.Conn, er
 	}
 	return c, err
 }
+
+// Processes lists a device's processes.
+func (a ADB) Processes(ctx context.Context, serial string, api int) ([]alloctrack.Process, error) {
+	list, err := a.Client.Processes(ctx, serial, api)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]alloctrack.Process, len(list))
+	for i, p := range list {
+		out[i] = alloctrack.Process{PID: p.PID, Name: p.Name}
+	}
+	return out, nil
+}
