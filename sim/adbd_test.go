@@ -141,8 +141,9 @@ func TestAdbdShell(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 127 {
 		t.Fatalf("nosuchcmd: %q %v, want exit status 127", out, err)
 	}
-	if !strings.Contains(out, "nosuchcmd: inaccessible or not found") {
-		t.Fatalf("nosuchcmd printed %q", out)
+	// The shell's complaint comes on standard error, apart.
+	if out != "" || !strings.Contains(err.Error(), "nosuchcmd: inaccessible or not found") {
+		t.Fatalf("nosuchcmd printed %q, error %v; want its complaint on stderr", out, err)
 	}
 }
 

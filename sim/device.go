@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // ErrRefused is returned by OpenService for a service the device does not
@@ -27,6 +28,12 @@ type DeviceConfig struct {
 	API     int    // ro.build.version.sdk
 	// Props are extra system properties for getprop.
 	Props map[string]string
+	// NoPerfetto leaves perfetto out of the device's image: its shell
+	// does not find the command.
+	NoPerfetto bool
+	// HeapprofdStartDelay is how long a heapprofd session takes to start
+	// sampling a process (DefaultHeapprofdStartDelay when zero).
+	HeapprofdStartDelay time.Duration
 }
 
 // Device is a simulated Android device: its properties, its processes and
@@ -42,6 +49,11 @@ type Device struct {
 	procs    map[int]string        // processes that are not debuggable VMs, by pid
 	shellLog [][]string            // commands the shell ran, oldest first
 	reboots  int
+
+	boot      time.Time
+	files     map[string][]byte // the trace directory's files, by path
+	perfettos map[int]*perfettoProc
+	nextBgPID int
 }
 
 // NewDevice returns a device with no processes.
@@ -64,6 +76,9 @@ func NewDevice(cfg DeviceConfig) *Device {
 		watchers: map[chan struct{}]struct{}{},
 		conns:    map[net.Conn]struct{}{},
 		procs:    map[int]string{},
+		boot:      time.Now(),
+		files:     map[string][]byte{},
+		perfettos: map[int]*perfettoProc{},
 	}
 }
 
@@ -156,8 +171,10 @@ func (d *Device) PIDs() []int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := make([]int, 0, len(d.vms))
-	for pid := range d.vms {
-		out = append(out, pid)
+	for pid, vm := range d.vms {
+		if !vm.cfg.NotDebuggable {
+			out = append(out, pid)
+		}
 	}
 	slices.Sort(out)
 	return out
@@ -213,7 +230,7 @@ func (d *Device) OpenService(name string) (net.Conn, error) {
 			return nil, fmt.Errorf("%w: %q: bad pid", ErrRefused, name)
 		}
 		vm := d.VM(pid)
-		if vm == nil || !vm.Alive() {
+		if vm == nil || !vm.Alive() || vm.cfg.NotDebuggable {
 			return nil, fmt.Errorf("%w: %q: no such debuggable process", ErrRefused, name)
 		}
 		serve = vm.ServeJDWP
@@ -229,6 +246,15 @@ func (d *Device) OpenService(name string) (net.Conn, error) {
 		}
 		cmd := name[i+1:]
 		serve = func(c net.Conn) { d.serveShellV2(c, cmd) }
+	case strings.HasPrefix(name, "exec:"):
+		// exec-out: raw output, no pty, standard input until the client
+		// closes its side.
+		cmd := strings.TrimPrefix(name, "exec:")
+		serve = func(c net.Conn) {
+			defer c.Close()
+			out, _, _ := d.runShellIO(cmd, &shellInput{raw: c})
+			c.Write(out)
+		}
 	case strings.HasPrefix(name, "shell:"):
 		cmd := strings.TrimPrefix(name, "shell:")
 		serve = func(c net.Conn) {
@@ -275,6 +301,7 @@ func (d *Device) Close() {
 	d.closed = true
 	d.mu.Unlock()
 	d.Disconnect()
+	d.stopPerfettos()
 	for _, vm := range d.VMs() {
 		vm.Kill()
 	}
@@ -324,15 +351,69 @@ func (d *Device) serveTrackJDWP(c net.Conn) {
 }
 
 // serveShellV2 runs cmd and sends the shell protocol v2 frames: u8 id,
-// u32 little-endian length, data; stdout (1), then the exit code (3).
+// u32 little-endian length, data; stdout (1), stderr (2), then the exit
+// code (3). Standard input comes in frames too (0), ended by a
+// close-stdin frame (4).
 func (d *Device) serveShellV2(c net.Conn, cmd string) {
 	defer c.Close()
-	out, code := d.runShell(cmd)
+	out, errOut, code := d.runShellIO(cmd, &shellInput{v2: c})
 	var b []byte
-	if len(out) > 0 {
-		b = append(b, 1, byte(len(out)), byte(len(out)>>8), byte(len(out)>>16), byte(len(out)>>24))
-		b = append(b, out...)
+	for _, f := range []struct {
+		id   byte
+		data []byte
+	}{{1, out}, {2, errOut}} {
+		if len(f.data) > 0 {
+			n := len(f.data)
+			b = append(b, f.id, byte(n), byte(n>>8), byte(n>>16), byte(n>>24))
+			b = append(b, f.data...)
+		}
 	}
 	b = append(b, 3, 1, 0, 0, 0, byte(code))
 	c.Write(b)
+}
+
+// shellInput is a command's standard input, read only if the command
+// reads it: from shell protocol v2 frames, or raw (exec-out).
+type shellInput struct {
+	v2   net.Conn
+	raw  net.Conn
+	done bool
+	data []byte
+}
+
+// maxStdin bounds what a simulated command reads from its input.
+const maxStdin = 1 << 20
+
+func (in *shellInput) read() []byte {
+	if in == nil || in.done {
+		return in.data
+	}
+	in.done = true
+	switch {
+	case in.raw != nil:
+		b, _ := io.ReadAll(io.LimitReader(in.raw, maxStdin))
+		in.data = b
+	case in.v2 != nil:
+		var h [5]byte
+		for len(in.data) <= maxStdin {
+			if _, err := io.ReadFull(in.v2, h[:]); err != nil {
+				break
+			}
+			n := int(h[1]) | int(h[2])<<8 | int(h[3])<<16 | int(h[4])<<24
+			if n > maxStdin {
+				break
+			}
+			b := make([]byte, n)
+			if _, err := io.ReadFull(in.v2, b); err != nil {
+				break
+			}
+			if h[0] == 4 { // close-stdin
+				break
+			}
+			if h[0] == 0 {
+				in.data = append(in.data, b...)
+			}
+		}
+	}
+	return in.data
 }

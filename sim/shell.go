@@ -132,21 +132,25 @@ type psEntry struct {
 	pid, ppid int
 	user      string
 	name      string
+	args      []string // argv; nil: just the name
 }
 
 // processes lists the device's processes: a few of the system's, the
 // added ones, and the VMs, by pid.
 func (d *Device) processes() []psEntry {
 	out := []psEntry{
-		{1, 0, "root", "init"},
-		{2, 0, "root", "kthreadd"},
-		{310, 1, "root", "zygote"},
-		{620, 310, "system", "system_server"},
-		{930, 310, "u0_a15", "com.android.systemui"},
+		{1, 0, "root", "init", nil},
+		{2, 0, "root", "kthreadd", nil},
+		{310, 1, "root", "zygote", nil},
+		{620, 310, "system", "system_server", nil},
+		{930, 310, "u0_a15", "com.android.systemui", nil},
 	}
 	d.mu.Lock()
 	for pid, name := range d.procs {
-		out = append(out, psEntry{pid, 310, "u0_a90", name})
+		out = append(out, psEntry{pid, 310, "u0_a90", name, nil})
+	}
+	for pid, p := range d.perfettos {
+		out = append(out, psEntry{pid, 1, "shell", "perfetto", p.args})
 	}
 	d.mu.Unlock()
 	for _, vm := range d.VMs() {
@@ -155,7 +159,7 @@ func (d *Device) processes() []psEntry {
 			user = fmt.Sprintf("u%d_a%d", uid/100000, uid%100000-10000)
 		}
 		// argv[0] is set when the app is named, as APNM is sent.
-		out = append(out, psEntry{vm.PID(), 310, user, vm.AppName()})
+		out = append(out, psEntry{vm.PID(), 310, user, vm.AppName(), nil})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].pid < out[j].pid })
 	return out
@@ -165,9 +169,16 @@ func (d *Device) processes() []psEntry {
 // as the device's API level has them. Every command run is logged.
 // Unknown ones print mksh's error and exit 127.
 func (d *Device) runShell(line string) (out []byte, code int) {
+	out, errOut, code := d.runShellIO(line, nil)
+	return append(out, errOut...), code
+}
+
+// runShellIO runs a command line as runShell does, with standard input
+// (read only by the commands that need it) and errors apart.
+func (d *Device) runShellIO(line string, in *shellInput) (out, errOut []byte, code int) {
 	cmds, err := parseShell(line)
 	if err != nil {
-		return []byte(fmt.Sprintf("/system/bin/sh: %v\n", err)), 1
+		return nil, []byte(fmt.Sprintf("/system/bin/sh: %v\n", err)), 1
 	}
 	for _, argv := range cmds {
 		d.mu.Lock()
@@ -176,11 +187,32 @@ func (d *Device) runShell(line string) (out []byte, code int) {
 		}
 		d.shellLog = append(d.shellLog, argv)
 		d.mu.Unlock()
-		var o []byte
-		o, code = d.runCommand(argv)
+		var o, e []byte
+		o, e, code = d.runCommandIO(argv, in)
 		out = append(out, o...)
+		errOut = append(errOut, e...)
 	}
-	return out, code
+	return out, errOut, code
+}
+
+func (d *Device) runCommandIO(f []string, in *shellInput) (out, errOut []byte, code int) {
+	switch f[0] {
+	case "perfetto":
+		return d.perfettoCommand(f, in)
+	case "kill":
+		if d.cfg.API >= apiPidof {
+			return d.killCommand(f[1:])
+		}
+	case "tail", "cat", "rm", "ls":
+		if d.cfg.API >= apiPerfetto {
+			return d.fileCommand(f)
+		}
+	}
+	o, code := d.runCommand(f)
+	if code == 127 || (f[0] == "ps" && code != 0) {
+		return nil, o, code // the shell's and ps's complaints go to stderr
+	}
+	return o, nil, code
 }
 
 func (d *Device) runCommand(f []string) (out []byte, code int) {
@@ -264,10 +296,23 @@ func (d *Device) toolboxPS(args []string) ([]byte, int) {
 // shell's own processes.
 func (d *Device) toyboxPS(args []string) ([]byte, int) {
 	all := false
-	for _, a := range args {
-		switch a {
+	var cols []string
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; a {
 		case "-A", "-e":
 			all = true
+		case "-o":
+			if i+1 == len(args) {
+				return []byte("ps: Missing argument to -o (see \"ps --help\")\n"), 1
+			}
+			i++
+			for _, c := range strings.Split(args[i], ",") {
+				c = strings.ToUpper(c)
+				if !slices.Contains([]string{"PID", "PPID", "USER", "NAME", "ARGS", "CMDLINE"}, c) {
+					return []byte(fmt.Sprintf("ps: bad -o %s\n", strings.ToLower(c))), 1
+				}
+				cols = append(cols, c)
+			}
 		default:
 			return []byte(fmt.Sprintf("ps: Unknown option '%s' (see \"ps --help\")\n", strings.TrimLeft(a, "-"))), 1
 		}
@@ -275,7 +320,46 @@ func (d *Device) toyboxPS(args []string) ([]byte, int) {
 	procs := d.processes()
 	if !all {
 		sh := procs[len(procs)-1].pid + 1
-		procs = []psEntry{{sh, 1, "shell", "sh"}, {sh + 1, sh, "shell", "ps"}}
+		procs = []psEntry{{sh, 1, "shell", "sh", nil}, {sh + 1, sh, "shell", "ps", nil}}
+	}
+	if len(cols) > 0 {
+		var b strings.Builder
+		for i, c := range cols {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			if c == "PID" || c == "PPID" {
+				fmt.Fprintf(&b, "%5s", c)
+			} else {
+				fmt.Fprintf(&b, "%-10s", c)
+			}
+		}
+		b.WriteString("\n")
+		for _, p := range procs {
+			for i, c := range cols {
+				if i > 0 {
+					b.WriteByte(' ')
+				}
+				switch c {
+				case "PID":
+					fmt.Fprintf(&b, "%5d", p.pid)
+				case "PPID":
+					fmt.Fprintf(&b, "%5d", p.ppid)
+				case "USER":
+					fmt.Fprintf(&b, "%-10s", p.user)
+				case "NAME":
+					fmt.Fprintf(&b, "%-10s", p.name)
+				default:
+					args := p.args
+					if len(args) == 0 {
+						args = []string{p.name}
+					}
+					b.WriteString(strings.Join(args, " "))
+				}
+			}
+			b.WriteString("\n")
+		}
+		return []byte(b.String()), 0
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-10s %5s %5s %7s %6s %-16s %10s %s %s\n", "USER", "PID", "PPID", "VSZ", "RSS", "WCHAN", "ADDR", "S", "NAME")

@@ -34,6 +34,15 @@ type AppConfig struct {
 	// WaitingForDebugger makes the VM send WAIT after each handshake.
 	WaitingForDebugger bool
 	Workload           Workload
+	// NotDebuggable makes an app built for release: not in track-jdwp, its
+	// JDWP refused; ps still lists it. Heapprofd profiles it only if it is
+	// Profileable (<profileable android:shell="true"/>).
+	NotDebuggable bool
+	Profileable   bool
+	// BrokenUnwind gives the app the Android 12/13 ART bug: heapprofd
+	// cannot unwind its Java frames, and every stack ends in one unnamed
+	// frame.
+	BrokenUnwind bool
 }
 
 // Faults are misbehaviours injected into one VM. Counts apply to the next
@@ -54,6 +63,15 @@ type Faults struct {
 	CorruptREAL int
 	// TruncateREAL: reports cut short inside well-formed packets.
 	TruncateREAL int
+	// ForeignProfiler: a heapprofd session not the daemon's (Android
+	// Studio, another host) profiles the app, so heapprofd rejects ours:
+	// its dumps say rejected_concurrent and hold no samples.
+	ForeignProfiler bool
+	// HeapprofdOverrun and HeapprofdGuardrail: the next that many heapprofd
+	// dumps say the shared-memory buffer overran, or a guardrail was hit,
+	// and end the app's profile in that session.
+	HeapprofdOverrun   int
+	HeapprofdGuardrail int
 }
 
 // Stats count what a VM was sent.
@@ -116,6 +134,15 @@ type VM struct {
 	killed         chan struct{}
 	trace          []string // the newest requests, oldest first
 	vmPacketID     uint32   // id of the VM's next packet of its own (WAIT, APNM)
+
+	hps        *hpStacks          // heapprofd call stacks (Android 12+)
+	hp         *hpSampler         // while a heapprofd session profiles the VM
+	hpAlloc    []alloctrack.Count // per site: allocated while sampled, up to the newest dump
+	hpSampled  []alloctrack.Count // per site: samples in dumps
+	hpDumps    int
+	hpDropped  int
+	hpInterval uint64
+	hpSessions uint64
 }
 
 const maxTrace = 256
@@ -178,6 +205,11 @@ func NewVM(cfg AppConfig, api int) *VM {
 		stats:          Stats{Chunks: map[string]int{}},
 	}
 	vm.last = vm.start
+	if cfg.API >= APIHeapprofdJava {
+		vm.hps = prog.heapprofdStacks(cfg.Package, cfg.BrokenUnwind)
+		vm.hpAlloc = make([]alloctrack.Count, len(prog.sites))
+		vm.hpSampled = make([]alloctrack.Count, len(prog.sites))
+	}
 	if cfg.NameAfter > 0 {
 		time.AfterFunc(cfg.NameAfter, vm.name)
 	}
@@ -305,6 +337,19 @@ func (vm *VM) name() {
 
 // advanceLocked makes the allocations the timed workload owes up to now.
 func (vm *VM) advanceLocked(now time.Time) {
+	if h := vm.hp; h != nil && !h.on && !now.Before(h.onAt) {
+		// Heapprofd's sampling starts inside this stretch: what came
+		// before it is not sampled.
+		if h.onAt.After(vm.last) {
+			vm.generateLocked(h.onAt)
+		}
+		h.on = true
+	}
+	vm.generateLocked(now)
+}
+
+// generateLocked makes the timed workload's allocations from vm.last to now.
+func (vm *VM) generateLocked(now time.Time) {
 	dt := now.Sub(vm.last).Seconds()
 	vm.last = now
 	if dt <= 0 || vm.paused || !vm.alive || vm.prog.w.Rate <= 0 {
@@ -318,7 +363,8 @@ func (vm *VM) advanceLocked(now time.Time) {
 
 func (vm *VM) allocLocked(n int) {
 	vm.stats.Allocations += uint64(n)
-	if !vm.tracking {
+	sampling := vm.hp != nil && vm.hp.on
+	if !vm.tracking && !sampling {
 		// Untracked allocations leave no trace; the generator's state need
 		// not advance for them.
 		return
@@ -332,6 +378,12 @@ func (vm *VM) allocLocked(n int) {
 			size = 16 + 8*uint32(vm.rng.IntN(512))
 		}
 		th := vm.threadID(vm.rng.IntN(threads))
+		if sampling {
+			vm.sampleLocked(si, size)
+		}
+		if !vm.tracking {
+			continue
+		}
 		vm.ring[vm.head] = record{site: si, size: size, thread: th}
 		vm.head++
 		if vm.head == len(vm.ring) {

@@ -1,0 +1,526 @@
+package sim
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/alloctrack/alloctrack/perfetto"
+)
+
+// A simulated device's perfetto: the command line a shell user runs to
+// record heapprofd sessions, the background processes those sessions are,
+// and the one directory they may write their traces to. Only what a
+// heapprofd session needs is simulated: the android.heapprofd data
+// source, sampling the Java heap (com.android.art) of Android 12+ VMs.
+
+// PerfettoTraceDir is the directory perfetto writes traces to; the shell
+// user may create, read, list and remove files there.
+const PerfettoTraceDir = "/data/misc/perfetto-traces"
+
+// apiPerfetto is the first API level with a perfetto binary (Android 9);
+// heapprofd and thus every session here needs Android 10.
+const apiPerfetto = 28
+
+// perfettoProc is one perfetto process: one tracing session.
+type perfettoProc struct {
+	d       *Device
+	pid     int
+	args    []string
+	path    string
+	cfg     *perfetto.HeapprofdSession
+	w       *perfetto.Writer
+	buf     bytes.Buffer // written, not yet in the file
+	targets map[int]*hpTarget
+	sig     chan string
+	done    chan struct{}
+	last    time.Time // the previous dump round
+}
+
+type hpTarget struct {
+	vm    *VM
+	state hpAttach
+	ended bool
+}
+
+// PerfettoSession describes a running perfetto process of a device.
+type PerfettoSession struct {
+	PID         int
+	Args        []string
+	Output      string
+	SessionName string
+	Targets     []int // pids asked for, or found by name
+}
+
+// PerfettoSessions lists the device's running perfetto processes.
+func (d *Device) PerfettoSessions() []PerfettoSession {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []PerfettoSession
+	for _, p := range d.perfettos {
+		s := PerfettoSession{PID: p.pid, Args: slices.Clone(p.args), Output: p.path, SessionName: p.cfg.UniqueSessionName}
+		for pid := range p.targets {
+			s.Targets = append(s.Targets, pid)
+		}
+		slices.Sort(s.Targets)
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].PID < out[j].PID })
+	return out
+}
+
+// TraceFiles lists the files in the device's trace directory, by name,
+// with their sizes.
+func (d *Device) TraceFiles() map[string]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[string]int{}
+	for path, b := range d.files {
+		out[strings.TrimPrefix(path, PerfettoTraceDir+"/")] = len(b)
+	}
+	return out
+}
+
+// TraceFile returns a trace file's bytes.
+func (d *Device) TraceFile(name string) ([]byte, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b, ok := d.files[PerfettoTraceDir+"/"+name]
+	return slices.Clone(b), ok
+}
+
+// StartForeignSession starts a perfetto session that is not the daemon's
+// (as Android Studio's would be) writing to name in the trace directory,
+// profiling pids. It returns the session's pid.
+func (d *Device) StartForeignSession(name string, interval uint64, pids ...int) (int, error) {
+	cfg := &perfetto.HeapprofdSession{
+		WriteIntoFile: true, FileWritePeriodMS: 1000, SamplingInterval: interval,
+		Heaps: []string{perfetto.ArtHeap}, DumpIntervalMS: 1000, UniqueSessionName: "studio-" + name,
+	}
+	for _, p := range pids {
+		cfg.PIDs = append(cfg.PIDs, uint64(p))
+	}
+	path := PerfettoTraceDir + "/" + name
+	p, err := d.startPerfetto(cfg, path, []string{"perfetto", "--background", "-c", "-", "-o", path})
+	if err != nil {
+		return 0, err
+	}
+	return p.pid, nil
+}
+
+// perfettoCommand runs "perfetto" as the shell does: -c FILE or -c - (the
+// config on standard input), binary or with --txt; -o the trace file,
+// which must lie in PerfettoTraceDir; --background (-d) prints the pid of
+// the session's process and returns. In the foreground it returns when
+// the session ends, which needs duration_ms.
+func (d *Device) perfettoCommand(argv []string, in *shellInput) (out, errOut []byte, code int) {
+	fail := func(format string, args ...any) ([]byte, []byte, int) {
+		return nil, []byte("perfetto: " + fmt.Sprintf(format, args...) + "\n"), 1
+	}
+	if d.cfg.API < apiPerfetto || d.cfg.NoPerfetto {
+		return nil, []byte("/system/bin/sh: perfetto: inaccessible or not found\n"), 127
+	}
+	var cfgPath, outPath string
+	background, txt := false, false
+	for i := 1; i < len(argv); i++ {
+		a := argv[i]
+		switch a {
+		case "--background", "-d":
+			background = true
+		case "--txt":
+			txt = true
+		case "-c", "--config", "-o", "--out":
+			if i+1 >= len(argv) {
+				return fail("option %s requires an argument", a)
+			}
+			i++
+			if a == "-c" || a == "--config" {
+				cfgPath = argv[i]
+			} else {
+				outPath = argv[i]
+			}
+		default:
+			return fail("unrecognized option '%s'", a)
+		}
+	}
+	if cfgPath == "" {
+		return fail("a config is required (-c)")
+	}
+	if outPath == "" {
+		return fail("Either --out or --upload is required")
+	}
+	var raw []byte
+	if cfgPath == "-" {
+		raw = in.read()
+	} else {
+		d.mu.Lock()
+		b, ok := d.files[cfgPath]
+		d.mu.Unlock()
+		if !ok {
+			return fail("Could not open %s", cfgPath)
+		}
+		raw = b
+	}
+	var cfg *perfetto.HeapprofdSession
+	var err error
+	if txt {
+		cfg, err = parseTextConfig(string(raw))
+	} else {
+		cfg, err = perfetto.ParseHeapprofdSession(raw)
+	}
+	if err != nil {
+		return fail("The trace config is invalid: %v", err)
+	}
+	if dir, name, ok := strings.Cut(outPath, PerfettoTraceDir+"/"); !ok || dir != "" || name == "" || strings.Contains(name, "/") {
+		return fail("Failed to open %s: Permission denied", outPath)
+	}
+	if !background && cfg.DurationMS == 0 {
+		return fail("sim: a session in the foreground needs duration_ms")
+	}
+	p, err := d.startPerfetto(cfg, outPath, argv)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if background {
+		return []byte(strconv.Itoa(p.pid) + "\n"), nil, 0
+	}
+	<-p.done
+	return nil, nil, 0
+}
+
+// startPerfetto creates the trace file and starts the session's process.
+// A session whose unique name another running session has ends at once,
+// as the tracing service refuses it, leaving its file empty.
+func (d *Device) startPerfetto(cfg *perfetto.HeapprofdSession, path string, argv []string) (*perfettoProc, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, errors.New("device is closed")
+	}
+	if d.nextBgPID == 0 {
+		d.nextBgPID = 4200
+	}
+	d.nextBgPID += 3
+	p := &perfettoProc{
+		d: d, pid: d.nextBgPID, args: slices.Clone(argv), path: path, cfg: cfg,
+		targets: map[int]*hpTarget{}, sig: make(chan string, 4), done: make(chan struct{}),
+	}
+	p.w = perfetto.NewWriter(&p.buf, &perfetto.WriterOptions{Sequence: uint32(p.pid)})
+	d.files[path] = []byte{}
+	refused := false
+	for _, o := range d.perfettos {
+		if cfg.UniqueSessionName != "" && o.cfg.UniqueSessionName == cfg.UniqueSessionName {
+			refused = true
+		}
+	}
+	if refused {
+		close(p.done)
+		return p, nil
+	}
+	d.perfettos[p.pid] = p
+	go p.run()
+	return p, nil
+}
+
+// signal delivers a signal (TERM, INT or KILL) to a perfetto process.
+func (p *perfettoProc) signal(sig string) {
+	select {
+	case p.sig <- sig:
+	default:
+	}
+}
+
+func (p *perfettoProc) run() {
+	start := time.Now()
+	p.last = start
+	startDelay := p.d.cfg.HeapprofdStartDelay
+	if startDelay == 0 {
+		startDelay = DefaultHeapprofdStartDelay
+	}
+	javaHeap := slices.Contains(p.cfg.Heaps, perfetto.ArtHeap) && p.cfg.SamplingInterval > 0
+	attach := func(now time.Time) {
+		if !javaHeap {
+			return
+		}
+		for _, vm := range p.d.VMs() {
+			t := p.targets[vm.PID()]
+			if t != nil || !vm.Alive() {
+				continue
+			}
+			if !slices.Contains(p.cfg.PIDs, uint64(vm.PID())) && !slices.Contains(p.cfg.ProcessCmdlines, vm.ProcessName()) {
+				continue
+			}
+			p.targets[vm.PID()] = &hpTarget{vm: vm, state: vm.attachHeapprofd(p, p.cfg.SamplingInterval, startDelay, now)}
+		}
+	}
+	attach(start)
+
+	never := make(<-chan time.Time)
+	dumpC, flushC, endC := never, never, never
+	var dumpT *time.Ticker
+	if p.cfg.DumpIntervalMS > 0 {
+		phase := time.NewTimer(time.Duration(p.cfg.DumpPhaseMS) * time.Millisecond)
+		defer phase.Stop()
+		dumpC = phase.C
+	}
+	period := time.Duration(max(p.cfg.FileWritePeriodMS, 100)) * time.Millisecond
+	if p.cfg.FileWritePeriodMS == 0 {
+		period = 5 * time.Second
+	}
+	flushT := time.NewTicker(period)
+	defer flushT.Stop()
+	flushC = flushT.C
+	if p.cfg.DurationMS > 0 {
+		endT := time.NewTimer(time.Duration(p.cfg.DurationMS) * time.Millisecond)
+		defer endT.Stop()
+		endC = endT.C
+	}
+	final := true
+loop:
+	for {
+		select {
+		case <-dumpC:
+			if dumpT == nil {
+				dumpT = time.NewTicker(time.Duration(p.cfg.DumpIntervalMS) * time.Millisecond)
+				defer dumpT.Stop()
+				dumpC = dumpT.C
+			}
+			now := time.Now()
+			attach(now)
+			p.dumpRound(now, false)
+		case <-flushC:
+			p.flush()
+		case <-endC:
+			break loop
+		case sig := <-p.sig:
+			final = sig != "KILL"
+			break loop
+		}
+	}
+	if final {
+		// Every session ends with a last dump, then the trace is written
+		// out and the file closed.
+		p.dumpRound(time.Now(), true)
+		p.flush()
+	}
+	for _, t := range p.targets {
+		t.vm.detachHeapprofd(p)
+	}
+	p.d.mu.Lock()
+	delete(p.d.perfettos, p.pid)
+	p.d.mu.Unlock()
+	close(p.done)
+}
+
+// dumpRound writes one dump of every process the session profiles.
+func (p *perfettoProc) dumpRound(now time.Time, final bool) {
+	pids := make([]int, 0, len(p.targets))
+	for pid := range p.targets {
+		pids = append(pids, pid)
+	}
+	slices.Sort(pids)
+	boot := uint64(now.Sub(p.d.boot).Nanoseconds())
+	var specs []perfetto.DumpSpec
+	for _, pid := range pids {
+		t := p.targets[pid]
+		if t.ended || t.state == hpIneligible {
+			continue // an ineligible process gives an empty profile
+		}
+		var d hpDump
+		if t.state == hpRejected {
+			d = hpDump{present: true, spec: perfetto.DumpSpec{PID: uint64(pid), Heap: perfetto.ArtHeap, RejectedConcurrent: true}}
+		} else {
+			d = t.vm.heapprofdDump(p, now)
+		}
+		if !d.present {
+			continue
+		}
+		for _, fr := range d.retire {
+			p.w.Retire(fr)
+		}
+		d.spec.PacketTimestamp = boot
+		d.spec.Timestamp = boot
+		specs = append(specs, d.spec)
+		t.ended = d.ended
+	}
+	p.last = now
+	if len(specs) > 0 {
+		p.w.WriteDumps(specs...)
+	}
+}
+
+// flush moves what the session wrote into its file.
+func (p *perfettoProc) flush() {
+	if p.buf.Len() == 0 {
+		return
+	}
+	p.d.mu.Lock()
+	if b, ok := p.d.files[p.path]; ok {
+		p.d.files[p.path] = append(b, p.buf.Bytes()...)
+	} else {
+		// The file was removed under the session: perfetto goes on
+		// writing to the unlinked file, which no one can read.
+	}
+	p.d.mu.Unlock()
+	p.buf.Reset()
+}
+
+// stopPerfettos ends every perfetto process without a last dump, as when
+// the device shuts down.
+func (d *Device) stopPerfettos() {
+	d.mu.Lock()
+	procs := make([]*perfettoProc, 0, len(d.perfettos))
+	for _, p := range d.perfettos {
+		procs = append(procs, p)
+	}
+	d.mu.Unlock()
+	for _, p := range procs {
+		p.signal("KILL")
+		<-p.done
+	}
+}
+
+// killCommand is toybox kill for the shell user: -0 tests a pid, TERM, INT
+// and KILL reach the shell's own processes (perfetto); other processes
+// are not the shell's to signal.
+func (d *Device) killCommand(args []string) (out, errOut []byte, code int) {
+	sig := "TERM"
+	if len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		sig = strings.TrimPrefix(strings.TrimPrefix(args[0], "-"), "SIG")
+		args = args[1:]
+		switch sig {
+		case "15":
+			sig = "TERM"
+		case "2":
+			sig = "INT"
+		case "9":
+			sig = "KILL"
+		case "0", "TERM", "INT", "KILL":
+		default:
+			return nil, []byte(fmt.Sprintf("kill: unknown signal '%s'\n", sig)), 1
+		}
+	}
+	if len(args) == 0 {
+		return nil, []byte("kill: Need 1 argument\n"), 1
+	}
+	var errs bytes.Buffer
+	for _, a := range args {
+		pid, err := strconv.Atoi(a)
+		if err != nil {
+			fmt.Fprintf(&errs, "kill: not a number: %s\n", a)
+			continue
+		}
+		d.mu.Lock()
+		p := d.perfettos[pid]
+		d.mu.Unlock()
+		switch {
+		case p != nil:
+			if sig != "0" {
+				p.signal(sig)
+			}
+		case d.hasProcess(pid):
+			fmt.Fprintf(&errs, "kill: pid %d: Operation not permitted\n", pid)
+		default:
+			fmt.Fprintf(&errs, "kill: pid %d: No such process\n", pid)
+		}
+	}
+	if errs.Len() > 0 {
+		return nil, errs.Bytes(), 1
+	}
+	return nil, nil, 0
+}
+
+func (d *Device) hasProcess(pid int) bool {
+	for _, p := range d.processes() {
+		if p.pid == pid {
+			return true
+		}
+	}
+	return false
+}
+
+// fileCommand runs tail, cat, rm and ls on the device's files: only the
+// trace directory holds any.
+func (d *Device) fileCommand(argv []string) (out, errOut []byte, code int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	missing := func(path string) []byte {
+		return []byte(fmt.Sprintf("%s: %s: No such file or directory\n", argv[0], path))
+	}
+	switch argv[0] {
+	case "tail":
+		// tail -c +N FILE (from byte N) or tail -c N FILE (the last N).
+		if len(argv) != 4 || argv[1] != "-c" {
+			return nil, []byte("tail: sim: only tail -c [+]N FILE\n"), 1
+		}
+		b, ok := d.files[argv[3]]
+		if !ok {
+			return nil, missing(argv[3]), 1
+		}
+		n, err := strconv.ParseInt(strings.TrimPrefix(argv[2], "+"), 10, 64)
+		if err != nil || n < 0 {
+			return nil, []byte(fmt.Sprintf("tail: bad -c '%s'\n", argv[2])), 1
+		}
+		if strings.HasPrefix(argv[2], "+") {
+			from := min(max(n-1, 0), int64(len(b)))
+			return slices.Clone(b[from:]), nil, 0
+		}
+		return slices.Clone(b[max(int64(len(b))-n, 0):]), nil, 0
+	case "cat":
+		var errs []byte
+		for _, path := range argv[1:] {
+			b, ok := d.files[path]
+			if !ok {
+				errs = append(errs, missing(path)...)
+				continue
+			}
+			out = append(out, b...)
+		}
+		if len(errs) > 0 {
+			return out, errs, 1
+		}
+		return out, nil, 0
+	case "rm":
+		force := false
+		var errs []byte
+		for _, path := range argv[1:] {
+			if path == "-f" {
+				force = true
+				continue
+			}
+			if _, ok := d.files[path]; !ok {
+				if !force {
+					errs = append(errs, missing(path)...)
+				}
+				continue
+			}
+			delete(d.files, path)
+		}
+		if len(errs) > 0 {
+			return nil, errs, 1
+		}
+		return nil, nil, 0
+	case "ls":
+		dirs := argv[1:]
+		if len(dirs) != 1 || strings.TrimSuffix(dirs[0], "/") != PerfettoTraceDir {
+			return nil, []byte("ls: sim: only ls " + PerfettoTraceDir + "\n"), 1
+		}
+		var names []string
+		for path := range d.files {
+			if name, ok := strings.CutPrefix(path, PerfettoTraceDir+"/"); ok {
+				names = append(names, name)
+			}
+		}
+		slices.Sort(names)
+		for _, n := range names {
+			out = append(out, n+"\n"...)
+		}
+		return out, nil, 0
+	}
+	return nil, nil, 127
+}

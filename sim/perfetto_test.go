@@ -1,0 +1,383 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alloctrack/alloctrack/adb"
+	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/perfetto"
+)
+
+// execV2 runs argv on d through the shell,v2 service with stdin, as
+// adb's Exec does, and returns stdout, stderr and the exit status.
+func execV2(t *testing.T, d *Device, stdin []byte, argv ...string) (string, string, int) {
+	t.Helper()
+	c, err := d.OpenService("shell,v2,raw:" + adb.ShellCommand(argv...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	frame := func(id byte, b []byte) []byte {
+		h := []byte{id, 0, 0, 0, 0}
+		binary.LittleEndian.PutUint32(h[1:], uint32(len(b)))
+		return append(h, b...)
+	}
+	go c.Write(append(frame(0, stdin), frame(4, nil)...))
+	var out, errOut bytes.Buffer
+	for {
+		var h [5]byte
+		if _, err := io.ReadFull(c, h[:]); err != nil {
+			t.Fatalf("%q: no exit status: %v", argv, err)
+		}
+		b := make([]byte, binary.LittleEndian.Uint32(h[1:]))
+		if _, err := io.ReadFull(c, b); err != nil {
+			t.Fatal(err)
+		}
+		switch h[0] {
+		case 1:
+			out.Write(b)
+		case 2:
+			errOut.Write(b)
+		case 3:
+			return out.String(), errOut.String(), int(b[0])
+		}
+	}
+}
+
+func newHeapprofdDevice(t *testing.T, apps ...AppConfig) (*Device, []*VM) {
+	t.Helper()
+	d := NewDevice(DeviceConfig{Serial: "hp-1", API: 33, HeapprofdStartDelay: 20 * time.Millisecond})
+	t.Cleanup(d.Close)
+	var vms []*VM
+	for _, a := range apps {
+		vm := NewVM(a, 33)
+		d.AddVM(vm)
+		vms = append(vms, vm)
+	}
+	return d, vms
+}
+
+func sessionConfig(name string, interval uint64, pids ...int) []byte {
+	c := perfetto.HeapprofdSession{
+		BufferKB: 65536, WriteIntoFile: true, FileWritePeriodMS: 100, UniqueSessionName: name,
+		SamplingInterval: interval, Heaps: []string{perfetto.ArtHeap}, DumpIntervalMS: 150,
+	}
+	for _, p := range pids {
+		c.PIDs = append(c.PIDs, uint64(p))
+	}
+	return c.Marshal()
+}
+
+// startSession starts perfetto in the background and returns its pid.
+func startSession(t *testing.T, d *Device, cfg []byte, file string) int {
+	t.Helper()
+	out, errOut, code := execV2(t, d, cfg, "perfetto", "--background", "-c", "-", "-o", PerfettoTraceDir+"/"+file)
+	if code != 0 {
+		t.Fatalf("perfetto exited %d: %s", code, errOut)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil {
+		t.Fatalf("perfetto printed %q, not a pid", out)
+	}
+	return pid
+}
+
+// stopSession sends TERM and waits until the process is gone.
+func stopSession(t *testing.T, d *Device, pid int, sig string) {
+	t.Helper()
+	if _, e, code := execV2(t, d, nil, "kill", "-"+sig, strconv.Itoa(pid)); code != 0 {
+		t.Fatalf("kill -%s %d: %d %s", sig, pid, code, e)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		_, e, code := execV2(t, d, nil, "kill", "-0", strconv.Itoa(pid))
+		if code != 0 {
+			if !strings.Contains(e, "No such process") {
+				t.Fatalf("kill -0 %d: %s", pid, e)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("perfetto %d still runs 5 s after SIGTERM", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// decodeDumps reads every dump of a trace.
+func decodeDumps(t *testing.T, b []byte) []*perfetto.Dump {
+	t.Helper()
+	dec := perfetto.NewDecoder(bytes.NewReader(b), nil)
+	var out []*perfetto.Dump
+	for {
+		d, err := dec.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("decoding the simulator's trace: %v", err)
+		}
+		out = append(out, d)
+	}
+}
+
+// TestPerfettoHeapprofdSampledTruth runs a heapprofd session through the
+// device's shell as the daemon does (binary config on standard input,
+// --background, SIGTERM, the file read and removed) and decodes its trace
+// with the project's decoder: the samples per site equal what the VM says
+// it sampled, exactly; stacks were dropped from dumps and came back under
+// new ids; and the session leaves no process or file.
+func TestPerfettoHeapprofdSampledTruth(t *testing.T) {
+	w := DefaultWorkload()
+	w.Rate, w.Sites = 20000, 40
+	d, vms := newHeapprofdDevice(t, AppConfig{PID: 5001, Package: "com.example.hp", Workload: w})
+	pid := startSession(t, d, sessionConfig("t-1", 4096, 5001), "alloctrack-t.pftrace")
+	out, _, _ := execV2(t, d, nil, "ps", "-A", "-o", "PID,ARGS")
+	if !strings.Contains(out, strconv.Itoa(pid)+" perfetto --background -c - -o "+PerfettoTraceDir+"/alloctrack-t.pftrace") {
+		t.Errorf("ps -A -o PID,ARGS does not show the session:\n%s", out)
+	}
+	time.Sleep(1200 * time.Millisecond)
+	stopSession(t, d, pid, "TERM")
+	trace, _, code := execV2(t, d, nil, "cat", PerfettoTraceDir+"/alloctrack-t.pftrace")
+	if code != 0 {
+		t.Fatalf("cat: %d", code)
+	}
+	dumps := decodeDumps(t, []byte(trace))
+	truth := vms[0].HeapprofdTruth()
+	if len(dumps) < 5 || len(dumps) != truth.Dumps {
+		t.Fatalf("%d dumps decoded, the VM wrote %d; want the same, at least 5", len(dumps), truth.Dumps)
+	}
+	got := map[string]alloctrack.Count{}
+	var total alloctrack.Count
+	for _, dp := range dumps {
+		if dp.PID != 5001 || dp.Heap != perfetto.ArtHeap || dp.SamplingInterval != 4096 {
+			t.Fatalf("dump of pid %d heap %q interval %d", dp.PID, dp.Heap, dp.SamplingInterval)
+		}
+		for _, sd := range dp.Stacks {
+			id := alloctrack.SiteID(alloctrack.HeapprofdSiteHash(alloctrack.JavaFrames(sd.Stack)))
+			c := got[id]
+			c.Allocations += sd.Delta.Count
+			c.Bytes += sd.Delta.Allocated
+			got[id] = c
+			total.Allocations += sd.Delta.Count
+			total.Bytes += sd.Delta.Allocated
+			if sd.Stack.Unwind != perfetto.UnwindOK {
+				t.Errorf("stack %s unwinds %v", sd.Stack, sd.Stack.Unwind)
+			}
+		}
+	}
+	if total != truth.Sampled.Total || total.Allocations == 0 {
+		t.Errorf("decoded samples %+v, the VM sampled %+v", total, truth.Sampled.Total)
+	}
+	for id, want := range truth.Sampled.BySiteID {
+		if got[id] != want {
+			t.Errorf("site %s: decoded %+v, sampled %+v", id, got[id], want)
+		}
+	}
+	if len(got) != len(truth.Sampled.BySiteID) {
+		t.Errorf("%d sites decoded, %d sampled", len(got), len(truth.Sampled.BySiteID))
+	}
+	if a := truth.Allocated.Total; a.Bytes <= total.Bytes || a.Allocations <= total.Allocations {
+		t.Errorf("allocated %+v is not more than sampled %+v at interval 4096", a, total)
+	}
+	if _, e, code := execV2(t, d, nil, "rm", "-f", PerfettoTraceDir+"/alloctrack-t.pftrace"); code != 0 {
+		t.Fatalf("rm: %s", e)
+	}
+	if ls, _, _ := execV2(t, d, nil, "ls", PerfettoTraceDir); ls != "" || len(d.PerfettoSessions()) != 0 {
+		t.Errorf("left behind: files %q, sessions %v", ls, d.PerfettoSessions())
+	}
+	if vms[0].Stats().TrackingOn {
+		t.Error("the VM's DDM tracking was turned on")
+	}
+}
+
+// TestPerfettoDropsAndRenumbers: a stack with nothing new is dropped from
+// later dumps, and its next samples come under a new callstack id from
+// zero, which the decoder turns back into increments.
+func TestPerfettoDropsAndRenumbers(t *testing.T) {
+	w := DefaultWorkload()
+	w.Rate, w.Sites = 0, 8
+	d, vms := newHeapprofdDevice(t, AppConfig{PID: 5002, Workload: w})
+	pid := startSession(t, d, sessionConfig("t-2", 1, 5002), "a.pftrace")
+	time.Sleep(50 * time.Millisecond)
+	for range 6 {
+		vms[0].Allocate(50)
+		time.Sleep(400 * time.Millisecond) // a burst, then dumps with nothing new
+	}
+	stopSession(t, d, pid, "TERM")
+	b, _ := d.TraceFile("a.pftrace")
+	dumps := decodeDumps(t, b)
+	var samples uint64
+	for _, dp := range dumps {
+		samples += dp.Delta.Count
+	}
+	if samples != 300 {
+		t.Errorf("interval 1: %d samples, want all 300 allocations", samples)
+	}
+	if tr := vms[0].HeapprofdTruth(); tr.Sampled.Total != tr.Allocated.Total {
+		t.Errorf("interval 1: sampled %+v, allocated %+v", tr.Sampled.Total, tr.Allocated.Total)
+	}
+	// Stacks were dropped from dumps and came back under new ids; the
+	// exact total above shows they counted on, not from zero.
+	if tr := vms[0].HeapprofdTruth(); tr.Dropped == 0 {
+		t.Errorf("no stack was dropped from a dump in %d dumps", len(dumps))
+	}
+}
+
+// TestPerfettoFaults: each fault a session can meet, as heapprofd shows it.
+func TestPerfettoFaults(t *testing.T) {
+	w := DefaultWorkload()
+	w.Rate = 5000
+	d, vms := newHeapprofdDevice(t,
+		AppConfig{PID: 6001, Package: "a.foreign", Workload: w},
+		AppConfig{PID: 6002, Package: "a.overrun", Workload: w},
+		AppConfig{PID: 6003, Package: "a.release", NotDebuggable: true, Workload: w},
+		AppConfig{PID: 6004, Package: "a.profileable", NotDebuggable: true, Profileable: true, Workload: w},
+		AppConfig{PID: 6005, Package: "a.broken", BrokenUnwind: true, Workload: w},
+		AppConfig{PID: 6006, Package: "a.dies", Workload: w},
+		AppConfig{PID: 6007, Package: "a.guard", Workload: w},
+	)
+	vms[0].SetFaults(Faults{ForeignProfiler: true})
+	vms[1].SetFaults(Faults{HeapprofdOverrun: 1})
+	vms[6].SetFaults(Faults{HeapprofdGuardrail: 1})
+	if got := d.PIDs(); len(got) != 5 {
+		t.Errorf("track-jdwp lists %v: release builds are not debuggable", got)
+	}
+	pid := startSession(t, d, sessionConfig("t-3", 4096, 6001, 6002, 6003, 6004, 6005, 6006, 6007), "f.pftrace")
+	// A second session of the same name is refused by the service: its
+	// process is gone at once and its file stays empty.
+	dup := startSession(t, d, sessionConfig("t-3", 4096, 6001), "dup.pftrace")
+	if _, e, code := execV2(t, d, nil, "kill", "-0", strconv.Itoa(dup)); code == 0 || !strings.Contains(e, "No such process") {
+		t.Errorf("the session with a name in use still runs")
+	}
+	time.Sleep(700 * time.Millisecond)
+	vms[5].Kill()
+	time.Sleep(400 * time.Millisecond)
+	stopSession(t, d, pid, "TERM")
+	b, _ := d.TraceFile("f.pftrace")
+	byPID := map[uint64][]*perfetto.Dump{}
+	for _, dp := range decodeDumps(t, b) {
+		byPID[dp.PID] = append(byPID[dp.PID], dp)
+	}
+	if ds := byPID[6001]; len(ds) == 0 || !ds[0].RejectedConcurrent || ds[0].Delta.Count != 0 {
+		t.Errorf("foreign profiler: dumps %d, want rejected_concurrent and no samples", len(ds))
+	}
+	if ds := byPID[6002]; len(ds) != 1 || !ds[0].BufferOverran {
+		t.Errorf("overrun: %d dumps, want 1 that says buffer_overran, then none", len(ds))
+	}
+	if ds := byPID[6007]; len(ds) != 1 || !ds[0].HitGuardrail {
+		t.Errorf("guardrail: %d dumps, want 1 that says hit_guardrail, then none", len(ds))
+	}
+	if ds := byPID[6003]; len(ds) != 0 {
+		t.Errorf("an app neither debuggable nor profileable gave %d dumps", len(ds))
+	}
+	if ds := byPID[6004]; len(ds) < 3 || ds[len(ds)-1].Delta.Count == 0 && vms[3].HeapprofdTruth().Sampled.Total.Allocations == 0 {
+		t.Errorf("a profileable app gave %d dumps", len(ds))
+	}
+	broken := byPID[6005]
+	if len(broken) == 0 {
+		t.Fatal("no dumps of the app with the unwinding bug")
+	}
+	for _, dp := range broken {
+		for _, sd := range dp.Stacks {
+			if sd.Stack.Unwind != perfetto.UnwindUnknown {
+				t.Errorf("broken unwind: stack %s is %v", sd.Stack, sd.Stack.Unwind)
+			}
+		}
+	}
+	dies := byPID[6006]
+	if len(dies) == 0 || !dies[len(dies)-1].Disconnected {
+		t.Errorf("the app that died: its last dump does not say disconnected")
+	}
+	var n uint64
+	for _, dp := range dies {
+		n += dp.Delta.Count
+	}
+	if want := vms[5].HeapprofdTruth().Sampled.Total.Allocations; n != want || n == 0 {
+		t.Errorf("the app that died: %d samples decoded, %d sampled", n, want)
+	}
+}
+
+// TestPerfettoKillLosesLastDump: SIGKILL ends a session without its last
+// dump; SIGTERM writes one.
+func TestPerfettoKillLosesLastDump(t *testing.T) {
+	w := DefaultWorkload()
+	w.Rate = 5000
+	d, vms := newHeapprofdDevice(t, AppConfig{PID: 7001, Workload: w})
+	cfg := perfetto.HeapprofdSession{WriteIntoFile: true, FileWritePeriodMS: 100, SamplingInterval: 4096,
+		Heaps: []string{perfetto.ArtHeap}, PIDs: []uint64{7001}} // no periodic dumps
+	pid := startSession(t, d, cfg.Marshal(), "k.pftrace")
+	time.Sleep(300 * time.Millisecond)
+	stopSession(t, d, pid, "KILL")
+	if n := vms[0].HeapprofdTruth().Dumps; n != 0 {
+		t.Errorf("SIGKILL: %d dumps, want none", n)
+	}
+	pid = startSession(t, d, cfg.Marshal(), "t.pftrace")
+	time.Sleep(300 * time.Millisecond)
+	stopSession(t, d, pid, "TERM")
+	if n := vms[0].HeapprofdTruth().Dumps; n != 1 {
+		t.Errorf("SIGTERM: %d dumps, want the last one", n)
+	}
+}
+
+// TestPerfettoCommandLine: --txt configs, and what perfetto refuses.
+func TestPerfettoCommandLine(t *testing.T) {
+	w := DefaultWorkload()
+	w.Rate = 5000
+	d, vms := newHeapprofdDevice(t, AppConfig{PID: 8001, Package: "com.example.txt", Workload: w})
+	txt := `
+buffers { size_kb: 65536 fill_policy: DISCARD }
+data_sources {
+  config {
+    name: "android.heapprofd"
+    heapprofd_config {
+      sampling_interval_bytes: 1024
+      process_cmdline: "com.example.txt"
+      heaps: "com.android.art"
+      shmem_size_bytes: 8388608
+      block_client: true
+      continuous_dump_config { dump_phase_ms: 0 dump_interval_ms: 200 }
+    }
+  }
+}
+duration_ms: 700  # ends on its own
+write_into_file: true
+file_write_period_ms: 100
+`
+	out, e, code := execV2(t, d, []byte(txt), "perfetto", "--txt", "-c", "-", "-o", PerfettoTraceDir+"/txt.pftrace")
+	if code != 0 {
+		t.Fatalf("perfetto --txt in the foreground: %d %s %s", code, out, e)
+	}
+	if tr := vms[0].HeapprofdTruth(); tr.Dumps < 3 || tr.Interval != 1024 || tr.Sampled.Total.Allocations == 0 {
+		t.Errorf("the --txt session by process name: %+v", tr)
+	}
+	for _, c := range []struct {
+		stdin string
+		argv  []string
+		want  string
+	}{
+		{txt, []string{"perfetto", "--txt", "-c", "-"}, "Either --out or --upload is required"},
+		{"bogus_field: 1", []string{"perfetto", "--txt", "-c", "-", "-o", PerfettoTraceDir + "/x"}, `no field named "bogus_field"`},
+		{txt, []string{"perfetto", "--txt", "-c", "-", "-o", "/sdcard/x"}, "Permission denied"},
+		{"", []string{"perfetto", "-c", "-", "-o", PerfettoTraceDir + "/x", "--background"}, "invalid"},
+		{txt, []string{"perfetto", "--frobnicate"}, "unrecognized option"},
+	} {
+		_, e, code := execV2(t, d, []byte(c.stdin), c.argv...)
+		if code == 0 || !strings.Contains(e, c.want) {
+			t.Errorf("%q: exit %d, stderr %q; want a failure saying %q", c.argv, code, e, c.want)
+		}
+	}
+	if _, e, code := execV2(t, d, nil, "kill", "-TERM", "8001"); code == 0 || !strings.Contains(e, "Operation not permitted") {
+		t.Errorf("the shell killed an app: %d %s", code, e)
+	}
+	nop := NewDevice(DeviceConfig{Serial: "old", API: 31, NoPerfetto: true})
+	defer nop.Close()
+	if _, e, code := execV2(t, nop, nil, "perfetto", "-c", "-", "-o", PerfettoTraceDir+"/x"); code != 127 || !strings.Contains(e, "not found") {
+		t.Errorf("a device without perfetto: %d %s", code, e)
+	}
+}
