@@ -71,11 +71,11 @@ func NewDevice(cfg DeviceConfig) *Device {
 		cfg.Device = "simulated"
 	}
 	return &Device{
-		cfg:      cfg,
-		vms:      map[int]*VM{},
-		watchers: map[chan struct{}]struct{}{},
-		conns:    map[net.Conn]struct{}{},
-		procs:    map[int]string{},
+		cfg:       cfg,
+		vms:       map[int]*VM{},
+		watchers:  map[chan struct{}]struct{}{},
+		conns:     map[net.Conn]struct{}{},
+		procs:     map[int]string{},
 		boot:      time.Now(),
 		files:     map[string][]byte{},
 		perfettos: map[int]*perfettoProc{},

@@ -300,8 +300,8 @@ func (vm *VM) attachHeapprofd(p *perfettoProc, interval uint64, delay time.Durat
 	n, ns := len(vm.prog.sites), len(vm.hps.stacks)
 	vm.hp = &hpSampler{
 		owner: p, interval: interval, onAt: now.Add(delay),
-		rng:   rand.New(rand.NewPCG(vm.prog.w.Seed^0x68656170, uint64(vm.cfg.PID)<<20|uint64(vm.hpSessions))),
-		cum:   make([]perfetto.Values, ns), fresh: make([]bool, ns), listed: make([]bool, ns),
+		rng: rand.New(rand.NewPCG(vm.prog.w.Seed^0x68656170, uint64(vm.cfg.PID)<<20|uint64(vm.hpSessions))),
+		cum: make([]perfetto.Values, ns), fresh: make([]bool, ns), listed: make([]bool, ns),
 		alloc: make([]alloctrack.Count, n), smp: make([]alloctrack.Count, n),
 	}
 	vm.hp.until = vm.hp.draw()
