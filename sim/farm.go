@@ -19,6 +19,9 @@ type FarmConfig struct {
 	Workload Workload // every app's workload; the seed is varied per app
 	BasePID  int      // first pid (default 10000)
 	Depth    int      // recorded stack depth of every app (default 16)
+	// Device, if set, adjusts the configuration of device i (from 0)
+	// before it is made.
+	Device func(i int, c *DeviceConfig)
 }
 
 // Farm is a set of simulated devices with their apps, served to a real
@@ -54,13 +57,17 @@ func NewFarm(cfg FarmConfig) *Farm {
 	f := &Farm{cfg: cfg, nextPID: cfg.BasePID, dead: map[string][]*VM{}, adbds: map[string]*Adbd{}}
 	for i := range cfg.Devices {
 		api := cfg.APIs[i%len(cfg.APIs)]
-		d := NewDevice(DeviceConfig{
+		dc := DeviceConfig{
 			Serial:  fmt.Sprintf("%s-%d", cfg.SerialPrefix, i+1),
 			Product: fmt.Sprintf("sim_api%d", api),
 			Model:   fmt.Sprintf("Simulated_API_%d", api),
 			Device:  "simulated",
 			API:     api,
-		})
+		}
+		if cfg.Device != nil {
+			cfg.Device(i, &dc)
+		}
+		d := NewDevice(dc)
 		f.devices = append(f.devices, d)
 		for j := range cfg.AppsPerDevice {
 			w := cfg.Workload

@@ -38,6 +38,7 @@ type hpStack struct {
 	java   []alloctrack.FrameRef
 	siteID string
 	key    string // SiteKey("", Java frame names)
+	size   uint32 // the size of every object allocated here; 0: sizes vary
 }
 
 // hpStacks are a program's heapprofd call stacks: stackOf maps a site to
@@ -138,6 +139,15 @@ func (p *program) heapprofdStacks(pkg string, broken bool) *hpStacks {
 			})
 		}
 		hs.stackOf[i] = si
+		st := &hs.stacks[si]
+		switch {
+		case s.arr:
+			st.size = 0
+		case !ok:
+			st.size = s.size
+		case st.size != s.size:
+			st.size = 0
+		}
 	}
 	return hs
 }
@@ -241,6 +251,9 @@ type HeapprofdTruth struct {
 	Dropped int
 	// Interval is the sampling interval of the newest session.
 	Interval uint64
+	// SiteSize gives, per site id, the size of every object allocated
+	// there, or 0 where sizes vary (arrays).
+	SiteSize map[string]uint32
 }
 
 // HeapprofdTruth returns the VM's heapprofd ground truth.
@@ -253,7 +266,23 @@ func (vm *VM) HeapprofdTruth() HeapprofdTruth {
 		Dumps:     vm.hpDumps,
 		Dropped:   vm.hpDropped,
 		Interval:  vm.hpInterval,
+		SiteSize:  vm.hpSiteSizes(),
 	}
+}
+
+func (vm *VM) hpSiteSizes() map[string]uint32 {
+	m := map[string]uint32{}
+	if vm.hps == nil {
+		return m
+	}
+	for _, st := range vm.hps.stacks {
+		if sz, ok := m[st.siteID]; ok && sz != st.size {
+			m[st.siteID] = 0 // one site, stacks of other sizes
+			continue
+		}
+		m[st.siteID] = st.size
+	}
+	return m
 }
 
 func (vm *VM) heapprofdCounts(sites []alloctrack.Count) Counts {

@@ -57,7 +57,7 @@ func newCaptureCmd(app *kingpin.Application) *captureCmd {
 	c.reportTimeout = f("report.timeout", "Timeout of a REAL request.").Default("30s").Duration()
 	c.top = f("top", "Classes and sites listed in summary.json.").Default("20").Int()
 	c.budget = f("budget", "Check the capture against a budget file (YAML); exit status 3 if it is exceeded.").String()
-	c.backend = enum(f("backend", "ddm (the VM's allocation tracker, Android 4.4 to 11), auto (ddm below API 31, heapprofd from API 31), or heapprofd (perfetto's heapprofd sampling, Android 12+; not yet proven against a device, see the README)."), "backend", "ddm", "ddm", "auto", "heapprofd")
+	c.backend = enum(f("backend", "auto (the VM's allocation tracker below API 31, perfetto's heapprofd sampling from API 31, Android 12, on), ddm (the allocation tracker, Android 4.4 to 11), or heapprofd (heapprofd sampling, Android 12+)."), "backend", "auto", "ddm", "auto", "heapprofd")
 	c.hpInterval = f("heapprofd.sampling-interval", "Mean bytes between two heapprofd samples; 1 samples every allocation (exact, and many times slower for the app).").Default("4096").Uint64()
 	return c
 }
