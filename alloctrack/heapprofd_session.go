@@ -117,6 +117,8 @@ type HeapprofdSession struct {
 	last    time.Time
 	dumps   int
 	started time.Time
+
+	warnedBroken bool
 }
 
 // SessionName is the unique_session_name of a process's session: perfetto
@@ -284,6 +286,12 @@ func (s *HeapprofdSession) count(d *perfetto.Dump, traceBytes int) error {
 	}
 	if s.dumps == 0 {
 		s.Stats.SetState(StateTracking)
+	}
+	if d.Broken.Count > 0 && !s.warnedBroken {
+		// Once a session: the bug lasts as long as the device's ART module.
+		s.warnedBroken = true
+		s.Log.Warn("heapprofd could not unwind the Java frames of some samples (the Android 12/13 ART unwinding bug, fixed in the ART module of Android 13 QPR1): they count under one site with no frames and in alloctrack_heapprofd_broken_stack_samples_total",
+			zap.Uint64("samples", d.Broken.Count), zap.Int("stacks", d.BrokenStacks), zap.Uint64("dump_samples", d.Delta.Count))
 	}
 	s.dumps++
 	switch {
