@@ -31,7 +31,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: measure coverage|load|soak [flags]")
+		fmt.Fprintln(os.Stderr, "usage: measure coverage|load|heapprofd|soak [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -40,6 +40,8 @@ func main() {
 		err = coverage(os.Args[2:])
 	case "load":
 		err = load(os.Args[2:])
+	case "heapprofd":
+		err = heapprofd(os.Args[2:])
 	case "soak":
 		err = soak(os.Args[2:])
 	default:
