@@ -33,6 +33,11 @@ type FaultsView struct {
 	DropREAL         int    `json:"drop_real,omitempty"`
 	CorruptREAL      int    `json:"corrupt_real,omitempty"`
 	TruncateREAL     int    `json:"truncate_real,omitempty"`
+	// Android 12+ apps: another tool's heapprofd session holds the app;
+	// the next N dumps overrun the buffer, or hit a guardrail.
+	ForeignProfiler    bool `json:"foreign_profiler,omitempty"`
+	HeapprofdOverrun   int  `json:"heapprofd_overrun,omitempty"`
+	HeapprofdGuardrail int  `json:"heapprofd_guardrail,omitempty"`
 }
 
 // DeviceView is a device as the control API shows it.
@@ -53,7 +58,8 @@ func viewApp(vm *VM) AppView {
 		Tracked: vm.TotalTracked().Total.Allocations, Reported: vm.TotalReported().Total.Allocations,
 		Windows: st.WindowsEnded, NonDDM: st.NonDDM,
 		Faults: FaultsView{DebuggerAttached: f.DebuggerAttached, HangREAL: f.HangREAL, DropREAL: f.DropREAL,
-			CorruptREAL: f.CorruptREAL, TruncateREAL: f.TruncateREAL},
+			CorruptREAL: f.CorruptREAL, TruncateREAL: f.TruncateREAL,
+			ForeignProfiler: f.ForeignProfiler, HeapprofdOverrun: f.HeapprofdOverrun, HeapprofdGuardrail: f.HeapprofdGuardrail},
 	}
 	if f.Latency > 0 {
 		v.Faults.Latency = f.Latency.String()
@@ -155,6 +161,7 @@ func (f *Farm) Handler() http.Handler {
 		}
 		faults.DebuggerAttached, faults.HangREAL, faults.DropREAL = fv.DebuggerAttached, fv.HangREAL, fv.DropREAL
 		faults.CorruptREAL, faults.TruncateREAL = fv.CorruptREAL, fv.TruncateREAL
+		faults.ForeignProfiler, faults.HeapprofdOverrun, faults.HeapprofdGuardrail = fv.ForeignProfiler, fv.HeapprofdOverrun, fv.HeapprofdGuardrail
 		d := f.Device(r.PathValue("serial"))
 		if d == nil {
 			writeError(w, http.StatusNotFound, fmt.Errorf("%w: %q", ErrNoDevice, r.PathValue("serial")))

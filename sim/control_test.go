@@ -54,6 +54,11 @@ func TestControlAPI(t *testing.T) {
 	if code != 200 || f.Device("sim-1").VM(app.PID).Faults() != (Faults{Latency: 20 * time.Millisecond, HangREAL: 2}) {
 		t.Fatalf("PUT faults: %d %s", code, body)
 	}
+	code, body = call(t, srv, "PUT", "/devices/sim-1/apps/"+pid+"/faults", `{"foreign_profiler":true,"heapprofd_overrun":1,"heapprofd_guardrail":2}`)
+	if code != 200 || f.Device("sim-1").VM(app.PID).Faults() != (Faults{ForeignProfiler: true, HeapprofdOverrun: 1, HeapprofdGuardrail: 2}) ||
+		!strings.Contains(body, `"heapprofd_guardrail": 2`) {
+		t.Fatalf("PUT heapprofd faults: %d %s", code, body)
+	}
 
 	code, body = call(t, srv, "POST", "/devices/sim-1/apps/"+pid+"/restart", "")
 	var restarted AppView

@@ -60,13 +60,14 @@ func (l *lockedBuffer) String() string {
 }
 
 // serve --simulate prints the web view's address at start, and within about
-// one window that address shows every simulated app with a report counted
-// and a flame graph with allocations in it.
+// one window that address shows every simulated app tracking, with a report
+// counted (DDM, Android 11 and before) or samples (heapprofd, the Android 12
+// device), and a flame graph with allocations in it.
 func TestServeSimulatePrintsWebView(t *testing.T) {
 	var errOut lockedBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run([]string{"serve", "--simulate", "--simulate.devices", "2", "--simulate.apps", "2", "--window", "1s",
+		done <- run([]string{"serve", "--simulate", "--simulate.devices", "3", "--simulate.apps", "2", "--window", "1s",
 			"--web.listen-address", "127.0.0.1:0", "--log.level", "warn"}, io.Discard, &errOut)
 	}()
 	stopped := false
@@ -105,22 +106,31 @@ func TestServeSimulatePrintsWebView(t *testing.T) {
 	}
 	var farm struct {
 		Apps []struct {
-			Serial, Package string
-			LastReport      *time.Time `json:"last_report"`
+			Serial, Package, State, Backend string
+			LastReport                      *time.Time `json:"last_report"`
+			Samples                         uint64
 		}
 	}
 	ok := false
-	for !ok && time.Since(started) < 10*time.Second {
+	for !ok && time.Since(started) < 15*time.Second {
 		time.Sleep(100 * time.Millisecond)
 		_, body := get("api/v1/apps")
 		farm.Apps = nil
 		if err := json.Unmarshal([]byte(body), &farm); err != nil {
 			t.Fatalf("/api/v1/apps: %v", err)
 		}
-		ok = len(farm.Apps) == 4
+		ok = len(farm.Apps) == 6
+		heapprofd := 0
 		for _, a := range farm.Apps {
-			ok = ok && a.LastReport != nil
+			switch a.Backend {
+			case "heapprofd":
+				heapprofd++
+				ok = ok && a.State == "tracking" && a.Samples > 0
+			default:
+				ok = ok && a.State == "tracking" && a.LastReport != nil
+			}
 		}
+		ok = ok && heapprofd == 2
 	}
 	if !ok {
 		t.Fatalf("no report from every simulated app after %v: %+v", time.Since(started), farm.Apps)
