@@ -557,8 +557,9 @@ func TestCaptureInterrupted(t *testing.T) {
 func TestCaptureErrors(t *testing.T) {
 	for _, be := range captureBackends {
 		t.Run(be.name, func(t *testing.T) {
-			// sim-1 runs Android 11, sim-2 Android 12.
-			f := newCaptureFarm(t, sim.FarmConfig{Devices: 2, APIs: []int{30, 31}, AppsPerDevice: 1, Workload: quietCaptureWorkload()})
+			// sim-1 runs Android 11, sim-2 Android 12 without perfetto.
+			f := newCaptureFarm(t, sim.FarmConfig{Devices: 2, APIs: []int{30, 31}, AppsPerDevice: 1, Workload: quietCaptureWorkload(),
+				Device: func(i int, c *sim.DeviceConfig) { c.NoPerfetto = i == 1 }})
 			held, err := f.AddApp("sim-1", sim.AppConfig{Package: "com.example.held", Workload: quietCaptureWorkload()})
 			if err != nil {
 				t.Fatal(err)
@@ -591,11 +592,11 @@ func TestCaptureErrors(t *testing.T) {
 					[]string{"pid 4242 on " + s1 + " is not a debuggable process"}},
 				{"held by a debugger", []string{"--serial", s1, "--package", "com.example.held"}, heldDir, exitFailure,
 					[]string{"another debugger", strconv.Itoa(held.PID())}},
-				{"android 12", []string{"--serial", s2, "--package", "com.example.app1", "--request.timeout", "1s"}, "", exitFailure,
+				{"android 12 over ddm", []string{"--serial", s2, "--package", "com.example.app1", "--request.timeout", "1s", "--backend", "ddm"}, "", exitFailure,
 					[]string{"Android 12", "API 31"}},
-				// The simulator has no perfetto yet: the heapprofd path
-				// reaches the device's shell and says why it stopped.
-				{"android 12 through heapprofd", []string{"--serial", s2, "--package", "com.example.app1", "--backend", "heapprofd"}, "", exitFailure,
+				// A device without perfetto: the heapprofd path reaches the
+				// device's shell and says why it stopped.
+				{"android 12 without perfetto", []string{"--serial", s2, "--package", "com.example.app1"}, "", exitFailure,
 					[]string{"perfetto-start", "perfetto exited 127", "perfetto: inaccessible or not found"}},
 				{"sampling interval 0", []string{"--serial", s2, "--package", "com.example.app1", "--heapprofd.sampling-interval", "0"}, "", exitUsage,
 					[]string{"--heapprofd.sampling-interval must be at least 1"}},
