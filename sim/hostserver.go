@@ -730,9 +730,30 @@ func (s *HostServer) serveDevice(c net.Conn, hd *hostDevice, service string) {
 	go func() {
 		defer close(done)
 		io.Copy(svc, c)
-		svc.Close()
+		// The client is done sending (or the service stopped reading):
+		// the service sees the end of its input, and what it still has
+		// to say keeps flowing to the client. Closing svc here would cut
+		// that short.
+		if cw, ok := svc.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		} else {
+			svc.Close()
+		}
+		// Whatever else the client sends is read and dropped: closing a
+		// TCP connection with data unread resets it, and the client
+		// would lose output it has not read yet.
+		io.Copy(io.Discard, c)
 	}()
 	io.Copy(c, svc)
+	// The service ended: the client reads the rest and then the end of
+	// the stream; it gets a moment to close its side first.
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+		}
+	}
 	c.Close()
 	svc.Close()
 	<-done

@@ -16,6 +16,7 @@ import (
 	"github.com/electricbubble/gadb"
 	"go.uber.org/goleak"
 
+	"github.com/alloctrack/alloctrack/adb"
 	"github.com/alloctrack/alloctrack/ddms"
 	"github.com/alloctrack/alloctrack/jdwp"
 )
@@ -664,4 +665,25 @@ func FuzzHostServerReadRequest(f *testing.F) {
 			t.Fatalf("consumed %d bytes for a %d-byte request", consumed, len(req))
 		}
 	})
+}
+
+// TestHostServerExecOutputWhole: a command that does not read its
+// standard input still gets its whole output to the client when the
+// client's stdin (and close-stdin) frames arrive after the command ended:
+// the relay must not cut the output short when the service stops reading.
+func TestHostServerExecOutputWhole(t *testing.T) {
+	d := NewDevice(DeviceConfig{Serial: "sim-exec", API: 31})
+	t.Cleanup(d.Close)
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<14) // 256 KiB
+	d.mu.Lock()
+	d.files[PerfettoTraceDir+"/big"] = big
+	d.mu.Unlock()
+	_, addr := startHostServer(t, d)
+	client := adb.NewClient(addr)
+	for i := range 40 {
+		out, _, code, err := client.Exec(ctx5(t), "sim-exec", bytes.Repeat([]byte{'x'}, 4096), "tail", "-c", "+1", PerfettoTraceDir+"/big")
+		if err != nil || code != 0 || !bytes.Equal(out, big) {
+			t.Fatalf("exec %d: %d bytes of %d, exit %d, %v", i, len(out), len(big), code, err)
+		}
+	}
 }
