@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -21,10 +22,10 @@ import (
 
 // emptyOnHealthyFarm lists the queries (dashboard uid, panel title, refId)
 // that may return nothing while nothing fails: error counters have no
-// series until the first error, and no app is untracked when every device
-// runs Android 11 or older. TestMixinPanels causes those errors and checks
-// that these queries return data too (its Android 12 device fills the
-// untracked list).
+// series until the first error, and no app is untracked while every app is
+// tracked through DDM or heapprofd. TestMixinPanels causes those errors and
+// checks that these queries return data too (an Android 12 app on an
+// Android 11 device, which only DDM is tried on, fills the untracked list).
 var emptyOnHealthyFarm = []panelQuery{
 	{"alloctrack-farm", "Apps not being tracked", "A"}, // every app tracking
 	{"alloctrack-farm", "Errors by stage", "A"},        // alloctrack_app_errors_total
@@ -33,12 +34,9 @@ var emptyOnHealthyFarm = []panelQuery{
 }
 
 // heapprofdFamilies are the families only apps sampled through heapprofd
-// (Android 12+) have, and the rule recorded from them. The daemon does not
-// yet run heapprofd sessions (issue 8), so no farm here can give them
-// data: queries naming them are left out of the data and name checks,
-// and counted in the log. exporter/heapprofd_test.go holds the families'
-// names and labels against the exporter's output. Remove this list when
-// the daemon samples Android 12+ apps.
+// (Android 12+) have, and the rule recorded from them. Queries naming them
+// run with the app variables set to an app of the farm's Android 12 device,
+// which the daemon samples through heapprofd.
 var heapprofdFamilies = []string{
 	"alloctrack_app_estimated_allocations_total", "alloctrack_app_estimated_allocated_bytes_total",
 	"alloctrack_app_sampled_allocations_total", "alloctrack_app_sampled_bytes_total",
@@ -85,19 +83,25 @@ func TestMixinPanels(t *testing.T) {
 	r := newRig(t, sim.FarmConfig{Devices: 3, AppsPerDevice: 2, APIs: []int{30, 28, 31}, Workload: sim.DefaultWorkload()}, nil)
 	apps := r.trackable()
 	all := appsOf(apps)
-	r.d.waitState(t, all, "tracking", 30*time.Second)
+	sampled := appsOf(r.heapprofdApps())
+	if len(sampled) != 2 {
+		t.Fatalf("%d apps on the Android 12 device, want 2", len(sampled))
+	}
+	r.d.waitState(t, append(append([]app(nil), all...), sampled...), "tracking", 30*time.Second)
 	p := startPrometheus(t, r.d.addr, ruleFiles...)
 	scraping := time.Now()
 	r.d.waitWindows(t, all, 2, 30*time.Second)
 	waitFor(t, 30*time.Second, "recorded allocation rates of every tracked app", func() (bool, string) {
 		v := p.query(t, `app:alloctrack_app_allocations:rate5m > 0`)
-		return len(v) >= len(all), fmt.Sprintf("%d of %d apps", len(v), len(all))
+		e := p.query(t, `app:alloctrack_app_estimated_allocated_bytes:rate5m > 0`)
+		return len(v) >= len(all) && len(e) >= len(sampled), fmt.Sprintf("%d of %d apps, %d of %d sampled apps", len(v), len(all), len(e), len(sampled))
 	})
 	// Ranges of $__rate_interval (10 s) hold several scrapes.
 	time.Sleep(time.Until(scraping.Add(12 * time.Second)))
 
 	sel := apps[0] // an app on the API 30 device, tracking
 	want := map[string]string{"job": promJob, "instance": r.d.addr, "serial": sel.serial, "package": sel.pkg}
+	hsel := sampled[0] // an app on the API 31 device, sampled through heapprofd
 	type run struct {
 		panelQuery
 		expr, legend string
@@ -138,11 +142,21 @@ func TestMixinPanels(t *testing.T) {
 			}
 		}
 		vars[d.UID] = v
+		hv := maps.Clone(v)
+		for k, x := range map[string]string{"serial": hsel.serial, "package": hsel.pkg} {
+			if _, ok := hv[k]; ok && !strings.HasPrefix(hv[k], ".") && hv[k] != "$__all" {
+				hv[k] = x
+			}
+		}
 		for _, pn := range d.AllPanels() {
 			panels++
 			for _, tg := range pn.Targets {
+				sub := v
+				if needsHeapprofd(tg.Expr) {
+					sub = hv
+				}
 				runs = append(runs, &run{panelQuery: panelQuery{d.UID, pn.Title, tg.RefID},
-					expr: mixin.Substitute(tg.Expr, v), legend: tg.LegendFormat, instant: tg.Instant})
+					expr: mixin.Substitute(tg.Expr, sub), legend: tg.LegendFormat, instant: tg.Instant})
 			}
 		}
 	}
@@ -151,11 +165,10 @@ func TestMixinPanels(t *testing.T) {
 	}
 
 	// A healthy farm: every query but the listed ones returns data.
-	withData, awaiting := 0, 0
+	withData, sampledQueries := 0, 0
 	for _, q := range runs {
 		if needsHeapprofd(q.expr) {
-			awaiting++
-			continue
+			sampledQueries++
 		}
 		exec(q)
 		switch {
@@ -170,8 +183,8 @@ func TestMixinPanels(t *testing.T) {
 			t.Errorf("%v returned no data: %s", q.panelQuery, q.expr)
 		}
 	}
-	t.Logf("%d dashboards, %d panels, %d queries: %d returned data on the healthy farm, %d listed as empty by design, %d not run (they need a heapprofd app, which the daemon cannot track yet)",
-		len(dashboards), panels, len(runs), withData, len(emptyOnHealthyFarm), awaiting)
+	t.Logf("%d dashboards, %d panels, %d queries (%d of heapprofd apps): %d returned data on the healthy farm, %d listed as empty by design",
+		len(dashboards), panels, len(runs), sampledQueries, withData, len(emptyOnHealthyFarm))
 
 	// Trouble: a corrupt report in the selected app (a parse error) and a
 	// new app that a debugger holds before it is even named, so neither
@@ -183,7 +196,13 @@ func TestMixinPanels(t *testing.T) {
 		t.Fatal(err)
 	}
 	held.SetFaults(sim.Faults{DebuggerAttached: true})
-	waitFor(t, 30*time.Second, "a parse error and a device error in Prometheus", func() (bool, string) {
+	if _, err := r.farm.AddApp(sel.farmSerial, sim.AppConfig{Package: "com.example.modern", API: 31, Workload: quietWorkload()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "a parse error, a device error and an unsupported app in Prometheus", func() (bool, string) {
+		if u := p.query(t, `alloctrack_app_state{state="unsupported"} == 1`); len(u) == 0 {
+			return false, "no unsupported app"
+		}
 		a := p.query(t, fmt.Sprintf(`alloctrack_app_errors_total{stage="parse", serial=%q, package=%q} > 0`, sel.serial, sel.pkg))
 		d := p.query(t, `alloctrack_device_errors_total > 0`)
 		return len(a) > 0 && len(d) > 0, fmt.Sprintf("%d app, %d device error series", len(a), len(d))
@@ -228,9 +247,6 @@ func TestMixinPanels(t *testing.T) {
 	}
 	checked := 0
 	for _, q := range runs {
-		if needsHeapprofd(q.expr) {
-			continue
-		}
 		for _, err := range c.check(q.expr) {
 			t.Errorf("%v: %v", q.panelQuery, err)
 		}
@@ -241,7 +257,7 @@ func TestMixinPanels(t *testing.T) {
 	}
 	panelsChecked := checked
 	for _, e := range exprs {
-		if e == "" || needsHeapprofd(e) {
+		if e == "" {
 			continue
 		}
 		for _, err := range c.check(e) {
