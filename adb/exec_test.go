@@ -101,7 +101,7 @@ func TestExecErrors(t *testing.T) {
 	})
 	t.Run("bad exit packet", func(t *testing.T) {
 		s := newFakeServer(t, steps(expect("host:transport:emu-1"), send("OKAY"), expect("shell,v2,raw:true"),
-			send("OKAY"+string(shellPacket(3, []byte{0, 0}))), waitClose))
+			send("OKAY"+string(shellPacket(3, []byte{0, 0}))), closeStdinThenClose))
 		_, _, _, err := adb.NewClient(s.addr()).Exec(ctxT(t), "emu-1", nil, "true")
 		if !errors.Is(err, adb.ErrProtocol) {
 			t.Fatalf("exit packet of 2 bytes: %v, want ErrProtocol", err)
@@ -112,4 +112,16 @@ func TestExecErrors(t *testing.T) {
 			t.Fatal("Exec with no command succeeded")
 		}
 	})
+}
+
+// closeStdinThenClose reads until the client closes the connection: Exec
+// sends its close-stdin packet from a goroutine of its own, which may or
+// may not have run by then, so that packet (or none of it) is all the
+// client may send.
+func closeStdinThenClose(p *peer) error {
+	b, _ := io.ReadAll(p) // an error is the client's close
+	if !bytes.HasPrefix(shellPacket(4, nil), b) {
+		return fmt.Errorf("client sent %q after its request, not its close-stdin packet", b)
+	}
+	return nil
 }

@@ -24,9 +24,9 @@ func TestExecThroughADB(t *testing.T) {
 	if err != nil || string(out) != "31\n" || len(errOut) != 0 || code != 0 {
 		t.Fatalf("getprop: stdout %q, stderr %q, exit %d, %v; want \"31\\n\", nothing, 0", out, errOut, code, err)
 	}
-	out, _, code, err = c.Exec(ctx, serial, nil, "nosuchcmd", "a b")
-	if err != nil || code != 127 || !strings.Contains(string(out), "nosuchcmd") {
-		t.Fatalf("an unknown command: output %q, exit %d, %v; want the shell's message and 127", out, code, err)
+	out, errOut, code, err = c.Exec(ctx, serial, nil, "nosuchcmd", "a b")
+	if err != nil || code != 127 || len(out) != 0 || !strings.Contains(string(errOut), "nosuchcmd") {
+		t.Fatalf("an unknown command: stdout %q, stderr %q, exit %d, %v; want the shell's message on stderr and 127", out, errOut, code, err)
 	}
 	// The device's shell saw the quoted argument as one word.
 	log := r.farm.Device("sim-1").ShellLog()

@@ -255,7 +255,12 @@ func (p *perfettoProc) run() {
 			if !slices.Contains(p.cfg.PIDs, uint64(vm.PID())) && !slices.Contains(p.cfg.ProcessCmdlines, vm.ProcessName()) {
 				continue
 			}
-			p.targets[vm.PID()] = &hpTarget{vm: vm, state: vm.attachHeapprofd(p, p.cfg.SamplingInterval, startDelay, now)}
+			t = &hpTarget{vm: vm, state: vm.attachHeapprofd(p, p.cfg.SamplingInterval, startDelay, now)}
+			// Only this goroutine writes targets; PerfettoSessions reads
+			// them under the device's lock.
+			p.d.mu.Lock()
+			p.targets[vm.PID()] = t
+			p.d.mu.Unlock()
 		}
 	}
 	attach(start)
