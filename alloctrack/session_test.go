@@ -177,18 +177,31 @@ func TestSessionRestartsTrackingLeftOn(t *testing.T) {
 	s2 := *s
 	s2.Config.Window = time.Hour
 	ctx, cancel := context.WithCancel(context.Background())
+	unplugged := make(chan struct{})
 	go func() {
+		defer close(unplugged)
 		waitFor(t, "tracking on", f.vm.Tracking)
 		f.dev.Disconnect() // the first client's stream dies; no disable reaches the VM
 		cancel()
 	}()
 	s2.Run(ctx)
+	// s2 may see its stream end while Disconnect is still closing the
+	// VM's client: a new client connected in between would be closed too.
+	<-unplugged
 	if !f.vm.Tracking() {
 		t.Fatal("precondition: tracking should still be on")
 	}
+	// The VM lets the dead client go on its own time; until then it
+	// refuses a new one, as ART does.
+	waitFor(t, "the dead client gone from the VM", func() bool { return !f.vm.Connected() })
 	n := len(f.vm.Trace())
 	stop, _ := f.run(t)
-	waitFor(t, "a window", func() bool { return f.windows() >= 1 })
+	for deadline := time.Now().Add(10 * time.Second); f.windows() < 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			err := stop()
+			t.Fatalf("no window in 10 s; the session ended with %v; the VM was sent %q; stats %+v", err, f.vm.Trace()[n:], f.vm.Stats())
+		}
+	}
 	stop()
 	tr := f.vm.Trace()[n:]
 	if !slices.Equal(tr[:4], []string{"HELO", "REAQ", "REAE 0", "REAE 1"}) {

@@ -242,6 +242,14 @@ func (vm *VM) Alive() bool {
 	return vm.alive
 }
 
+// Connected tells whether a JDWP client is connected: while one is, the
+// VM refuses another.
+func (vm *VM) Connected() bool {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	return vm.client != nil
+}
+
 // Tracking tells whether allocation tracking is on.
 func (vm *VM) Tracking() bool {
 	vm.mu.Lock()
