@@ -6,9 +6,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -41,20 +38,12 @@ func heapprofd(args []string) error {
 	if err != nil {
 		return err
 	}
-	bin := filepath.Join(os.TempDir(), fmt.Sprintf("alloctrack-measure-%d", os.Getpid()))
-	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/alloctrack").CombinedOutput(); err != nil {
-		return fmt.Errorf("building the daemon: %v\n%s", err, out)
-	}
-	defer os.Remove(bin)
 	listen := fmt.Sprintf("127.0.0.1:%d", *port)
-	cmd := exec.Command(bin, "serve", "--adb.address", addr.String(), "--web.listen-address", listen,
-		"--window", window.String(), "--log.level", "warn", "--backend", "heapprofd",
-		"--heapprofd.sampling-interval", strconv.Itoa(*interval))
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
+	cmd, stop, err := startDaemon(addr.String(), listen, *window, "--backend", "heapprofd", "--heapprofd.sampling-interval", strconv.Itoa(*interval))
+	if err != nil {
 		return err
 	}
-	defer cmd.Process.Kill()
+	defer stop()
 	fmt.Printf("heapprofd: %d devices x %d apps (API 31/33) at %.0f allocations/s each, window %v, interval %d, for %v; daemon pid %d\n",
 		*devices, *apps, *rate, *window, *interval, *duration, cmd.Process.Pid)
 	start := time.Now()

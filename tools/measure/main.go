@@ -157,19 +157,12 @@ func load(args []string) error {
 	if err != nil {
 		return err
 	}
-	bin := filepath.Join(os.TempDir(), fmt.Sprintf("alloctrack-measure-%d", os.Getpid()))
-	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/alloctrack").CombinedOutput(); err != nil {
-		return fmt.Errorf("building the daemon: %v\n%s", err, out)
-	}
-	defer os.Remove(bin)
 	listen := fmt.Sprintf("127.0.0.1:%d", *port)
-	cmd := exec.Command(bin, append([]string{"serve", "--adb.address", addr.String(), "--web.listen-address", listen,
-		"--window", window.String(), "--log.level", "warn"}, strings.Fields(*extra)...)...)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
+	cmd, stop, err := startDaemon(addr.String(), listen, *window, strings.Fields(*extra)...)
+	if err != nil {
 		return err
 	}
-	defer cmd.Process.Kill()
+	defer stop()
 	fmt.Printf("load: %d devices x %d apps at %.0f allocations/s each, window %v, for %v; daemon pid %d %s\n",
 		*devices, *apps, *rate, *window, *duration, cmd.Process.Pid, *extra)
 	start := time.Now()
@@ -227,22 +220,28 @@ func load(args []string) error {
 
 // metricsSummary sums a few counters from /metrics.
 func metricsSummary(listen string) (string, float64) {
-	resp, err := http.Get("http://" + listen + "/metrics")
+	sums, err := scrapeSums(listen)
 	if err != nil {
 		return "", 0
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	sums := map[string]float64{}
-	for _, line := range strings.Split(string(b), "\n") {
-		for _, m := range []string{"alloctrack_windows_total", "alloctrack_overflowed_windows_total", "alloctrack_app_allocations_total", "alloctrack_report_bytes_total"} {
-			if strings.HasPrefix(line, m+"{") {
-				f := strings.Fields(line)
-				v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-				sums[m] += v
-			}
-		}
-	}
 	return fmt.Sprintf("windows %.0f (overflowed %.0f), allocations counted %.0f, report bytes %.0f\n",
 		sums["alloctrack_windows_total"], sums["alloctrack_overflowed_windows_total"], sums["alloctrack_app_allocations_total"], sums["alloctrack_report_bytes_total"]), sums["alloctrack_app_allocations_total"]
+}
+
+// startDaemon builds alloctrack and starts `serve` against an adb server,
+// listening on listen, with window and more flags; its errors go to
+// standard error. stop kills it (if still running) and removes the binary.
+func startDaemon(adbAddr, listen string, window time.Duration, flags ...string) (cmd *exec.Cmd, stop func(), err error) {
+	bin := filepath.Join(os.TempDir(), fmt.Sprintf("alloctrack-measure-%d", os.Getpid()))
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/alloctrack").CombinedOutput(); err != nil {
+		return nil, nil, fmt.Errorf("building the daemon: %v\n%s", err, out)
+	}
+	cmd = exec.Command(bin, append([]string{"serve", "--adb.address", adbAddr, "--web.listen-address", listen,
+		"--window", window.String(), "--log.level", "warn"}, flags...)...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		os.Remove(bin)
+		return nil, nil, err
+	}
+	return cmd, func() { cmd.Process.Kill(); os.Remove(bin) }, nil
 }

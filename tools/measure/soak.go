@@ -7,8 +7,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,19 +71,12 @@ func soak(args []string) error {
 	}
 	defer func() { host.Close() }()
 
-	bin := filepath.Join(os.TempDir(), fmt.Sprintf("alloctrack-soak-%d", os.Getpid()))
-	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/alloctrack").CombinedOutput(); err != nil {
-		return fmt.Errorf("building the daemon: %v\n%s", err, out)
-	}
-	defer os.Remove(bin)
 	listen := fmt.Sprintf("127.0.0.1:%d", *port)
-	cmd := exec.Command(bin, "serve", "--adb.address", addr.String(), "--web.listen-address", listen,
-		"--window", window.String(), "--log.level", "warn")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
+	cmd, stop, err := startDaemon(addr.String(), listen, *window)
+	if err != nil {
 		return err
 	}
-	defer cmd.Process.Kill()
+	defer stop()
 	pid := cmd.Process.Pid
 	fmt.Printf("soak: %d devices x (%d apps + %d that come and go) at the start, %.0f allocations/s each, window %v, a farm event every %v, adb server restart every %v, for %v; daemon pid %d\n",
 		*devices, *apps, *names, *rate, *window, *every, *adbRestart, *duration, pid)
