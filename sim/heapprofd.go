@@ -360,9 +360,8 @@ type hpDump struct {
 // heapprofdDump takes the VM's dump for session p: every stack sampled
 // since the last dump with its cumulative values, and the stacks with
 // nothing new either kept as they were or dropped (to come back under a
-// new id). Faults turn it into a rejection, an overrun or a guardrail;
-// final marks the session's last dump; a dead VM's dump says disconnected
-// and ends its profile.
+// new id). Faults turn it into a rejection, an overrun or a guardrail; a
+// dead VM's dump says disconnected and ends its profile.
 func (vm *VM) heapprofdDump(p *perfettoProc, now time.Time) hpDump {
 	vm.mu.Lock()
 	defer vm.mu.Unlock()

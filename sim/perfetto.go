@@ -39,7 +39,6 @@ type perfettoProc struct {
 	targets map[int]*hpTarget
 	sig     chan string
 	done    chan struct{}
-	last    time.Time // the previous dump round
 }
 
 type hpTarget struct {
@@ -237,7 +236,6 @@ func (p *perfettoProc) signal(sig string) {
 
 func (p *perfettoProc) run() {
 	start := time.Now()
-	p.last = start
 	startDelay := p.d.cfg.HeapprofdStartDelay
 	if startDelay == 0 {
 		startDelay = DefaultHeapprofdStartDelay
@@ -297,7 +295,7 @@ loop:
 			}
 			now := time.Now()
 			attach(now)
-			p.dumpRound(now, false)
+			p.dumpRound(now)
 		case <-flushC:
 			p.flush()
 		case <-endC:
@@ -310,7 +308,7 @@ loop:
 	if final {
 		// Every session ends with a last dump, then the trace is written
 		// out and the file closed.
-		p.dumpRound(time.Now(), true)
+		p.dumpRound(time.Now())
 		p.flush()
 	}
 	for _, t := range p.targets {
@@ -323,7 +321,7 @@ loop:
 }
 
 // dumpRound writes one dump of every process the session profiles.
-func (p *perfettoProc) dumpRound(now time.Time, final bool) {
+func (p *perfettoProc) dumpRound(now time.Time) {
 	pids := make([]int, 0, len(p.targets))
 	for pid := range p.targets {
 		pids = append(pids, pid)
@@ -353,7 +351,6 @@ func (p *perfettoProc) dumpRound(now time.Time, final bool) {
 		specs = append(specs, d.spec)
 		t.ended = d.ended
 	}
-	p.last = now
 	if len(specs) > 0 {
 		p.w.WriteDumps(specs...)
 	}
@@ -365,11 +362,10 @@ func (p *perfettoProc) flush() {
 		return
 	}
 	p.d.mu.Lock()
+	// A file removed under the session is gone for good: perfetto goes on
+	// writing to the unlinked file, which no one can read.
 	if b, ok := p.d.files[p.path]; ok {
 		p.d.files[p.path] = append(b, p.buf.Bytes()...)
-	} else {
-		// The file was removed under the session: perfetto goes on
-		// writing to the unlinked file, which no one can read.
 	}
 	p.d.mu.Unlock()
 	p.buf.Reset()
