@@ -70,7 +70,7 @@ func viewApp(vm *VM) AppView {
 // Handler is the farm's control API:
 //
 //	GET    /devices                                   devices and apps
-//	POST   /devices/{serial}/apps                     start an app: {"package":…,"api":…,"rate":…,"depth":…}
+//	POST   /devices/{serial}/apps                     start an app: {"package":…,"api":…,"rate":…,"depth":…,"not_debuggable":…,"profileable":…,"broken_unwind":…}
 //	DELETE /devices/{serial}/apps/{pid}               kill an app
 //	POST   /devices/{serial}/apps/{pid}/restart       restart it with a new pid
 //	PUT    /devices/{serial}/apps/{pid}/faults        set faults (FaultsView)
@@ -96,6 +96,11 @@ func (f *Farm) Handler() http.Handler {
 			Rate    float64 `json:"rate"`
 			Depth   int     `json:"depth"`
 			Seed    uint64  `json:"seed"`
+			// Android 12+: a release build (not in track-jdwp), profileable
+			// or not; the ART unwinding bug.
+			NotDebuggable bool `json:"not_debuggable"`
+			Profileable   bool `json:"profileable"`
+			BrokenUnwind  bool `json:"broken_unwind"`
 		}
 		if !readJSON(w, r, &req) {
 			return
@@ -111,7 +116,8 @@ func (f *Farm) Handler() http.Handler {
 		if req.Seed != 0 {
 			wl.Seed = req.Seed
 		}
-		vm, err := f.AddApp(r.PathValue("serial"), AppConfig{Package: req.Package, API: req.API, Depth: req.Depth, Workload: wl})
+		vm, err := f.AddApp(r.PathValue("serial"), AppConfig{Package: req.Package, API: req.API, Depth: req.Depth, Workload: wl,
+			NotDebuggable: req.NotDebuggable, Profileable: req.Profileable, BrokenUnwind: req.BrokenUnwind})
 		if err != nil {
 			writeError(w, statusOf(err), err)
 			return

@@ -49,6 +49,14 @@ func TestControlAPI(t *testing.T) {
 	if f.Device("sim-1").VM(app.PID) == nil {
 		t.Fatal("app not started")
 	}
+	code, body = call(t, srv, "POST", "/devices/sim-1/apps", `{"package":"com.release","api":31,"not_debuggable":true,"profileable":true,"broken_unwind":true}`)
+	var rel AppView
+	if code != 201 || json.Unmarshal([]byte(body), &rel) != nil {
+		t.Fatalf("POST a release app: %d %s", code, body)
+	}
+	if c := f.Device("sim-1").VM(rel.PID).Config(); !c.NotDebuggable || !c.Profileable || !c.BrokenUnwind || c.API != 31 {
+		t.Errorf("release app config %+v", c)
+	}
 
 	code, body = call(t, srv, "PUT", "/devices/sim-1/apps/"+pid+"/faults", `{"latency":"20ms","hang_real":2}`)
 	if code != 200 || f.Device("sim-1").VM(app.PID).Faults() != (Faults{Latency: 20 * time.Millisecond, HangREAL: 2}) {
