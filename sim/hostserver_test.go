@@ -478,7 +478,14 @@ func TestHostServerJDWPSession(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("session survived the device's removal")
 	}
-	// The VM is free for the next debugger, through transport-id this time.
+	// The VM is free for the next debugger, through transport-id this
+	// time, once it has seen its stream end (until then it refuses a
+	// second debugger, as ART does).
+	for deadline := time.Now().Add(5 * time.Second); vm.Connected(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the VM still holds its client 5 s after the device's removal")
+		}
+	}
 	s.AddDevice(d)
 	c = dialHost(t, addr)
 	c.send("host:transport-id:2")
