@@ -1,11 +1,13 @@
 package alloctrack
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"iter"
+	"math"
+	"math/bits"
 	"strings"
-	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -304,7 +306,27 @@ func (r *Report) decodeEntries(b []byte, nClasses, nMethods, nFiles int) error {
 		r.nFrame = declFrames
 		return nil
 	}
+	// The current layout, with no empty table, has a faster reader.
+	fast := ehl == EntryHeaderLen && fl == FrameLen && nClasses > 0 && nMethods > 0 && nFiles > 0
 	for n := 0; ; n++ {
+		if fast {
+			// Whole valid entries in the current layout, read by a tight
+			// loop; it stops at anything else, which the code below
+			// reads again and decides on.
+			lim := r.DeclaredCount
+			if n >= lim {
+				lim = math.MaxInt
+			}
+			if n < lim {
+				var f int
+				r.Allocations, pos, f = walkEntries(r.Allocations, b[:end], pos, lim-n, nClasses, nMethods, nFiles)
+				frames += f
+				n = len(r.Allocations)
+				if n == r.DeclaredCount && declEnd < 0 {
+					declEnd, declFrames = pos, frames
+				}
+			}
+		}
 		if pos == end && n >= r.DeclaredCount {
 			if (n-r.DeclaredCount)%65536 != 0 {
 				return gap()
@@ -375,6 +397,107 @@ func (r *Report) decodeEntries(b []byte, nClasses, nMethods, nFiles int) error {
 	return nil
 }
 
+// walkChunk is how many entries walkEntries reads before it checks their
+// frames: about 35 KB of a maximum report, still in the core's caches when
+// checkFrames reads them again.
+const walkChunk = 256
+
+// walkEntries appends up to max entries read from b at pos, for the
+// current layout (9-byte entry headers, 8-byte frames). It stops before an
+// entry that is not whole within b or has an index out of range, and
+// returns the position after the last entry it read and how many frames
+// those entries had. The caller reads the entry it stopped at again and
+// decides what it is.
+//
+// Entry headers are read a chunk at a time, then checkFrames checks the
+// chunk's frames. nc, nm and nf must not be 0.
+func walkEntries(dst []Allocation, b []byte, pos, max int, nc, nm, nf int) ([]Allocation, int, int) {
+	lim := frameLimits(nc, nm, nf)
+	frames := 0
+	for max > 0 {
+		start, startPos, chunkFrames := len(dst), pos, 0
+		whole := true
+		for n := min(max, walkChunk); n > 0; n-- {
+			if len(b)-pos < EntryHeaderLen {
+				whole = false
+				break
+			}
+			h := binary.BigEndian.Uint64(b[pos:])
+			depth := int(b[pos+8])
+			fpos := pos + EntryHeaderLen
+			if int(uint16(h)) >= nc || depth*FrameLen > len(b)-fpos {
+				whole = false
+				break
+			}
+			dst = append(dst, Allocation{
+				Size:   uint32(h >> 32),
+				Thread: uint16(h >> 16),
+				Class:  uint16(h),
+				Depth:  uint8(depth),
+				off:    uint32(fpos),
+			})
+			pos = fpos + depth*FrameLen
+			chunkFrames += depth
+		}
+		if bad := checkFrames(unsafe.SliceData(b), dst[start:], &lim); bad >= 0 {
+			// Stop before the entry with the bad frame.
+			pos = startPos
+			for _, a := range dst[start : start+bad] {
+				pos += EntryHeaderLen + int(a.Depth)*FrameLen
+				frames += int(a.Depth)
+			}
+			return dst[:start+bad], pos, frames
+		}
+		frames += chunkFrames
+		max -= len(dst) - start
+		if !whole {
+			break
+		}
+	}
+	return dst, pos, frames
+}
+
+// frameLimits is the highest valid index of each field of a frame, as
+// checkFrames wants them: class, method, file, then the line (any value),
+// twice. nc, nm and nf must not be 0.
+func frameLimits(nc, nm, nf int) [8]uint16 {
+	l := [4]uint16{uint16(nc - 1), uint16(nm - 1), uint16(nf - 1), 0xffff}
+	return [8]uint16{l[0], l[1], l[2], l[3], l[0], l[1], l[2], l[3]}
+}
+
+// checkFramesGo is checkFrames in Go, for every architecture: each
+// entry's frames at base+off must have every index at or below its limit.
+// It returns the index in allocs of the first entry with a frame that does
+// not, or -1.
+//
+// A frame's indices are checked without a branch each: class and file sit
+// in the 32-bit lanes of (v>>16)&laneMask, the method in the upper lane of
+// v&laneMask (the line in its lower lane, with nothing added). Adding
+// 0xffff-limit to a lane sets the lane's bit 16 when the index is above
+// the limit. The sums of an entry's frames are ORed together and looked at
+// once per entry.
+func checkFramesGo(base *byte, allocs []Allocation, lim *[8]uint16) int {
+	const (
+		laneMask     = 0x0000ffff0000ffff
+		overflowBits = 1<<48 | 1<<16
+	)
+	kCF := uint64(0xffff-lim[0])<<32 | uint64(0xffff-lim[2])
+	kM := uint64(0xffff-lim[1]) << 32
+	for i := range allocs {
+		a := &allocs[i]
+		p := unsafe.Add(unsafe.Pointer(base), a.off)
+		var acc uint64
+		for j := range int(a.Depth) {
+			v := bits.ReverseBytes64(*(*uint64)(unsafe.Add(p, j*FrameLen)))
+			acc |= ((v>>16)&laneMask + kCF) | (v&laneMask + kM)
+		}
+		if acc&overflowBits != 0 {
+			return i
+		}
+	}
+	return -1
+}
+
 func frameIndexError(pos, i, j int, v uint64, nc, nm, nf int) error {
 	f := Frame{Class: uint16(v >> 48), Method: uint16(v >> 32), File: uint16(v >> 16)}
 	switch {
@@ -410,15 +533,25 @@ func readTable(b []byte, off, count int, what string) (raw, dotted []string, nex
 	if count == 0 {
 		return nil, nil, end, nil
 	}
-	// UTF-8 text of every string, end to end, then one string of it.
+	// UTF-8 text of every string, end to end, then one string of it. A
+	// UTF-16 unit takes at most 3 bytes of UTF-8; the buffer starts at 1.5
+	// bytes a unit and grows, if it must, before a string that might not
+	// fit.
+	units := (end - off - 4*count) / 2
 	ends := make([]int32, count)
-	text := make([]byte, 0, (end-off-4*count)/2+16)
+	text := make([]byte, units+units/2+16)
+	k := 0
 	for i, p := 0, off; i < count; i++ {
 		n := int(binary.BigEndian.Uint32(b[p:]))
-		text = appendUTF16(text, b[p+4:p+4+2*n])
-		ends[i] = int32(len(text))
+		if len(text)-k < 3*n+4 {
+			text = append(text[:k], make([]byte, max(3*n+4, len(text)))...)
+			text = text[:cap(text)]
+		}
+		k = putUTF16(text, k, b[p+4:p+4+2*n])
+		ends[i] = int32(k)
 		p += 4 + 2*n
 	}
+	text = text[:k]
 	// text is never written again: its strings can share it.
 	all := unsafe.String(unsafe.SliceData(text), len(text))
 	raw = make([]string, count)
@@ -436,6 +569,9 @@ func readTable(b []byte, off, count int, what string) (raw, dotted []string, nex
 				continue
 			}
 			if dotEnds == nil {
+				// Room for the rest of the table, dotted; a few array
+				// names grow ("[I" is "int[]").
+				dots = make([]byte, 0, len(text)-start+len(s)+64)
 				dotEnds = make([]int32, count)
 				for j := range dotEnds {
 					dotEnds[j] = -1
@@ -460,38 +596,72 @@ func readTable(b []byte, off, count int, what string) (raw, dotted []string, nex
 	return raw, dotted, end, nil
 }
 
-// appendUTF16 appends UTF-16BE units as UTF-8, as string(utf16.Decode)
-// does: surrogate pairs joined, a lone surrogate as U+FFFD.
-func appendUTF16(dst, b []byte) []byte {
+// putUTF16 writes UTF-16BE units as UTF-8 into dst at k, as
+// string(utf16.Decode) would (surrogate pairs joined, a lone surrogate as
+// U+FFFD), and returns the position after them. dst must have room for 3
+// bytes a unit and 4 more (whole 32-bit words are written); that is
+// checked once, and the loop then reads and writes without bounds checks.
+func putUTF16(dst []byte, k int, b []byte) int {
 	n := len(b) / 2
+	if k < 0 || len(dst)-k < 3*n+4 {
+		panic("alloctrack: putUTF16: no room for the text")
+	}
+	src := unsafe.Pointer(unsafe.SliceData(b))
+	out := unsafe.Pointer(unsafe.SliceData(dst[k:]))
+	o := uintptr(0)
 	i := 0
-	// ASCII, eight bytes (four units) at a time.
+	// ASCII, four units at a time: the low bytes of the four units, packed
+	// into one 32-bit big-endian word.
 	for ; i+4 <= n; i += 4 {
-		v := binary.BigEndian.Uint64(b[2*i:])
+		v := bits.ReverseBytes64(*(*uint64)(unsafe.Add(src, 2*i)))
 		if v&0xff80ff80ff80ff80 != 0 {
 			break
 		}
-		dst = append(dst, byte(v>>48), byte(v>>32), byte(v>>16), byte(v))
+		v = (v | v>>8) & 0x0000ffff0000ffff
+		*(*uint32)(unsafe.Add(out, o)) = bits.ReverseBytes32(uint32(v | v>>16))
+		o += 4
 	}
 	for ; i < n; i++ {
-		u := rune(binary.BigEndian.Uint16(b[2*i:]))
-		switch {
-		case u < 0x80:
-			dst = append(dst, byte(u))
-		case u < 0xD800 || u > 0xDFFF:
-			dst = utf8.AppendRune(dst, u)
-		case u < 0xDC00 && i+1 < n:
-			if u2 := rune(binary.BigEndian.Uint16(b[2*i+2:])); u2 >= 0xDC00 && u2 <= 0xDFFF {
-				dst = utf8.AppendRune(dst, utf16.DecodeRune(u, u2))
-				i++
+		u := uint32(bits.ReverseBytes16(*(*uint16)(unsafe.Add(src, 2*i))))
+		if u < 0x80 && i+4 <= n {
+			// Back in ASCII, perhaps for four units or more.
+			v := bits.ReverseBytes64(*(*uint64)(unsafe.Add(src, 2*i)))
+			if v&0xff80ff80ff80ff80 == 0 {
+				v = (v | v>>8) & 0x0000ffff0000ffff
+				*(*uint32)(unsafe.Add(out, o)) = bits.ReverseBytes32(uint32(v | v>>16))
+				o += 4
+				i += 3
 				continue
 			}
-			dst = utf8.AppendRune(dst, utf8.RuneError)
-		default:
-			dst = utf8.AppendRune(dst, utf8.RuneError)
 		}
+		if u-0xd800 < 0x800 {
+			// A surrogate: joined with the next unit if they pair.
+			if u < 0xdc00 && i+1 < n {
+				if u2 := uint32(bits.ReverseBytes16(*(*uint16)(unsafe.Add(src, 2*i+2)))); u2-0xdc00 < 0x400 {
+					r := 0x10000 + (u-0xd800)<<10 + (u2 - 0xdc00)
+					*(*uint32)(unsafe.Add(out, o)) = 0xf0 | r>>18 |
+						(0x80|r>>12&0x3f)<<8 | (0x80|r>>6&0x3f)<<16 | (0x80|r&0x3f)<<24
+					o += 4
+					i++
+					continue
+				}
+			}
+			u = utf8.RuneError
+		}
+		// One, two or three bytes, chosen without a branch (names mix
+		// ASCII and other letters unpredictably), written as one
+		// little-endian word.
+		w, l := u, uintptr(1)
+		if u >= 0x80 {
+			w, l = 0xc0|u>>6|(0x80|u&0x3f)<<8, 2
+		}
+		if u >= 0x800 {
+			w, l = 0xe0|u>>12|(0x80|u>>6&0x3f)<<8|(0x80|u&0x3f)<<16, 3
+		}
+		*(*uint32)(unsafe.Add(out, o)) = w
+		o += l
 	}
-	return dst
+	return k + int(o)
 }
 
 // dotForm tells whether DescriptorToDot changes s; if it turns s into a
@@ -523,12 +693,15 @@ func appendDotted(dst []byte, s string) []byte {
 	t := s[dims:]
 	switch n := len(t); {
 	case n >= 2 && t[0] == 'L' && t[n-1] == ';':
-		for i := 1; i < n-1; i++ {
-			c := t[i]
-			if c == '/' {
-				c = '.'
+		start := len(dst)
+		dst = append(dst, t[1:n-1]...)
+		for p := dst[start:]; ; {
+			i := bytes.IndexByte(p, '/')
+			if i < 0 {
+				break
 			}
-			dst = append(dst, c)
+			p[i] = '.'
+			p = p[i+1:]
 		}
 	case n == 1:
 		dst = append(dst, primitiveName(t)...)

@@ -1,0 +1,11 @@
+//go:build !purego
+
+package alloctrack
+
+// checkFrames reports the index in allocs of the first entry whose frames
+// at base+off have an index above its limit in lim, or -1. The frames must
+// lie within the payload base points into. In frames_amd64.s: SSE2, two
+// frames at a time.
+//
+//go:noescape
+func checkFrames(base *byte, allocs []Allocation, lim *[8]uint16) int
