@@ -204,6 +204,7 @@ type Daemon struct {
 	log     *zap.Logger
 	logs    *rateLog
 	buffers *jdwp.Buffers
+	allocs  *allocArrays
 
 	mu      sync.Mutex
 	servers map[string]*serverEntry
@@ -223,6 +224,7 @@ func NewDaemon(cfg DaemonConfig, sources []Source, log *zap.Logger) *Daemon {
 		cfg: cfg, sources: sources, log: log,
 		logs:    newRateLog(cfg.LogEvery),
 		buffers: jdwp.NewBuffers(cfg.ReportBuffers, cfg.ReportsInFlight),
+		allocs:  newAllocArrays(cfg.ReportBuffers),
 		servers: map[string]*serverEntry{},
 		devices: map[string]*deviceEntry{},
 		apps:    map[appKey]*appEntry{},
@@ -540,6 +542,7 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, pid
 			Config:  d.cfg.Session,
 			Slots:   slots,
 			Buffers: d.buffers,
+			allocs:  d.allocs,
 			Log:     log,
 		}
 		began := time.Now()

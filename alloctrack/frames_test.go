@@ -148,3 +148,86 @@ func TestPutUTF16(t *testing.T) {
 		}
 	}
 }
+
+// TestParseReusing checks that a parse into a reused array gives the same
+// report as a fresh one, uses the array only when it is large enough, and
+// that stale contents do not leak into the result.
+func TestParseReusing(t *testing.T) {
+	p, err := Encode(sampleReport(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Parse(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := make([]Allocation, 10)
+	for i := range stale {
+		stale[i] = Allocation{Size: 999, Depth: 200, off: 1 << 30}
+	}
+	got, err := ParseReusing(p, stale[:7])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameRecords(got, want) || &got.Allocations[0] != &stale[0] {
+		t.Fatalf("reused parse differs or did not use the array: %+v", got.Allocations)
+	}
+	small := make([]Allocation, 1)
+	got, err = ParseReusing(p, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameRecords(got, want) || &got.Allocations[0] == &small[0] {
+		t.Fatal("a too-small array was used")
+	}
+}
+
+func TestAllocArrays(t *testing.T) {
+	var none *allocArrays
+	none.put(make([]Allocation, 4096))
+	if none.get() != nil {
+		t.Fatal("nil pool returned an array")
+	}
+	p := newAllocArrays(2)
+	p.put(make([]Allocation, 10)) // too small to keep
+	if p.get() != nil {
+		t.Fatal("kept a tiny array")
+	}
+	a, b, c := make([]Allocation, 2000), make([]Allocation, 3000), make([]Allocation, 4000)
+	p.put(a)
+	p.put(b)
+	p.put(c) // beyond keep
+	if got := p.get(); cap(got) != 3000 || len(got) != 0 {
+		t.Fatalf("got cap %d len %d", cap(got), len(got))
+	}
+	if got := p.get(); cap(got) != 2000 {
+		t.Fatalf("got cap %d", cap(got))
+	}
+	if p.get() != nil {
+		t.Fatal("more arrays than were kept")
+	}
+}
+
+func BenchmarkParseMaxReusing(b *testing.B) {
+	p := maxReport(b)
+	allocs := make([]Allocation, MaxEntries)
+	b.SetBytes(int64(len(p)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseReusing(p, allocs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkParseMaxLargeTablesReusing(b *testing.B) {
+	p := maxReportLargeTables(b)
+	allocs := make([]Allocation, MaxEntries)
+	b.SetBytes(int64(len(p)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseReusing(p, allocs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

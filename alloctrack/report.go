@@ -225,7 +225,13 @@ func perr(off int, format string, args ...any) error {
 // entries only when they are exactly a multiple of 65,536 whole entries
 // ending at strings_offset (Dalvik 4.4's wrapped u16 count); otherwise they
 // are a gap, skipped as ddmlib 25.2.2 skips it and counted in GapBytes.
-func Parse(b []byte) (*Report, error) {
+func Parse(b []byte) (*Report, error) { return ParseReusing(b, nil) }
+
+// ParseReusing is Parse, storing the allocations in allocs' array when it
+// is large enough (allocs' contents do not matter). A daemon that parses a
+// report every window passes the array of a report it has finished with,
+// rather than have each parse allocate and clear up to 1 MiB.
+func ParseReusing(b []byte, allocs []Allocation) (*Report, error) {
 	if len(b) < HeaderLen {
 		return nil, perr(0, "header: payload of %d bytes is shorter than the %d-byte header", len(b), HeaderLen)
 	}
@@ -267,7 +273,7 @@ func Parse(b []byte) (*Report, error) {
 	}
 	r.TrailingBytes = len(b) - off
 
-	if err := r.decodeEntries(b, nClasses, nMethods, nFiles); err != nil {
+	if err := r.decodeEntries(b, nClasses, nMethods, nFiles, allocs); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -286,11 +292,15 @@ func Parse(b []byte) (*Report, error) {
 // future VM may add: they are skipped, as ddmlib 25.2.2 skips them (it
 // reads entry_count entries and then jumps to strings_offset), and counted
 // in GapBytes.
-func (r *Report) decodeEntries(b []byte, nClasses, nMethods, nFiles int) error {
+func (r *Report) decodeEntries(b []byte, nClasses, nMethods, nFiles int, allocs []Allocation) error {
 	pos, end := r.HeaderLen, r.StringsOffset
 	ehl, fl := r.EntryHeaderLen, r.FrameLen
 	// A payload cannot hold more entries than its bytes allow.
-	r.Allocations = make([]Allocation, 0, min(r.DeclaredCount, (end-pos)/ehl))
+	if n := min(r.DeclaredCount, (end-pos)/ehl); cap(allocs) >= n && allocs != nil {
+		r.Allocations = allocs[:0]
+	} else {
+		r.Allocations = make([]Allocation, 0, n)
+	}
 	r.frames, r.stride = b, fl
 	nc, nm, nf := uint64(nClasses), uint64(nMethods), uint64(nFiles)
 	frames := 0

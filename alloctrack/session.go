@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"syscall"
 	"time"
 
@@ -89,6 +90,9 @@ type Session struct {
 	// once the window is counted, so OnWindow must not keep the Window,
 	// its Raw or its Report.
 	Buffers *jdwp.Buffers
+	// allocs, if set (with Buffers), lends and takes back the arrays
+	// reports' allocations are parsed into.
+	allocs *allocArrays
 	// Stop, when closed, ends the session gracefully: one last report is
 	// fetched for the window under way, then tracking is turned off and
 	// Run returns nil. Cancelling Run's context instead drops that window.
@@ -247,6 +251,9 @@ func (s *Session) Run(ctx context.Context) (err error) {
 			// Nothing refers to the payload any more: Add keeps no part
 			// of a report.
 			s.Buffers.Put(w.Raw)
+			if w.Report != nil {
+				s.allocs.put(w.Report.Allocations)
+			}
 			w.Raw, w.Report = nil, nil
 		}
 		if last {
@@ -344,7 +351,7 @@ func (s *Session) cycle(ctx context.Context, c *ddms.Client, cfg SessionConfig, 
 		return nil, err
 	}
 	w := &Window{End: t0, RTT: s.now().Sub(t0), Raw: raw}
-	w.Report, w.ParseErr = Parse(raw)
+	w.Report, w.ParseErr = ParseReusing(raw, s.allocs.get())
 	return w, nil
 }
 
@@ -370,4 +377,44 @@ func (s *Session) disable(ctx context.Context, c *ddms.Client, cfg SessionConfig
 func closedByPeer(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.ErrClosedPipe) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// allocArrays keeps the allocation arrays of counted reports, at most keep
+// of them, for the next reports' parses. A nil *allocArrays keeps none.
+type allocArrays struct {
+	mu   sync.Mutex
+	free [][]Allocation
+	keep int
+}
+
+func newAllocArrays(keep int) *allocArrays { return &allocArrays{keep: keep} }
+
+// get returns a free array (nil if there is none); its contents are stale.
+func (p *allocArrays) get() []Allocation {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.free)
+	if n == 0 {
+		return nil
+	}
+	a := p.free[n-1]
+	p.free[n-1] = nil
+	p.free = p.free[:n-1]
+	return a
+}
+
+// put takes back an array nothing refers to any more. Arrays too small to
+// be worth keeping are dropped, and so are any beyond keep.
+func (p *allocArrays) put(a []Allocation) {
+	if p == nil || cap(a) < 1024 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.free) < p.keep {
+		p.free = append(p.free, a[:0])
+	}
 }
