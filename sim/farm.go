@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+
+	"github.com/alloctrack/alloctrack/alloctrack"
 )
 
 // FarmConfig describes a set of simulated devices and apps.
@@ -188,6 +190,16 @@ func (f *Farm) Truth(serial, pkg string) (allocated, reported Counts) {
 		merge(&reported, vm.TotalReported())
 	}
 	return allocated, reported
+}
+
+// InDoubt lists the reports of the package's processes on the device that
+// the transport may have lost (see VM.InDoubt).
+func (f *Farm) InDoubt(serial, pkg string) []alloctrack.Count {
+	var out []alloctrack.Count
+	for _, vm := range f.VMs(serial, pkg) {
+		out = append(out, vm.InDoubt()...)
+	}
+	return out
 }
 
 func merge(dst *Counts, src Counts) {

@@ -40,6 +40,16 @@ func (t *truthAcc) add(site uint32, size uint32) {
 
 func (t *truthAcc) reset() { clear(t.sites) }
 
+// total sums every site.
+func (t *truthAcc) total() alloctrack.Count {
+	var c alloctrack.Count
+	for _, s := range t.sites {
+		c.Allocations += s.Allocations
+		c.Bytes += s.Bytes
+	}
+	return c
+}
+
 func (t *truthAcc) addAll(o *truthAcc) {
 	for i, c := range o.sites {
 		t.sites[i].Allocations += c.Allocations

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -131,9 +132,16 @@ type VM struct {
 	windows        []Truth
 	total          *truthAcc
 	closedReported *truthAcc // Reported of every closed window
-	killed         chan struct{}
-	trace          []string // the newest requests, oldest first
-	vmPacketID     uint32   // id of the VM's next packet of its own (WAIT, APNM)
+	// unconfirmed is the last report sent on the connection until the
+	// client's next REAL or REAQ shows it arrived (the daemon asks
+	// nothing more of a session before a report's reply is in); inDoubt
+	// holds the reports still unconfirmed when their connection ended:
+	// the client may or may not have received them.
+	unconfirmed *alloctrack.Count
+	inDoubt     []alloctrack.Count
+	killed      chan struct{}
+	trace       []string // the newest requests, oldest first
+	vmPacketID  uint32   // id of the VM's next packet of its own (WAIT, APNM)
 
 	hps        *hpStacks          // heapprofd call stacks (Android 12+)
 	hp         *hpSampler         // while a heapprofd session profiles the VM
@@ -543,6 +551,10 @@ func (vm *VM) ServeJDWP(c net.Conn) {
 		if vm.client == c {
 			vm.client = nil
 		}
+		if vm.unconfirmed != nil {
+			vm.inDoubt = append(vm.inDoubt, *vm.unconfirmed)
+			vm.unconfirmed = nil
+		}
 		vm.mu.Unlock()
 		c.Close()
 		for range in {
@@ -636,6 +648,9 @@ func (vm *VM) handle(c net.Conn, p *jdwp.Packet, at time.Time) bool {
 	vm.mu.Lock()
 	vm.advanceLocked(time.Now())
 	vm.stats.Chunks[ch.Type.String()]++
+	if ch.Type == ddms.REAL || ch.Type == ddms.REAQ {
+		vm.unconfirmed = nil // the client has the last report
+	}
 	if ch.Type == ddms.REAE && len(ch.Data) == 1 {
 		vm.traceLocked(fmt.Sprintf("REAE %d", ch.Data[0]))
 	} else {
@@ -758,6 +773,11 @@ func (vm *VM) serveREAL(c net.Conn, id uint32) bool {
 		vm.stats.ReportsSent++
 		vm.stats.AllocationsAtLastReport = vm.stats.Allocations
 	}
+	var sent *alloctrack.Count
+	if vm.tracking && !corrupt && !truncate && !drop {
+		t := vm.reported.total()
+		sent = &t
+	}
 	vm.mu.Unlock()
 
 	switch {
@@ -779,5 +799,23 @@ func (vm *VM) serveREAL(c net.Conn, id uint32) bool {
 		vm.wmu.Unlock()
 		return false
 	}
-	return vm.writeChunk(c, id, true, ddms.REAL, report) == nil
+	if err := vm.writeChunk(c, id, true, ddms.REAL, report); err != nil {
+		return false
+	}
+	if sent != nil {
+		vm.mu.Lock()
+		vm.unconfirmed = sent
+		vm.mu.Unlock()
+	}
+	return true
+}
+
+// InDoubt lists the reports (their allocations and bytes) the VM sent
+// whose connection ended before the client asked anything more: they were
+// counted as reported, but the transport may have lost them, as it does
+// when a cable is pulled or the adb server dies with a report on its way.
+func (vm *VM) InDoubt() []alloctrack.Count {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	return slices.Clone(vm.inDoubt)
 }

@@ -512,3 +512,56 @@ func TestTimedWorkloadIsDeterministicPerSite(t *testing.T) {
 		t.Fatalf("%d allocations in 100 ms at 20000/s", n)
 	}
 }
+
+// TestReportsInDoubt: a report is confirmed by the client's next REAL or
+// REAQ on the same connection; one still unconfirmed when the connection
+// ends is listed in InDoubt with its counts.
+func TestReportsInDoubt(t *testing.T) {
+	d, vm := newTestDevice(t, 30, AppConfig{})
+	c, conn := dial(t, d, vm.PID())
+	ctx := ctx5(t)
+	r := trackedWindow(t, ctx, c, vm, 300) // REAL, then nothing more
+	vm.Allocate(50)
+	// The next REAL confirms the first report; the second is left in doubt.
+	payload, err := c.Allocations(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := alloctrack.Parse(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vm.InDoubt()) != 0 {
+		t.Fatalf("in doubt while connected: %v", vm.InDoubt())
+	}
+	conn.Close()
+	waitFor(t, func() bool { return !vm.Connected() })
+	want := alloctrack.Count{Allocations: uint64(len(r2.Allocations)), Bytes: r2.TotalBytes()}
+	if got := vm.InDoubt(); len(got) != 1 || got[0] != want || want.Allocations != 350 || len(r.Allocations) != 300 {
+		t.Fatalf("in doubt %v, want [%v] (first report %d allocations)", got, want, len(r.Allocations))
+	}
+
+	// A REAQ after the last report confirms it.
+	c, conn = dial(t, d, vm.PID())
+	if _, err := c.Allocations(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AllocTracking(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	waitFor(t, func() bool { return !vm.Connected() })
+	if got := vm.InDoubt(); len(got) != 1 {
+		t.Fatalf("in doubt %v after a confirmed report", got)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
