@@ -47,7 +47,7 @@ fuzz:
 # with benchstat).
 BENCHCOUNT ?= 5
 bench:
-	$(GO) test ./alloctrack -run '^$$' -bench '^Benchmark(Parse(Max|MaxLargeTables|Real)|CountersAdd)$$' -benchmem -count $(BENCHCOUNT)
+	$(GO) test ./alloctrack -run '^$$' -bench '^Benchmark(Parse(Max|MaxLargeTables|Real)(Reusing)?|CountersAdd)$$' -benchmem -count $(BENCHCOUNT)
 	$(GO) test ./exporter   -run '^$$' -bench '^BenchmarkMetricsRender$$' -benchmem -count $(BENCHCOUNT)
 
 # Parse speed against Google's ddmlib (needs a JDK and libandroid-ddms-java).

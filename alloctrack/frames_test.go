@@ -231,3 +231,15 @@ func BenchmarkParseMaxLargeTablesReusing(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkParseRealReusing(b *testing.B) {
+	p := readReal(b)
+	allocs := make([]Allocation, MaxEntries)
+	b.SetBytes(int64(len(p)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseReusing(p, allocs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

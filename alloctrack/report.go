@@ -7,6 +7,7 @@ import (
 	"iter"
 	"math"
 	"math/bits"
+	"slices"
 	"strings"
 	"unicode/utf8"
 	"unsafe"
@@ -565,33 +566,37 @@ func readTable(b []byte, off, count int, what string) (raw, dotted []string, nex
 	// text is never written again: its strings can share it.
 	all := unsafe.String(unsafe.SliceData(text), len(text))
 	raw = make([]string, count)
-	dotted = make([]string, count)
-	var dots []byte
-	var dotEnds []int32 // end in dots of each changed string; -1 unchanged
 	start := 0
 	for i, e := range ends {
-		s := all[start:e]
-		raw[i] = s
+		raw[i] = all[start:e]
 		start = int(e)
-		if d, ok := dotForm(s); ok {
-			if d != "" {
-				dotted[i] = d // a primitive's name: a constant
-				continue
-			}
-			if dotEnds == nil {
-				// Room for the rest of the table, dotted; a few array
-				// names grow ("[I" is "int[]").
-				dots = make([]byte, 0, len(text)-start+len(s)+64)
-				dotEnds = make([]int32, count)
-				for j := range dotEnds {
-					dotEnds[j] = -1
-				}
-			}
-			dots = appendDotted(dots, s)
-			dotEnds[i] = int32(len(dots))
+	}
+	// The dotted table shares raw's array unless a name changes (method
+	// and file tables seldom have one that does).
+	dotted = raw
+	var dots []byte
+	var dotEnds []int32 // end in dots of each changed string; -1 unchanged
+	for i, s := range raw {
+		d, ok := dotForm(s)
+		if !ok {
 			continue
 		}
-		dotted[i] = s
+		if dotEnds == nil {
+			dotted = slices.Clone(raw)
+			// Room for the rest of the table, dotted; a few array names
+			// grow ("[I" is "int[]").
+			dots = make([]byte, 0, len(text)-int(ends[i])+len(s)+64)
+			dotEnds = make([]int32, count)
+			for j := range dotEnds {
+				dotEnds[j] = -1
+			}
+		}
+		if d != "" {
+			dotted[i] = d // a primitive's name: a constant
+			continue
+		}
+		dots = appendDotted(dots, s)
+		dotEnds[i] = int32(len(dots))
 	}
 	if dotEnds != nil {
 		allDots := unsafe.String(unsafe.SliceData(dots), len(dots))
@@ -633,17 +638,6 @@ func putUTF16(dst []byte, k int, b []byte) int {
 	}
 	for ; i < n; i++ {
 		u := uint32(bits.ReverseBytes16(*(*uint16)(unsafe.Add(src, 2*i))))
-		if u < 0x80 && i+4 <= n {
-			// Back in ASCII, perhaps for four units or more.
-			v := bits.ReverseBytes64(*(*uint64)(unsafe.Add(src, 2*i)))
-			if v&0xff80ff80ff80ff80 == 0 {
-				v = (v | v>>8) & 0x0000ffff0000ffff
-				*(*uint32)(unsafe.Add(out, o)) = bits.ReverseBytes32(uint32(v | v>>16))
-				o += 4
-				i += 3
-				continue
-			}
-		}
 		if u-0xd800 < 0x800 {
 			// A surrogate: joined with the next unit if they pair.
 			if u < 0xdc00 && i+1 < n {
