@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/alloctrack/alloctrack/sim"
@@ -39,13 +38,13 @@ func heapprofd(args []string) error {
 		return err
 	}
 	listen := fmt.Sprintf("127.0.0.1:%d", *port)
-	cmd, stop, err := startDaemon(addr.String(), listen, *window, "--backend", "heapprofd", "--heapprofd.sampling-interval", strconv.Itoa(*interval))
+	d, err := startDaemon(addr.String(), listen, *window, "--backend", "heapprofd", "--heapprofd.sampling-interval", strconv.Itoa(*interval))
 	if err != nil {
 		return err
 	}
-	defer stop()
+	defer d.stop()
 	fmt.Printf("heapprofd: %d devices x %d apps (API 31/33) at %.0f allocations/s each, window %v, interval %d, for %v; daemon pid %d\n",
-		*devices, *apps, *rate, *window, *interval, *duration, cmd.Process.Pid)
+		*devices, *apps, *rate, *window, *interval, *duration, d.pid())
 	start := time.Now()
 	time.Sleep(*duration)
 	var vms []*sim.VM
@@ -58,7 +57,7 @@ func heapprofd(args []string) error {
 	// Two windows: the paused apps' last samples are dumped and read.
 	time.Sleep(2**window + time.Second)
 	elapsed := time.Since(start)
-	cpu, hwm, err := procStat(cmd.Process.Pid)
+	cpu, hwm, err := procStat(d.pid())
 	if err != nil {
 		return err
 	}
@@ -66,8 +65,7 @@ func heapprofd(args []string) error {
 	if err != nil {
 		return err
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	werr := cmd.Wait()
+	werr := d.terminate()
 
 	var allocated, allocBytes, sampled uint64
 	for _, vm := range vms {

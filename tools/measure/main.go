@@ -158,17 +158,17 @@ func load(args []string) error {
 		return err
 	}
 	listen := fmt.Sprintf("127.0.0.1:%d", *port)
-	cmd, stop, err := startDaemon(addr.String(), listen, *window, strings.Fields(*extra)...)
+	d, err := startDaemon(addr.String(), listen, *window, strings.Fields(*extra)...)
 	if err != nil {
 		return err
 	}
-	defer stop()
+	defer d.stop()
 	fmt.Printf("load: %d devices x %d apps at %.0f allocations/s each, window %v, for %v; daemon pid %d %s\n",
-		*devices, *apps, *rate, *window, *duration, cmd.Process.Pid, *extra)
+		*devices, *apps, *rate, *window, *duration, d.pid(), *extra)
 	start := time.Now()
 	time.Sleep(*duration)
 	elapsed := time.Since(start)
-	cpu, hwm, err := procStat(cmd.Process.Pid)
+	cpu, hwm, err := procStat(d.pid())
 	if err != nil {
 		return err
 	}
@@ -198,8 +198,7 @@ func load(args []string) error {
 	}
 	slices.Sort(times)
 	s, counted := metricsSummary(listen)
-	cmd.Process.Signal(syscall.SIGTERM)
-	werr := cmd.Wait()
+	werr := d.terminate()
 	fmt.Printf("daemon CPU time %v over %v (%.1f%% of one core); peak RSS %.1f MiB\n",
 		cpu.Round(10*time.Millisecond), elapsed.Round(time.Second), 100*cpu.Seconds()/elapsed.Seconds(), float64(hwm)/(1<<20))
 	fmt.Printf("/metrics: %d series, %d bytes; render median %v, max %v over %d fetches\n",
@@ -228,20 +227,67 @@ func metricsSummary(listen string) (string, float64) {
 		sums["alloctrack_windows_total"], sums["alloctrack_overflowed_windows_total"], sums["alloctrack_app_allocations_total"], sums["alloctrack_report_bytes_total"]), sums["alloctrack_app_allocations_total"]
 }
 
+// daemon is a running `alloctrack serve`.
+type daemon struct {
+	cmd  *exec.Cmd
+	bin  string
+	done chan struct{} // closed when the process has exited
+	err  error         // its exit status, once done is closed
+}
+
 // startDaemon builds alloctrack and starts `serve` against an adb server,
 // listening on listen, with window and more flags; its errors go to
-// standard error. stop kills it (if still running) and removes the binary.
-func startDaemon(adbAddr, listen string, window time.Duration, flags ...string) (cmd *exec.Cmd, stop func(), err error) {
+// standard error. It returns once the daemon answers /-/healthy, so that
+// the first scrape does not race its start.
+func startDaemon(adbAddr, listen string, window time.Duration, flags ...string) (*daemon, error) {
 	bin := filepath.Join(os.TempDir(), fmt.Sprintf("alloctrack-measure-%d", os.Getpid()))
 	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/alloctrack").CombinedOutput(); err != nil {
-		return nil, nil, fmt.Errorf("building the daemon: %v\n%s", err, out)
+		return nil, fmt.Errorf("building the daemon: %v\n%s", err, out)
 	}
-	cmd = exec.Command(bin, append([]string{"serve", "--adb.address", adbAddr, "--web.listen-address", listen,
+	d := &daemon{bin: bin, done: make(chan struct{})}
+	d.cmd = exec.Command(bin, append([]string{"serve", "--adb.address", adbAddr, "--web.listen-address", listen,
 		"--window", window.String(), "--log.level", "warn"}, flags...)...)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
+	d.cmd.Stderr = os.Stderr
+	if err := d.cmd.Start(); err != nil {
 		os.Remove(bin)
-		return nil, nil, err
+		return nil, err
 	}
-	return cmd, func() { cmd.Process.Kill(); os.Remove(bin) }, nil
+	go func() { d.err = d.cmd.Wait(); close(d.done) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + listen + "/-/healthy")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return d, nil
+			}
+		}
+		select {
+		case <-d.done:
+			os.Remove(bin)
+			return nil, fmt.Errorf("the daemon exited before answering on %s: %v", listen, d.err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			d.stop()
+			return nil, fmt.Errorf("the daemon did not answer http://%s/-/healthy within 30s", listen)
+		}
+	}
+}
+
+// pid is the daemon's process id.
+func (d *daemon) pid() int { return d.cmd.Process.Pid }
+
+// terminate sends SIGTERM and returns the exit status.
+func (d *daemon) terminate() error {
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	<-d.done
+	return d.err
+}
+
+// stop kills the daemon if it still runs and removes its binary.
+func (d *daemon) stop() {
+	d.cmd.Process.Kill()
+	<-d.done
+	os.Remove(d.bin)
 }

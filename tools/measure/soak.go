@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
@@ -73,15 +72,19 @@ func soak(args []string) error {
 	defer func() { host.Close() }()
 
 	listen := fmt.Sprintf("127.0.0.1:%d", *port)
-	cmd, stop, err := startDaemon(addr.String(), listen, *window)
+	d, err := startDaemon(addr.String(), listen, *window)
 	if err != nil {
 		return err
 	}
-	defer stop()
-	pid := cmd.Process.Pid
+	defer d.stop()
+	pid := d.pid()
 	fmt.Printf("soak: %d devices x (%d apps + %d that come and go) at the start, %.0f allocations/s each, window %v, a farm event every %v, adb server restart every %v, for %v; daemon pid %d\n",
 		*devices, *apps, *names, *rate, *window, *every, *adbRestart, *duration, pid)
-	fmt.Printf("%6s %9s %9s %10s %5s %7s %5s %8s  %s\n", "minute", "RSS MiB", "HWM MiB", "goroutines", "fds", "series", "apps", "CPU s", "events")
+	// The heap goal is where the collector's next cycle starts: about
+	// twice the heap live after the last one (GOGC=100), less when the
+	// memory limit binds. A flat goal with a moving RSS is the
+	// collector's timing, not memory kept.
+	fmt.Printf("%6s %9s %9s %9s %10s %5s %7s %5s %8s  %s\n", "minute", "RSS MiB", "HWM MiB", "goal MiB", "goroutines", "fds", "series", "apps", "CPU s", "events")
 
 	rng := rand.New(rand.NewPCG(*seed, 7))
 	var (
@@ -232,8 +235,8 @@ func soak(args []string) error {
 				rssFrom5 = append(rssFrom5, float64(rss))
 			}
 			rssLast = rss
-			row := fmt.Sprintf("%6d %9.1f %9.1f %10.0f %5d %7d %5d %8.1f  %v", minute, float64(rss)/(1<<20), float64(hwm)/(1<<20),
-				m.gauges["go_goroutines"], len(fds), m.series, len(alive()), cpu.Seconds(), fmtEvents(events))
+			row := fmt.Sprintf("%6d %9.1f %9.1f %9.1f %10.0f %5d %7d %5d %8.1f  %v", minute, float64(rss)/(1<<20), float64(hwm)/(1<<20),
+				m.gauges["go_memstats_next_gc_bytes"]/(1<<20), m.gauges["go_goroutines"], len(fds), m.series, len(alive()), cpu.Seconds(), fmtEvents(events))
 			rows = append(rows, row)
 			fmt.Println(row)
 		}
@@ -321,8 +324,7 @@ func soak(args []string) error {
 		}
 		fmt.Println("  " + d)
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	fmt.Printf("after SIGTERM: daemon exit %v\n", cmd.Wait())
+	fmt.Printf("after SIGTERM: daemon exit %v\n", d.terminate())
 	return nil
 }
 
