@@ -110,10 +110,16 @@ type DaemonConfig struct {
 	// again (at 64 saturated apps that cost about a tenth of the daemon's
 	// CPU).
 	ReportBuffers int
-	BackoffMin    time.Duration // first retry delay (default 1 s)
-	BackoffMax    time.Duration // retry delay cap (default 1 min)
-	Reprobe       time.Duration // re-probe of an unsupported app (default 30 min)
-	LogEvery      time.Duration // identical errors are logged at most this often (default 1 min)
+	// ReportBufferIdle is how long a free report buffer (and a free
+	// entry array) is kept unused before it is dropped (default three
+	// windows): after a burst, such as every app reporting at once when
+	// an adb server restarts, the daemon goes back to holding what the
+	// steady load uses.
+	ReportBufferIdle time.Duration
+	BackoffMin       time.Duration // first retry delay (default 1 s)
+	BackoffMax       time.Duration // retry delay cap (default 1 min)
+	Reprobe          time.Duration // re-probe of an unsupported app (default 30 min)
+	LogEvery         time.Duration // identical errors are logged at most this often (default 1 min)
 	// Backend picks how apps are watched: BackendDDM (default) for
 	// every app; BackendHeapprofd for every app; BackendAuto for DDM
 	// below API 31 and heapprofd from API 31 (Android 12) on.
@@ -151,6 +157,11 @@ func (c *DaemonConfig) fill() {
 	}
 	if c.ReportBuffers <= 0 {
 		c.ReportBuffers = c.ReportsInFlight
+	}
+	if c.ReportBufferIdle <= 0 {
+		sc := c.Session
+		sc.fill()
+		c.ReportBufferIdle = 3 * sc.Window
 	}
 	if c.BackoffMin <= 0 {
 		c.BackoffMin = time.Second
@@ -220,11 +231,13 @@ func NewDaemon(cfg DaemonConfig, sources []Source, log *zap.Logger) *Daemon {
 	if log == nil {
 		log = zap.NewNop()
 	}
+	buffers := jdwp.NewBuffers(cfg.ReportBuffers, cfg.ReportsInFlight)
+	buffers.SetIdle(cfg.ReportBufferIdle)
 	return &Daemon{
 		cfg: cfg, sources: sources, log: log,
 		logs:    newRateLog(cfg.LogEvery),
-		buffers: jdwp.NewBuffers(cfg.ReportBuffers, cfg.ReportsInFlight),
-		allocs:  newAllocArrays(cfg.ReportBuffers),
+		buffers: buffers,
+		allocs:  newAllocArrays(cfg.ReportBuffers, cfg.ReportBufferIdle),
 		servers: map[string]*serverEntry{},
 		devices: map[string]*deviceEntry{},
 		apps:    map[appKey]*appEntry{},

@@ -380,14 +380,40 @@ func closedByPeer(err error) bool {
 }
 
 // allocArrays keeps the allocation arrays of counted reports, at most keep
-// of them, for the next reports' parses. A nil *allocArrays keeps none.
+// of them, for the next reports' parses, and drops one no parse has taken
+// for idle (0: never). A nil *allocArrays keeps none.
 type allocArrays struct {
 	mu   sync.Mutex
-	free [][]Allocation
+	free []freeAllocs
 	keep int
+	idle time.Duration
+	now  func() time.Time
 }
 
-func newAllocArrays(keep int) *allocArrays { return &allocArrays{keep: keep} }
+type freeAllocs struct {
+	a     []Allocation
+	since time.Time // when it was given back
+}
+
+func newAllocArrays(keep int, idle time.Duration) *allocArrays {
+	return &allocArrays{keep: keep, idle: idle, now: time.Now}
+}
+
+// trimLocked drops the arrays free for idle or longer.
+func (p *allocArrays) trimLocked() {
+	if p.idle <= 0 {
+		return
+	}
+	now := p.now()
+	kept := p.free[:0]
+	for _, f := range p.free {
+		if now.Sub(f.since) < p.idle {
+			kept = append(kept, f)
+		}
+	}
+	clear(p.free[len(kept):])
+	p.free = kept
+}
 
 // get returns a free array (nil if there is none); its contents are stale.
 func (p *allocArrays) get() []Allocation {
@@ -396,12 +422,13 @@ func (p *allocArrays) get() []Allocation {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.trimLocked()
 	n := len(p.free)
 	if n == 0 {
 		return nil
 	}
-	a := p.free[n-1]
-	p.free[n-1] = nil
+	a := p.free[n-1].a
+	p.free[n-1] = freeAllocs{}
 	p.free = p.free[:n-1]
 	return a
 }
@@ -414,7 +441,8 @@ func (p *allocArrays) put(a []Allocation) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.trimLocked()
 	if len(p.free) < p.keep {
-		p.free = append(p.free, a[:0])
+		p.free = append(p.free, freeAllocs{a[:0], p.now()})
 	}
 }

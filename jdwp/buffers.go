@@ -1,6 +1,9 @@
 package jdwp
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // MinPooledPacket is the smallest packet data a Buffers recycles: below it
 // a fresh allocation is cheap.
@@ -13,22 +16,73 @@ const MinPooledPacket = 64 << 10
 // allocates for a large packet's data, so memory for packets being read
 // stays bounded however many peers send at the same time. One Buffers may
 // serve many connections; it is safe for concurrent use. It keeps at most
-// a fixed number of free buffers, the largest ones.
+// a fixed number of free buffers, the largest ones, and (see SetIdle) only
+// as long as they are used.
 type Buffers struct {
 	mu      sync.Mutex
 	keep    int
-	free    [][]byte
+	free    []freeBuffer
 	reading chan struct{} // one token per large packet being read
+
+	idle  time.Duration // a free buffer unused this long is dropped (0: never)
+	now   func() time.Time
+	timer *time.Timer // pending trim while buffers are free and idle > 0
+}
+
+type freeBuffer struct {
+	b     []byte
+	since time.Time // when it was given back
 }
 
 // NewBuffers returns a Buffers that keeps at most keep free buffers and
 // lets at most readers large packets be read at once (0: no bound).
 func NewBuffers(keep, readers int) *Buffers {
-	b := &Buffers{keep: keep}
+	b := &Buffers{keep: keep, now: time.Now}
 	if readers > 0 {
 		b.reading = make(chan struct{}, readers)
 	}
 	return b
+}
+
+// SetIdle makes b drop a free buffer that no packet has taken for d (0,
+// the default: keep free buffers for ever). A burst of concurrent reads,
+// such as every app of a farm reporting at once after its adb server
+// restarts, then does not leave more memory held than the steady load
+// uses. Free buffers are checked when buffers are taken and given back,
+// and by a timer while any are free.
+func (b *Buffers) SetIdle(d time.Duration) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.idle = d
+	b.trimLocked()
+}
+
+// trimLocked drops the buffers free for longer than idle and, if some
+// are left, makes sure a timer will look again.
+func (b *Buffers) trimLocked() {
+	if b.idle <= 0 {
+		return
+	}
+	now := b.now()
+	kept := b.free[:0]
+	for _, f := range b.free {
+		if now.Sub(f.since) < b.idle {
+			kept = append(kept, f)
+		}
+	}
+	clear(b.free[len(kept):])
+	b.free = kept
+	if len(b.free) > 0 && b.timer == nil {
+		b.timer = time.AfterFunc(b.idle, func() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			b.timer = nil
+			b.trimLocked()
+		})
+	}
 }
 
 // acquire waits for a turn to read a large packet of n bytes; it returns
@@ -59,9 +113,10 @@ func (b *Buffers) get(n int) []byte {
 		return make([]byte, n)
 	}
 	b.mu.Lock()
+	b.trimLocked()
 	best := -1
 	for i, f := range b.free {
-		if cap(f) >= n && (best < 0 || cap(f) < cap(b.free[best])) {
+		if cap(f.b) >= n && (best < 0 || cap(f.b) < cap(b.free[best].b)) {
 			best = i
 		}
 	}
@@ -71,9 +126,9 @@ func (b *Buffers) get(n int) []byte {
 		// of about this size (reports vary from window to window).
 		return make([]byte, n, (n+n/8+MinPooledPacket-1)/MinPooledPacket*MinPooledPacket)
 	}
-	f := b.free[best]
+	f := b.free[best].b
 	b.free[best] = b.free[len(b.free)-1]
-	b.free[len(b.free)-1] = nil
+	b.free[len(b.free)-1] = freeBuffer{}
 	b.free = b.free[:len(b.free)-1]
 	b.mu.Unlock()
 	return f[:n]
@@ -89,18 +144,20 @@ func (b *Buffers) Put(p []byte) {
 	p = p[:0]
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	defer b.trimLocked()
+	f := freeBuffer{p, b.now()}
 	if len(b.free) < b.keep {
-		b.free = append(b.free, p)
+		b.free = append(b.free, f)
 		return
 	}
 	small := -1
-	for i, f := range b.free {
-		if cap(f) < cap(p) && (small < 0 || cap(f) < cap(b.free[small])) {
+	for i, g := range b.free {
+		if cap(g.b) < cap(p) && (small < 0 || cap(g.b) < cap(b.free[small].b)) {
 			small = i
 		}
 	}
 	if small >= 0 {
-		b.free[small] = p
+		b.free[small] = f
 	}
 }
 

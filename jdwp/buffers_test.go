@@ -112,3 +112,45 @@ func TestBuffersBoundReaders(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// SetIdle: a free buffer unused for the idle time is dropped when buffers
+// are taken or given back, and by the timer when nothing else happens.
+func TestBuffersIdle(t *testing.T) {
+	b := NewBuffers(4, 0)
+	now := time.Unix(1000, 0)
+	b.mu.Lock()
+	b.now = func() time.Time { return now }
+	b.mu.Unlock()
+	b.SetIdle(time.Hour) // the timer must not fire during this part
+	old, fresh := make([]byte, 2*MinPooledPacket), make([]byte, 3*MinPooledPacket)
+	b.Put(old)
+	now = now.Add(40 * time.Minute)
+	b.Put(fresh)
+	now = now.Add(20 * time.Minute) // old: free an hour; fresh: 20 minutes
+	if got := b.get(MinPooledPacket); &got[0] != &fresh[0] {
+		t.Fatal("the buffer free for less than the idle time was not the one lent")
+	}
+	if b.Len() != 0 {
+		t.Fatalf("%d free buffers: the one free for the whole idle time was kept", b.Len())
+	}
+	b.Put(fresh)
+	now = now.Add(59 * time.Minute)
+	if got := b.get(MinPooledPacket); &got[0] != &fresh[0] {
+		t.Fatal("a buffer free for less than the idle time was dropped")
+	}
+
+	// With nothing taken or given back, the timer drops idle buffers.
+	b = NewBuffers(4, 0)
+	b.SetIdle(20 * time.Millisecond)
+	b.Put(make([]byte, MinPooledPacket))
+	if b.Len() != 1 {
+		t.Fatalf("%d free buffers, want 1", b.Len())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for b.Len() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("an idle free buffer was still kept 10 s after its idle time of 20 ms")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
