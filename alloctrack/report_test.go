@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"math/rand/v2"
 	"reflect"
 	"runtime"
 	"strings"
@@ -116,6 +117,42 @@ func TestDescriptorToDot(t *testing.T) {
 		if got := DescriptorToDot(in); got != want {
 			t.Errorf("DescriptorToDot(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestAppendDotted checks the parser's word-at-a-time DescriptorToDot
+// against the plain one: every byte value at every position of a word,
+// beside slashes, and random names built from the bytes that matter.
+func TestAppendDotted(t *testing.T) {
+	check := func(s string) {
+		t.Helper()
+		if got, want := string(appendDotted([]byte("prefix"), s)), "prefix"+DescriptorToDot(s); got != want {
+			t.Fatalf("appendDotted(%q) = %q, want %q", s, got, want)
+		}
+	}
+	for c := range 256 {
+		for pos := range 8 {
+			b := []byte("L/////////////////;")
+			b[1+pos] = byte(c)
+			b[9+pos] = byte(c)
+			check(string(b))
+			b = []byte("Labcdefghijklmnopq;")
+			b[1+pos] = byte(c)
+			b[9+pos] = byte(c)
+			check(string(b))
+		}
+	}
+	alphabet := []byte{'/', '/', '.', 'L', ';', '[', 'a', 'Z', 0x00, 0x2e, 0x30, 0x6f, 0xaf, 0xff, 0xc3, 0xa9}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		b := make([]byte, rng.IntN(40))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		if len(b) >= 2 && rng.IntN(2) == 0 {
+			b[0], b[len(b)-1] = 'L', ';'
+		}
+		check(string(b))
 	}
 }
 
