@@ -95,7 +95,9 @@ type Session struct {
 	allocs *allocArrays
 	// Stop, when closed, ends the session gracefully: one last report is
 	// fetched for the window under way, then tracking is turned off and
-	// Run returns nil. Cancelling Run's context instead drops that window.
+	// Run returns nil. Cancelling Run's context instead drops that window,
+	// unless its report was already asked for: that one is still awaited
+	// (for at most DisableTimeout) and counted.
 	Stop <-chan struct{}
 	Log  *zap.Logger
 	now  func() time.Time
@@ -344,9 +346,16 @@ func (s *Session) cycle(ctx context.Context, c *ddms.Client, cfg SessionConfig, 
 			return nil, err
 		}
 	}
-	rctx, cancel := context.WithTimeout(ctx, cfg.ReportTimeout)
+	// The VM builds and sends the report whatever happens here next, so
+	// it is awaited even when ctx ends meanwhile (the pid left the
+	// device's list, the device left, the daemon is stopping): dropping
+	// it would lose records the VM no longer has. Once ctx has ended, the
+	// wait is cut to DisableTimeout, as turning tracking off is.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ReportTimeout)
+	defer cancel()
+	stopGrace := context.AfterFunc(ctx, func() { time.AfterFunc(cfg.DisableTimeout, cancel) })
+	defer stopGrace()
 	raw, err := wait(rctx)
-	cancel()
 	if err != nil {
 		return nil, err
 	}

@@ -276,6 +276,33 @@ func TestSessionHungReportEndsSessionAndDisables(t *testing.T) {
 	}
 }
 
+// A session stopped while a report is on its way (its process left the
+// device's JDWP list, the device left, the daemon is stopping) still waits
+// for that report and counts it: the VM has sent it, and the REAQ that
+// confirms tracking is off tells the VM it arrived.
+func TestSessionStoppedMidReportCountsIt(t *testing.T) {
+	wl := sim.DefaultWorkload()
+	wl.Rate = 5000
+	f := newFixture(t, 30, sim.AppConfig{Workload: wl}, alloctrack.SessionConfig{Window: 50 * time.Millisecond})
+	// Every request is handled 300 ms after it arrives: a window's REAL is
+	// on its way from 50 ms to at least 350 ms after the window before it
+	// was counted.
+	f.vm.SetFaults(sim.Faults{Latency: 300 * time.Millisecond})
+	stop, _ := f.run(t)
+	waitFor(t, "a window", func() bool { return f.windows() >= 1 })
+	time.Sleep(150 * time.Millisecond)
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	got, want := f.counters.Snapshot().Total, f.vm.TotalReported().Total
+	if got != want || got.Allocations == 0 {
+		t.Fatalf("counted %+v, VM reported %+v (%d windows counted; VM trace %q)", got, want, f.windows(), f.vm.Trace())
+	}
+	if f.vm.Tracking() {
+		t.Fatal("tracking left on")
+	}
+}
+
 func TestSessionDroppedConnection(t *testing.T) {
 	f := newFixture(t, 30, sim.AppConfig{}, alloctrack.SessionConfig{Window: 20 * time.Millisecond})
 	f.vm.SetFaults(sim.Faults{DropREAL: 1})
