@@ -65,6 +65,11 @@ func TestDaemonEndToEnd(t *testing.T) {
 
 	// Prometheus has been scraping for a while: its connection is up.
 	goroutines := r.d.goroutines(t)
+	// The heap live after a collection, which tools/measure soak follows
+	// to tell memory held from the collector's headroom.
+	if v, ok := r.d.metrics(t).get("go_gc_heap_live_bytes"); !ok || v <= 0 {
+		t.Errorf("go_gc_heap_live_bytes: %v (exposed: %v), want the live heap", v, ok)
+	}
 	t.Log("phase 2: an app killed and restarted with a new pid")
 	restarted := apps[0]
 	old := r.vm(t, restarted.farmSerial, restarted.pkg)

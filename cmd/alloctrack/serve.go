@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"regexp"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -215,7 +216,11 @@ func (c *serveCmd) run(stderr io.Writer) int {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		versioncollector.NewCollector("alloctrack"),
-		collectors.NewGoCollector(),
+		// The default Go metrics, plus the heap live after the last
+		// collection: RSS and the heap goal move with the collector's
+		// timing, the live heap with what the daemon holds.
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	var viewLinks [][2]string

@@ -80,11 +80,12 @@ func soak(args []string) error {
 	pid := d.pid()
 	fmt.Printf("soak: %d devices x (%d apps + %d that come and go) at the start, %.0f allocations/s each, window %v, a farm event every %v, adb server restart every %v, for %v; daemon pid %d\n",
 		*devices, *apps, *names, *rate, *window, *every, *adbRestart, *duration, pid)
-	// The heap goal is where the collector's next cycle starts: about
-	// twice the heap live after the last one (GOGC=100), less when the
-	// memory limit binds. A flat goal with a moving RSS is the
-	// collector's timing, not memory kept.
-	fmt.Printf("%6s %9s %9s %9s %10s %5s %7s %5s %8s  %s\n", "minute", "RSS MiB", "HWM MiB", "goal MiB", "goroutines", "fds", "series", "apps", "CPU s", "events")
+	// The live heap is what the last collection found reachable (the
+	// median of the minute's scrapes); the heap goal is where the next
+	// cycle starts: about twice that (GOGC=100), less when the memory
+	// limit binds. A flat live heap with a moving RSS is the collector's
+	// timing, not memory kept.
+	fmt.Printf("%6s %9s %9s %9s %9s %10s %5s %7s %5s %8s  %s\n", "minute", "RSS MiB", "HWM MiB", "live MiB", "goal MiB", "goroutines", "fds", "series", "apps", "CPU s", "events")
 
 	rng := rand.New(rand.NewPCG(*seed, 7))
 	var (
@@ -105,6 +106,10 @@ func soak(args []string) error {
 		rss5       int64
 		rssFrom5   []float64 // each minute's median RSS from minute 5
 		rssLast    int64
+		// The heap live after the last collection, from every scrape:
+		// what the daemon holds, without the collector's headroom.
+		liveMinute []float64
+		liveFrom5  []float64
 		rows       []string
 	)
 	alive := func() []*sim.VM {
@@ -120,6 +125,9 @@ func soak(args []string) error {
 			return m, err
 		}
 		scrapes++
+		if v, ok := m.gauges["go_gc_heap_live_bytes"]; ok {
+			liveMinute = append(liveMinute, v)
+		}
 		for k, v := range m.counters {
 			if p, ok := prev[k]; ok && v < p {
 				decreases = append(decreases, fmt.Sprintf("%s: %v then %v", k, p, v))
@@ -226,6 +234,12 @@ func soak(args []string) error {
 				rss = rssMinute[len(rssMinute)/2]
 			}
 			rssMinute = rssMinute[:0]
+			slices.Sort(liveMinute)
+			var live float64
+			if len(liveMinute) > 0 {
+				live = liveMinute[len(liveMinute)/2]
+			}
+			liveMinute = liveMinute[:0]
 			cpu, _, _ := procStat(pid)
 			fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 			if minute == 5 {
@@ -233,10 +247,11 @@ func soak(args []string) error {
 			}
 			if minute >= 5 {
 				rssFrom5 = append(rssFrom5, float64(rss))
+				liveFrom5 = append(liveFrom5, live)
 			}
 			rssLast = rss
-			row := fmt.Sprintf("%6d %9.1f %9.1f %9.1f %10.0f %5d %7d %5d %8.1f  %v", minute, float64(rss)/(1<<20), float64(hwm)/(1<<20),
-				m.gauges["go_memstats_next_gc_bytes"]/(1<<20), m.gauges["go_goroutines"], len(fds), m.series, len(alive()), cpu.Seconds(), fmtEvents(events))
+			row := fmt.Sprintf("%6d %9.1f %9.1f %9.1f %9.1f %10.0f %5d %7d %5d %8.1f  %v", minute, float64(rss)/(1<<20), float64(hwm)/(1<<20),
+				live/(1<<20), m.gauges["go_memstats_next_gc_bytes"]/(1<<20), m.gauges["go_goroutines"], len(fds), m.series, len(alive()), cpu.Seconds(), fmtEvents(events))
 			rows = append(rows, row)
 			fmt.Println(row)
 		}
@@ -313,6 +328,10 @@ func soak(args []string) error {
 		end := at5 + slope*float64(len(rssFrom5)-1)
 		fmt.Printf("RSS trend from minute 5 (least squares over %d minutes): %.1f MiB -> %.1f MiB (%+.1f%%), %+.2f MiB a minute\n",
 			len(rssFrom5), at5/(1<<20), end/(1<<20), 100*(end/at5-1), slope/(1<<20))
+		slope, at5 = fitLine(liveFrom5)
+		end = at5 + slope*float64(len(liveFrom5)-1)
+		fmt.Printf("live heap trend from minute 5 (least squares, each minute's median): %.1f MiB -> %.1f MiB (%+.1f%%), %+.2f MiB a minute\n",
+			at5/(1<<20), end/(1<<20), 100*(end/at5-1), slope/(1<<20))
 	}
 	fmt.Printf("ground truth: %d apps (serial, package) exact, %d exact but for whole reports lost in transport (%.0f allocations), %d wrong; daemon %.0f allocations, simulator reported %.0f, allocated while tracked %.0f\n",
 		exact, lostInTransport, sumLost, wrong, sumDaemon, sumTruth, sumAllocated)
