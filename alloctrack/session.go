@@ -229,6 +229,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 			counters.AddWindow(w.Report, w.Start, w.End)
 			n := len(w.Report.Allocations)
 			over := w.Report.Overflowed()
+			log.Debug("report counted", zap.Int("allocations", n), zap.Bool("overflowed", over), zap.Duration("rtt", w.RTT))
 			stats.update(func(st *AppStatus) {
 				st.Windows++
 				if over {

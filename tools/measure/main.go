@@ -245,8 +245,11 @@ func startDaemon(adbAddr, listen string, window time.Duration, flags ...string) 
 		return nil, fmt.Errorf("building the daemon: %v\n%s", err, out)
 	}
 	d := &daemon{bin: bin, done: make(chan struct{})}
-	d.cmd = exec.Command(bin, append([]string{"serve", "--adb.address", adbAddr, "--web.listen-address", listen,
-		"--window", window.String(), "--log.level", "warn"}, flags...)...)
+	args := []string{"serve", "--adb.address", adbAddr, "--web.listen-address", listen, "--window", window.String()}
+	if !slices.ContainsFunc(flags, func(f string) bool { return strings.HasPrefix(f, "--log.level") }) {
+		args = append(args, "--log.level", "warn")
+	}
+	d.cmd = exec.Command(bin, append(args, flags...)...)
 	d.cmd.Stderr = os.Stderr
 	if err := d.cmd.Start(); err != nil {
 		os.Remove(bin)

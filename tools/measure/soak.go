@@ -34,6 +34,7 @@ func soak(args []string) error {
 	adbRestart := fs.Duration("adb.restart", 10*time.Minute, "how often the adb server restarts")
 	scrape := fs.Duration("scrape", 15*time.Second, "how often /metrics is read and checked")
 	port := fs.Int("port", 19854, "daemon's port on 127.0.0.1")
+	daemonFlags := fs.String("daemon.flags", "", "more flags for alloctrack serve, such as \"--log.level debug\"")
 	seed := fs.Uint64("seed", 1, "seed of the event schedule")
 	names := fs.Int("extra.names", 3, "package names the apps that come and go are drawn from (per device), so that the set of apps the daemon keeps counters for stops growing early")
 	fs.Parse(args)
@@ -72,7 +73,7 @@ func soak(args []string) error {
 	defer func() { host.Close() }()
 
 	listen := fmt.Sprintf("127.0.0.1:%d", *port)
-	d, err := startDaemon(addr.String(), listen, *window)
+	d, err := startDaemon(addr.String(), listen, *window, strings.Fields(*daemonFlags)...)
 	if err != nil {
 		return err
 	}
@@ -315,11 +316,28 @@ func soak(args []string) error {
 		wrong++
 		fmt.Printf("  %s %s: daemon %v allocations, %v bytes; simulator reported %d, %d bytes (allocated while tracked %d; reports in doubt %v)\n",
 			k.serial, k.pkg, ga, gb, tr[0], tr[1], tr[2], doubt)
+		for _, vm := range farm.VMs(k.serial, k.pkg) {
+			tr := vm.Trace()
+			tr = tr[max(0, len(tr)-60):]
+			fmt.Printf("    pid %d, newest requests: %v\n", vm.PID(), tr)
+			// Each closed window's last report, to set against the
+			// daemon's "report counted" lines (--log.level debug).
+			var sent []uint64
+			for _, w := range vm.Windows() {
+				if n := w.Reported.Total.Allocations; n > 0 {
+					sent = append(sent, n)
+				}
+			}
+			fmt.Printf("    pid %d, reports of closed windows (allocations): %v\n", vm.PID(), sent)
+		}
 	}
 	fmt.Printf("soak: %v; events %v; %d scrapes\n", elapsed.Round(time.Second), fmtEvents(events), scrapes)
-	fmt.Printf("daemon CPU %v (%.1f%% of one core); peak RSS %.1f MiB; RSS (median of the minute) at minute 5 %.1f MiB, in the last minute %.1f MiB (%+.1f%%)\n",
-		cpu.Round(10*time.Millisecond), 100*cpu.Seconds()/elapsed.Seconds(), float64(hwm)/(1<<20),
-		float64(rss5)/(1<<20), float64(rssLast)/(1<<20), 100*(float64(rssLast)/float64(rss5)-1))
+	fmt.Printf("daemon CPU %v (%.1f%% of one core); peak RSS %.1f MiB\n",
+		cpu.Round(10*time.Millisecond), 100*cpu.Seconds()/elapsed.Seconds(), float64(hwm)/(1<<20))
+	if rss5 > 0 {
+		fmt.Printf("RSS (median of the minute) at minute 5 %.1f MiB, in the last minute %.1f MiB (%+.1f%%)\n",
+			float64(rss5)/(1<<20), float64(rssLast)/(1<<20), 100*(float64(rssLast)/float64(rss5)-1))
+	}
 	if len(rssFrom5) >= 2 {
 		// One minute's median against another is at the mercy of where
 		// the collector and the windows happen to be; the least-squares
