@@ -799,15 +799,15 @@ func (vm *VM) serveREAL(c net.Conn, id uint32) bool {
 		vm.wmu.Unlock()
 		return false
 	}
-	if err := vm.writeChunk(c, id, true, ddms.REAL, report); err != nil {
-		return false
-	}
+	// The report counts as sent from its first byte: if the connection
+	// ends while it is being written, the client may have none of it, and
+	// it is listed in doubt when the connection's end is handled.
 	if sent != nil {
 		vm.mu.Lock()
 		vm.unconfirmed = sent
 		vm.mu.Unlock()
 	}
-	return true
+	return vm.writeChunk(c, id, true, ddms.REAL, report) == nil
 }
 
 // InDoubt lists the reports (their allocations and bytes) the VM sent

@@ -3,6 +3,8 @@ package sim
 import (
 	"context"
 	"errors"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -554,6 +556,67 @@ func TestReportsInDoubt(t *testing.T) {
 	if got := vm.InDoubt(); len(got) != 1 {
 		t.Fatalf("in doubt %v after a confirmed report", got)
 	}
+}
+
+// TestReportCutOffInDoubt: a report whose connection ends while the VM
+// is still writing it is in doubt (the window counts it as reported; the
+// client has at most part of it).
+func TestReportCutOffInDoubt(t *testing.T) {
+	d, vm := newTestDevice(t, 30, AppConfig{})
+	raw, err := d.OpenService("jdwp:" + itoa(vm.PID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := &stallConn{Conn: raw, stall: make(chan struct{}), closed: make(chan struct{})}
+	ctx := ctx5(t)
+	conn, err := jdwp.Open(ctx, sc, jdwp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c := ddms.NewClient(conn)
+	if err := c.SetAllocTracking(true); err != nil {
+		t.Fatal(err)
+	}
+	if on, err := c.AllocTracking(ctx); err != nil || !on {
+		t.Fatalf("REAQ %v %v", on, err)
+	}
+	vm.Allocate(alloctrack.MaxEntries) // a report of megabytes: more than the socket holds
+	close(sc.stall)                    // the client reads no more
+	if _, err := c.StartAllocations(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return vm.Stats().ReportsSent == 1 })
+	time.Sleep(50 * time.Millisecond) // the VM is blocked writing the report
+	conn.Close()
+	waitFor(t, func() bool { return !vm.Connected() })
+	got := vm.InDoubt()
+	if len(got) != 1 || got[0].Allocations != alloctrack.MaxEntries {
+		t.Fatalf("in doubt %v, want the one report cut off (%d allocations)", got, alloctrack.MaxEntries)
+	}
+}
+
+// stallConn stops passing reads on once stall is closed: they then wait
+// for Close.
+type stallConn struct {
+	net.Conn
+	stall, closed chan struct{}
+	once          sync.Once
+}
+
+func (s *stallConn) Read(p []byte) (int, error) {
+	select {
+	case <-s.stall:
+		<-s.closed
+		return 0, net.ErrClosed
+	default:
+		return s.Conn.Read(p)
+	}
+}
+
+func (s *stallConn) Close() error {
+	s.once.Do(func() { close(s.closed) })
+	return s.Conn.Close()
 }
 
 func waitFor(t *testing.T, cond func() bool) {
