@@ -338,6 +338,14 @@ func soak(args []string) error {
 		fmt.Printf("RSS (median of the minute) at minute 5 %.1f MiB, in the last minute %.1f MiB (%+.1f%%)\n",
 			float64(rss5)/(1<<20), float64(rssLast)/(1<<20), 100*(float64(rssLast)/float64(rss5)-1))
 	}
+	if n := len(rssFrom5); n >= 10 {
+		// Five minutes against five: each minute's median moves with
+		// where the collector happens to be (by tens of MiB), a median of
+		// five of them much less.
+		first, last := medianOf(rssFrom5[:5]), medianOf(rssFrom5[n-5:])
+		fmt.Printf("RSS, median of minutes 5-9 %.1f MiB, of the last 5 minutes %.1f MiB (%+.1f%%)\n",
+			first/(1<<20), last/(1<<20), 100*(last/first-1))
+	}
 	if len(rssFrom5) >= 2 {
 		// One minute's median against another is at the mercy of where
 		// the collector and the windows happen to be; the least-squares
@@ -363,6 +371,13 @@ func soak(args []string) error {
 	}
 	fmt.Printf("after SIGTERM: daemon exit %v\n", d.terminate())
 	return nil
+}
+
+// medianOf is the median of ys (the upper one of an even count).
+func medianOf(ys []float64) float64 {
+	s := slices.Clone(ys)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // fitLine fits y = a + b·x by least squares to ys at x = 0, 1, 2, … and
