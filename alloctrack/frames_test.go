@@ -181,75 +181,31 @@ func TestParseReusing(t *testing.T) {
 	if !sameRecords(got, want) || &got.Allocations[0] == &small[0] {
 		t.Fatal("a too-small array was used")
 	}
-	if n := DeclaredEntries(p); n != len(want.Allocations) || n == 0 {
-		t.Errorf("DeclaredEntries %d, want the report's %d", n, len(want.Allocations))
-	}
-	if n := DeclaredEntries(p[:HeaderLen-1]); n != 0 {
-		t.Errorf("DeclaredEntries of a cut header: %d, want 0", n)
-	}
 }
 
 func TestAllocArrays(t *testing.T) {
 	var none *allocArrays
 	none.put(make([]Allocation, 4096))
-	if none.get(0) != nil {
+	if none.get() != nil {
 		t.Fatal("nil pool returned an array")
 	}
 	p := newAllocArrays(2, 0)
-	now := time.Unix(1000, 0)
-	p.now = func() time.Time { now = now.Add(time.Second); return now }
 	p.put(make([]Allocation, 10)) // too small to keep
-	if p.get(0) != nil {
+	if p.get() != nil {
 		t.Fatal("kept a tiny array")
 	}
 	a, b, c := make([]Allocation, 2000), make([]Allocation, 3000), make([]Allocation, 4000)
 	p.put(a)
 	p.put(b)
-	p.put(c) // beyond keep: a, free the longest, makes room
-	if got := p.get(2500); cap(got) != 3000 || len(got) != 0 {
-		t.Fatalf("got cap %d len %d, want the smallest that holds 2,500 entries", cap(got), len(got))
+	p.put(c) // beyond keep
+	if got := p.get(); cap(got) != 3000 || len(got) != 0 {
+		t.Fatalf("got cap %d len %d", cap(got), len(got))
 	}
-	if got := p.get(1000); got != nil {
-		t.Fatalf("got cap %d for 1,000 entries: an array of more than twice that was lent", cap(got))
+	if got := p.get(); cap(got) != 2000 {
+		t.Fatalf("got cap %d", cap(got))
 	}
-	if got := p.get(0); cap(got) != 4000 {
-		t.Fatalf("got cap %d: with the count unknown any array will do", cap(got))
-	}
-	if p.get(0) != nil {
+	if p.get() != nil {
 		t.Fatal("more arrays than were kept")
-	}
-}
-
-// The arrays kept follow the report sizes of now: after a burst of large
-// reports, smaller ones do not keep the large arrays in use, and those
-// are dropped once idle.
-func TestAllocArraysFollowSizes(t *testing.T) {
-	now := time.Unix(1000, 0)
-	p := newAllocArrays(4, 30*time.Second)
-	p.now = func() time.Time { return now }
-	for range 4 {
-		p.put(make([]Allocation, MaxEntries)) // a burst of maximum reports
-	}
-	for range 10 { // then a minute of 20,000-entry reports, one at a time
-		now = now.Add(6 * time.Second)
-		got := p.get(20000)
-		if cap(got) >= MaxEntries {
-			t.Fatalf("a %d-entry array lent for 20,000 entries", cap(got))
-		}
-		if got == nil {
-			got = make([]Allocation, 20000)
-		}
-		p.put(got[:20000])
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, f := range p.free {
-		if cap(f.a) >= MaxEntries {
-			t.Errorf("a %d-entry array still kept a minute after the burst", cap(f.a))
-		}
-	}
-	if len(p.free) != 1 {
-		t.Errorf("%d arrays kept, want the 1 in use", len(p.free))
 	}
 }
 
@@ -264,15 +220,15 @@ func TestAllocArraysIdle(t *testing.T) {
 	now = now.Add(20 * time.Second)
 	p.put(fresh)
 	now = now.Add(10 * time.Second) // old: free 30 s; fresh: 10 s
-	if got := p.get(0); cap(got) != 3000 {
+	if got := p.get(); cap(got) != 3000 {
 		t.Fatalf("got cap %d, want the array given back 10 s ago", cap(got))
 	}
-	if got := p.get(0); got != nil {
+	if got := p.get(); got != nil {
 		t.Fatalf("got cap %d: an array free for the whole idle time was kept", cap(got))
 	}
 	p.put(fresh)
 	now = now.Add(29 * time.Second)
-	if got := p.get(0); cap(got) != 3000 {
+	if got := p.get(); cap(got) != 3000 {
 		t.Fatalf("got cap %d: an array free for less than idle was dropped", cap(got))
 	}
 }

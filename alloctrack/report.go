@@ -227,16 +227,6 @@ func perr(off int, format string, args ...any) error {
 // are a gap, skipped as ddmlib 25.2.2 skips it and counted in GapBytes.
 func Parse(b []byte) (*Report, error) { return ParseReusing(b, nil) }
 
-// DeclaredEntries is the entry count a report payload's header declares
-// (0 if the payload is too short to have one), for sizing the array
-// ParseReusing is given.
-func DeclaredEntries(b []byte) int {
-	if len(b) < HeaderLen {
-		return 0
-	}
-	return int(binary.BigEndian.Uint16(b[3:]))
-}
-
 // ParseReusing is Parse, storing the allocations in allocs' array when it
 // is large enough (allocs' contents do not matter). A daemon that parses a
 // report every window passes the array of a report it has finished with,

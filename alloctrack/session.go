@@ -361,7 +361,7 @@ func (s *Session) cycle(ctx context.Context, c *ddms.Client, cfg SessionConfig, 
 		return nil, err
 	}
 	w := &Window{End: t0, RTT: s.now().Sub(t0), Raw: raw}
-	w.Report, w.ParseErr = ParseReusing(raw, s.allocs.get(DeclaredEntries(raw)))
+	w.Report, w.ParseErr = ParseReusing(raw, s.allocs.get())
 	return w, nil
 }
 
@@ -425,39 +425,26 @@ func (p *allocArrays) trimLocked() {
 	p.free = kept
 }
 
-// get returns a free array for a report of n entries (nil if none fits):
-// the smallest one that holds n and is at most about twice that, as
-// jdwp.Buffers lends its buffers, so that the arrays kept follow the
-// report sizes of now rather than the largest ever parsed. n is 0 when
-// the report does not say how many entries it has (a wrapped Dalvik 4.4
-// buffer): any free array will do then. Its contents are stale.
-func (p *allocArrays) get(n int) []Allocation {
+// get returns a free array (nil if there is none); its contents are stale.
+func (p *allocArrays) get() []Allocation {
 	if p == nil {
 		return nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.trimLocked()
-	best := -1
-	for i, f := range p.free {
-		if c := cap(f.a); c >= n && (n == 0 || c <= 2*n+1024) && (best < 0 || c < cap(p.free[best].a)) {
-			best = i
-		}
-	}
-	if best < 0 {
+	n := len(p.free)
+	if n == 0 {
 		return nil
 	}
-	a := p.free[best].a
-	last := len(p.free) - 1
-	p.free[best] = p.free[last]
-	p.free[last] = freeAllocs{}
-	p.free = p.free[:last]
+	a := p.free[n-1].a
+	p.free[n-1] = freeAllocs{}
+	p.free = p.free[:n-1]
 	return a
 }
 
 // put takes back an array nothing refers to any more. Arrays too small to
-// be worth keeping are dropped; when keep are free, the one free the
-// longest makes room.
+// be worth keeping are dropped, and so are any beyond keep.
 func (p *allocArrays) put(a []Allocation) {
 	if p == nil || cap(a) < 1024 {
 		return
@@ -465,18 +452,7 @@ func (p *allocArrays) put(a []Allocation) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.trimLocked()
-	f := freeAllocs{a[:0], p.now()}
 	if len(p.free) < p.keep {
-		p.free = append(p.free, f)
-		return
-	}
-	oldest := -1
-	for i, g := range p.free {
-		if oldest < 0 || g.since.Before(p.free[oldest].since) {
-			oldest = i
-		}
-	}
-	if oldest >= 0 {
-		p.free[oldest] = f
+		p.free = append(p.free, freeAllocs{a[:0], p.now()})
 	}
 }

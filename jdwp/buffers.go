@@ -16,9 +16,8 @@ const MinPooledPacket = 64 << 10
 // allocates for a large packet's data, so memory for packets being read
 // stays bounded however many peers send at the same time. One Buffers may
 // serve many connections; it is safe for concurrent use. It keeps at most
-// a fixed number of free buffers, the ones given back last, lends one only
-// for a packet that needs at least half of it, and (see SetIdle) keeps
-// them only as long as they are used.
+// a fixed number of free buffers, the largest ones, and (see SetIdle) only
+// as long as they are used.
 type Buffers struct {
 	mu      sync.Mutex
 	keep    int
@@ -107,8 +106,8 @@ func (b *Buffers) release(n int) {
 	<-b.reading
 }
 
-// get returns a buffer of length n: the smallest free one large enough
-// but not oversized (see oversized), else a new one.
+// get returns a buffer of length n: the smallest free one large enough,
+// else a new one.
 func (b *Buffers) get(n int) []byte {
 	if b == nil || n < MinPooledPacket {
 		return make([]byte, n)
@@ -117,7 +116,7 @@ func (b *Buffers) get(n int) []byte {
 	b.trimLocked()
 	best := -1
 	for i, f := range b.free {
-		if c := cap(f.b); c >= n && !oversized(c, n) && (best < 0 || c < cap(b.free[best].b)) {
+		if cap(f.b) >= n && (best < 0 || cap(f.b) < cap(b.free[best].b)) {
 			best = i
 		}
 	}
@@ -135,19 +134,9 @@ func (b *Buffers) get(n int) []byte {
 	return f[:n]
 }
 
-// oversized tells whether a free buffer of capacity c is too large to
-// lend for a packet of n bytes: more than twice what it needs. A packet
-// then gets a new buffer of its size, and the large one stays free for a
-// packet as large or, if none comes, is dropped once idle. So the buffers
-// kept follow the sizes being read now; were the large ones lent for
-// small packets too, they would stay in use, and the memory kept would
-// creep up to the largest packets ever read (such as the first reports
-// after an adb server restart, or of a device plugged back in).
-func oversized(c, n int) bool { return c > 2*n+MinPooledPacket }
-
 // Put gives back packet data (or any part of it starting anywhere) once
 // nothing refers to it any more. Small buffers are left to the garbage
-// collector; when full, the buffer free the longest makes room.
+// collector; when full, the smallest buffer is dropped.
 func (b *Buffers) Put(p []byte) {
 	if b == nil || cap(p) < MinPooledPacket {
 		return
@@ -161,14 +150,14 @@ func (b *Buffers) Put(p []byte) {
 		b.free = append(b.free, f)
 		return
 	}
-	oldest := -1
+	small := -1
 	for i, g := range b.free {
-		if oldest < 0 || g.since.Before(b.free[oldest].since) {
-			oldest = i
+		if cap(g.b) < cap(p) && (small < 0 || cap(g.b) < cap(b.free[small].b)) {
+			small = i
 		}
 	}
-	if oldest >= 0 {
-		b.free[oldest] = f
+	if small >= 0 {
+		b.free[small] = f
 	}
 }
 
