@@ -86,7 +86,7 @@ func soak(args []string) error {
 	// cycle starts: about twice that (GOGC=100), less when the memory
 	// limit binds. A flat live heap with a moving RSS is the collector's
 	// timing, not memory kept.
-	fmt.Printf("%6s %9s %9s %9s %9s %10s %5s %7s %5s %8s  %s\n", "minute", "RSS MiB", "HWM MiB", "live MiB", "goal MiB", "goroutines", "fds", "series", "apps", "CPU s", "events")
+	fmt.Printf("%6s %9s %9s %9s %9s %9s %10s %5s %7s %5s %8s  %s\n", "minute", "RSS MiB", "anon MiB", "HWM MiB", "live MiB", "goal MiB", "goroutines", "fds", "series", "apps", "CPU s", "events")
 
 	rng := rand.New(rand.NewPCG(*seed, 7))
 	var (
@@ -111,6 +111,10 @@ func soak(args []string) error {
 		// what the daemon holds, without the collector's headroom.
 		liveMinute []float64
 		liveFrom5  []float64
+		// Anonymous RSS (RssAnon): RSS less the binary's and libraries'
+		// pages, which grow as code runs for the first time.
+		anonMinute []int64
+		anonFrom5  []float64
 		rows       []string
 	)
 	alive := func() []*sim.VM {
@@ -216,8 +220,9 @@ func soak(args []string) error {
 			// collector's timing; a minute's figure is the median of a
 			// sample every 5 s.
 			nextRSS = now.Add(5 * time.Second)
-			if rss, _, err := procMem(pid); err == nil {
+			if rss, _, anon, err := procMem(pid); err == nil {
 				rssMinute = append(rssMinute, rss)
+				anonMinute = append(anonMinute, anon)
 			}
 		}
 		if !now.Before(nextMinute) {
@@ -228,13 +233,19 @@ func soak(args []string) error {
 				fmt.Printf("minute %d: scrape failed: %v\n", minute, err)
 				continue
 			}
-			_, hwm, _ := procMem(pid)
+			_, hwm, _, _ := procMem(pid)
 			slices.Sort(rssMinute)
 			var rss int64
 			if len(rssMinute) > 0 {
 				rss = rssMinute[len(rssMinute)/2]
 			}
 			rssMinute = rssMinute[:0]
+			slices.Sort(anonMinute)
+			var anon int64
+			if len(anonMinute) > 0 {
+				anon = anonMinute[len(anonMinute)/2]
+			}
+			anonMinute = anonMinute[:0]
 			slices.Sort(liveMinute)
 			var live float64
 			if len(liveMinute) > 0 {
@@ -249,9 +260,10 @@ func soak(args []string) error {
 			if minute >= 5 {
 				rssFrom5 = append(rssFrom5, float64(rss))
 				liveFrom5 = append(liveFrom5, live)
+				anonFrom5 = append(anonFrom5, float64(anon))
 			}
 			rssLast = rss
-			row := fmt.Sprintf("%6d %9.1f %9.1f %9.1f %9.1f %10.0f %5d %7d %5d %8.1f  %v", minute, float64(rss)/(1<<20), float64(hwm)/(1<<20),
+			row := fmt.Sprintf("%6d %9.1f %9.1f %9.1f %9.1f %9.1f %10.0f %5d %7d %5d %8.1f  %v", minute, float64(rss)/(1<<20), float64(anon)/(1<<20), float64(hwm)/(1<<20),
 				live/(1<<20), m.gauges["go_memstats_next_gc_bytes"]/(1<<20), m.gauges["go_goroutines"], len(fds), m.series, len(alive()), cpu.Seconds(), fmtEvents(events))
 			rows = append(rows, row)
 			fmt.Println(row)
@@ -358,6 +370,10 @@ func soak(args []string) error {
 		end = at5 + slope*float64(len(liveFrom5)-1)
 		fmt.Printf("live heap trend from minute 5 (least squares, each minute's median): %.1f MiB -> %.1f MiB (%+.1f%%), %+.2f MiB a minute\n",
 			at5/(1<<20), end/(1<<20), 100*(end/at5-1), slope/(1<<20))
+		slope, at5 = fitLine(anonFrom5)
+		end = at5 + slope*float64(len(anonFrom5)-1)
+		fmt.Printf("anonymous RSS trend from minute 5 (least squares, each minute's median): %.1f MiB -> %.1f MiB (%+.1f%%), %+.2f MiB a minute\n",
+			at5/(1<<20), end/(1<<20), 100*(end/at5-1), slope/(1<<20))
 	}
 	fmt.Printf("ground truth: %d apps (serial, package) exact, %d exact but for whole reports lost in transport (%.0f allocations), %d wrong; daemon %.0f allocations, simulator reported %.0f, allocated while tracked %.0f\n",
 		exact, lostInTransport, sumLost, wrong, sumDaemon, sumTruth, sumAllocated)
@@ -446,10 +462,10 @@ func fmtEvents(e map[string]int) string {
 }
 
 // procMem returns a process's resident and peak resident set sizes.
-func procMem(pid int) (rss, hwm int64, err error) {
+func procMem(pid int) (rss, hwm, anon int64, err error) {
 	s, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	for _, line := range strings.Split(string(s), "\n") {
 		f := strings.Fields(line)
@@ -462,9 +478,11 @@ func procMem(pid int) (rss, hwm int64, err error) {
 			rss = kb * 1024
 		case "VmHWM:":
 			hwm = kb * 1024
+		case "RssAnon:":
+			anon = kb * 1024
 		}
 	}
-	return rss, hwm, nil
+	return rss, hwm, anon, nil
 }
 
 type metrics struct {
