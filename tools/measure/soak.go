@@ -104,9 +104,7 @@ func soak(args []string) error {
 		minute     = 0
 		nextRSS    = start
 		rssMinute  []int64
-		rss5       int64
 		rssFrom5   []float64 // each minute's median RSS from minute 5
-		rssLast    int64
 		// The heap live after the last collection, from every scrape:
 		// what the daemon holds, without the collector's headroom.
 		liveMinute []float64
@@ -234,35 +232,15 @@ func soak(args []string) error {
 				continue
 			}
 			_, hwm, _, _ := procMem(pid)
-			slices.Sort(rssMinute)
-			var rss int64
-			if len(rssMinute) > 0 {
-				rss = rssMinute[len(rssMinute)/2]
-			}
-			rssMinute = rssMinute[:0]
-			slices.Sort(anonMinute)
-			var anon int64
-			if len(anonMinute) > 0 {
-				anon = anonMinute[len(anonMinute)/2]
-			}
-			anonMinute = anonMinute[:0]
-			slices.Sort(liveMinute)
-			var live float64
-			if len(liveMinute) > 0 {
-				live = liveMinute[len(liveMinute)/2]
-			}
-			liveMinute = liveMinute[:0]
+			rss, anon, live := median(rssMinute), median(anonMinute), median(liveMinute)
+			rssMinute, anonMinute, liveMinute = rssMinute[:0], anonMinute[:0], liveMinute[:0]
 			cpu, _, _ := procStat(pid)
 			fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-			if minute == 5 {
-				rss5 = rss
-			}
 			if minute >= 5 {
 				rssFrom5 = append(rssFrom5, float64(rss))
 				liveFrom5 = append(liveFrom5, live)
 				anonFrom5 = append(anonFrom5, float64(anon))
 			}
-			rssLast = rss
 			row := fmt.Sprintf("%6d %9.1f %9.1f %9.1f %9.1f %9.1f %10.0f %5d %7d %5d %8.1f  %v", minute, float64(rss)/(1<<20), float64(anon)/(1<<20), float64(hwm)/(1<<20),
 				live/(1<<20), m.gauges["go_memstats_next_gc_bytes"]/(1<<20), m.gauges["go_goroutines"], len(fds), m.series, len(alive()), cpu.Seconds(), fmtEvents(events))
 			rows = append(rows, row)
@@ -346,15 +324,16 @@ func soak(args []string) error {
 	fmt.Printf("soak: %v; events %v; %d scrapes\n", elapsed.Round(time.Second), fmtEvents(events), scrapes)
 	fmt.Printf("daemon CPU %v (%.1f%% of one core); peak RSS %.1f MiB\n",
 		cpu.Round(10*time.Millisecond), 100*cpu.Seconds()/elapsed.Seconds(), float64(hwm)/(1<<20))
-	if rss5 > 0 {
+	if n := len(rssFrom5); n > 0 {
+		first, last := rssFrom5[0], rssFrom5[n-1]
 		fmt.Printf("RSS (median of the minute) at minute 5 %.1f MiB, in the last minute %.1f MiB (%+.1f%%)\n",
-			float64(rss5)/(1<<20), float64(rssLast)/(1<<20), 100*(float64(rssLast)/float64(rss5)-1))
+			first/(1<<20), last/(1<<20), 100*(last/first-1))
 	}
 	if n := len(rssFrom5); n >= 10 {
 		// Five minutes against five: each minute's median moves with
 		// where the collector happens to be (by tens of MiB), a median of
 		// five of them much less.
-		first, last := medianOf(rssFrom5[:5]), medianOf(rssFrom5[n-5:])
+		first, last := median(rssFrom5[:5]), median(rssFrom5[n-5:])
 		fmt.Printf("RSS, median of minutes 5-9 %.1f MiB, of the last 5 minutes %.1f MiB (%+.1f%%)\n",
 			first/(1<<20), last/(1<<20), 100*(last/first-1))
 	}
@@ -362,18 +341,9 @@ func soak(args []string) error {
 		// One minute's median against another is at the mercy of where
 		// the collector and the windows happen to be; the least-squares
 		// line through every minute from 5 on says whether RSS grows.
-		slope, at5 := fitLine(rssFrom5)
-		end := at5 + slope*float64(len(rssFrom5)-1)
-		fmt.Printf("RSS trend from minute 5 (least squares over %d minutes): %.1f MiB -> %.1f MiB (%+.1f%%), %+.2f MiB a minute\n",
-			len(rssFrom5), at5/(1<<20), end/(1<<20), 100*(end/at5-1), slope/(1<<20))
-		slope, at5 = fitLine(liveFrom5)
-		end = at5 + slope*float64(len(liveFrom5)-1)
-		fmt.Printf("live heap trend from minute 5 (least squares, each minute's median): %.1f MiB -> %.1f MiB (%+.1f%%), %+.2f MiB a minute\n",
-			at5/(1<<20), end/(1<<20), 100*(end/at5-1), slope/(1<<20))
-		slope, at5 = fitLine(anonFrom5)
-		end = at5 + slope*float64(len(anonFrom5)-1)
-		fmt.Printf("anonymous RSS trend from minute 5 (least squares, each minute's median): %.1f MiB -> %.1f MiB (%+.1f%%), %+.2f MiB a minute\n",
-			at5/(1<<20), end/(1<<20), 100*(end/at5-1), slope/(1<<20))
+		printTrend(fmt.Sprintf("RSS trend from minute 5 (least squares over %d minutes)", len(rssFrom5)), rssFrom5)
+		printTrend("live heap trend from minute 5 (least squares, each minute's median)", liveFrom5)
+		printTrend("anonymous RSS trend from minute 5 (least squares, each minute's median)", anonFrom5)
 	}
 	fmt.Printf("ground truth: %d apps (serial, package) exact, %d exact but for whole reports lost in transport (%.0f allocations), %d wrong; daemon %.0f allocations, simulator reported %.0f, allocated while tracked %.0f\n",
 		exact, lostInTransport, sumLost, wrong, sumDaemon, sumTruth, sumAllocated)
@@ -389,11 +359,25 @@ func soak(args []string) error {
 	return nil
 }
 
-// medianOf is the median of ys (the upper one of an even count).
-func medianOf(ys []float64) float64 {
+// median is the median of ys (the upper one of an even count; 0 for
+// none), leaving ys as it is.
+func median[T int64 | float64](ys []T) T {
+	if len(ys) == 0 {
+		return 0
+	}
 	s := slices.Clone(ys)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// printTrend prints the least-squares line through ys (bytes, one a
+// minute): its first and last values, the change between them and the
+// slope.
+func printTrend(what string, ys []float64) {
+	slope, first := fitLine(ys)
+	last := first + slope*float64(len(ys)-1)
+	fmt.Printf("%s: %.1f MiB -> %.1f MiB (%+.1f%%), %+.2f MiB a minute\n",
+		what, first/(1<<20), last/(1<<20), 100*(last/first-1), slope/(1<<20))
 }
 
 // fitLine fits y = a + b·x by least squares to ys at x = 0, 1, 2, … and
@@ -461,7 +445,8 @@ func fmtEvents(e map[string]int) string {
 	return b.String()
 }
 
-// procMem returns a process's resident and peak resident set sizes.
+// procMem returns a process's resident, peak resident and anonymous
+// resident set sizes.
 func procMem(pid int) (rss, hwm, anon int64, err error) {
 	s, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
