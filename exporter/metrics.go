@@ -1,6 +1,7 @@
 package exporter
 
 import (
+	"bufio"
 	"compress/gzip"
 	"io"
 	"net/http"
@@ -26,6 +27,8 @@ type metricsHandler struct {
 var (
 	bufPool  = sync.Pool{New: func() any { return new([]byte) }}
 	gzipPool = sync.Pool{New: func() any { w, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed); return w }}
+	// Buffers of writeParts: 32 KiB, as net/http's own.
+	partsBufPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 32<<10) }}
 )
 
 func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -53,8 +56,7 @@ func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
-	buf := (*bp)[:0]
-	bw := &sliceWriter{b: buf}
+	bw := &sliceWriter{b: (*bp)[:0]}
 	enc := expfmt.NewEncoder(bw, format)
 	for _, mf := range mfs {
 		if err := enc.Encode(mf); err != nil {
@@ -62,16 +64,22 @@ func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// The body: the families encoded above, the cached class and site
+	// text (written from the cache, not copied into one buffer), then
+	// what the encoder closes with (# EOF for OpenMetrics).
+	parts := [][]byte{bw.b}
 	if f >= 0 {
-		bw.b = h.c.writeSites(bw.b, snap, f)
+		parts = h.c.siteParts(parts, snap, f)
 	}
 	if cl, ok := enc.(expfmt.Closer); ok {
-		if err := cl.Close(); err != nil { // # EOF for OpenMetrics
+		bw.b = bw.b[len(bw.b):]
+		if err := cl.Close(); err != nil {
 			http.Error(w, "error encoding metrics: "+err.Error(), http.StatusInternalServerError)
 			return
 		}
+		parts = append(parts, bw.b)
 	}
-	*bp = bw.b
+	*bp = parts[0]
 
 	hdr := w.Header()
 	hdr.Set("Content-Type", string(format))
@@ -80,13 +88,33 @@ func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hdr.Set("Content-Encoding", "gzip")
 		gz := gzipPool.Get().(*gzip.Writer)
 		gz.Reset(w)
-		gz.Write(bw.b)
+		writeParts(gz, parts)
 		gz.Close()
 		gzipPool.Put(gz)
 		return
 	}
-	hdr.Set("Content-Length", strconv.Itoa(len(bw.b)))
-	w.Write(bw.b)
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	hdr.Set("Content-Length", strconv.Itoa(n))
+	writeParts(w, parts)
+}
+
+// writeParts writes parts to w in order, through a buffer so that short
+// parts do not each cost a write; it stops at the first error (a client
+// gone).
+func writeParts(w io.Writer, parts [][]byte) {
+	bw := partsBufPool.Get().(*bufio.Writer)
+	defer partsBufPool.Put(bw)
+	bw.Reset(w)
+	defer bw.Reset(nil) // keep no writer alive in the pool
+	for _, p := range parts {
+		if _, err := bw.Write(p); err != nil {
+			return
+		}
+	}
+	bw.Flush()
 }
 
 // sliceWriter is an io.Writer appending to a slice.

@@ -84,6 +84,7 @@ func TestFastMetricsMatchCollect(t *testing.T) {
 		"farm":    farmSnapshot(2, 3, 7, 20),
 		"empty":   {},
 		"escapes": escapesSnapshot(),
+		"shared":  sharedSitesSnapshot(),
 		// Heapprofd apps: estimate families (floats), no exact ones, alone
 		// and next to DDM apps.
 		"heapprofd":       heapprofdSnapshot(false),
@@ -120,6 +121,21 @@ func TestFastMetricsMatchCollect(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sharedSitesSnapshot has apps that share sites with an app before them:
+// first, last, and runs in the middle of their lists, so that the info
+// lines written once per site come from pieces of several apps' text.
+func sharedSitesSnapshot() alloctrack.Snapshot {
+	s := farmSnapshot(1, 3, 3, 10)
+	first := s.Apps[0].Counts.Sites
+	for _, i := range []int{0, 3, 4, 5, 9} {
+		s.Apps[1].Counts.Sites[i].SiteInfo = first[i].SiteInfo
+	}
+	for _, i := range []int{1, 2, 7} {
+		s.Apps[2].Counts.Sites[i].SiteInfo = first[i].SiteInfo
+	}
+	return s
 }
 
 // escapesSnapshot has label values that need escaping and values that

@@ -48,9 +48,20 @@ var appFamilySpecs = [nAppFamilies]spec{specClassAllocs, specClassBytes, specSit
 type fragment struct {
 	gen      uint64
 	families [nAppFamilies][]byte
-	// infos are the app's site info lines, by site id.
-	infoIDs []string
-	infos   [][]byte
+	// infoText is the app's site info lines, one per id of infoIDs; line
+	// i ends at infoEnds[i].
+	infoIDs  []string
+	infoText []byte
+	infoEnds []int
+	size     int // bytes of text in all
+}
+
+// infoStart is where site info line i starts in fr.infoText.
+func (fr *fragment) infoStart(i int) int {
+	if i == 0 {
+		return 0
+	}
+	return fr.infoEnds[i-1]
 }
 
 type fragmentCache struct {
@@ -95,12 +106,14 @@ var headers = sync.OnceValue(func() (h [nFormats][nAppFamilies + 1][]byte) {
 	return h
 })
 
-// writeSites appends the class and site families of snapshot s to b in
-// format f, each family under its header, and returns b.
-func (c *Collector) writeSites(b []byte, s alloctrack.Snapshot, f int) []byte {
+// siteParts appends to parts the class and site families of snapshot s
+// in format f, each family under its header, as the pieces to write in
+// order: the cached fragments themselves, not a copy, so that a scrape
+// needs no buffer the size of its body.
+func (c *Collector) siteParts(parts [][]byte, s alloctrack.Snapshot, f int) [][]byte {
 	frags := c.cache.fragments(s, f)
 	if len(frags) == 0 {
-		return b // no apps: these families have no series
+		return parts // no apps: these families have no series
 	}
 	h := headers()
 	for fam := range nAppFamilies {
@@ -117,26 +130,40 @@ func (c *Collector) writeSites(b []byte, s alloctrack.Snapshot, f int) []byte {
 		if empty {
 			continue
 		}
-		b = append(b, h[f][fam]...)
+		parts = append(parts, h[f][fam])
 		for _, fr := range frags {
-			b = append(b, fr.families[fam]...)
+			if len(fr.families[fam]) > 0 {
+				parts = append(parts, fr.families[fam])
+			}
 		}
 	}
-	b = append(b, h[f][nAppFamilies]...)
+	parts = append(parts, h[f][nAppFamilies])
 	seen := make(map[string]struct{}, len(frags)*len(frags[0].infoIDs)+1)
 	for _, fr := range frags {
+		// The app's info lines not written yet, in runs of lines that
+		// follow one another in its text.
+		run := -1
 		for i, id := range fr.infoIDs {
 			if _, ok := seen[id]; ok {
+				if run >= 0 {
+					parts = append(parts, fr.infoText[fr.infoStart(run):fr.infoEnds[i-1]])
+					run = -1
+				}
 				continue
 			}
 			seen[id] = struct{}{}
-			b = append(b, fr.infos[i]...)
+			if run < 0 {
+				run = i
+			}
+		}
+		if run >= 0 {
+			parts = append(parts, fr.infoText[fr.infoStart(run):])
 		}
 	}
 	if _, ok := seen[alloctrack.Other]; !ok {
-		b = appendSample(b, "alloctrack_site_info", f, 1, "class", alloctrack.Other, "frame", alloctrack.Other, "site", alloctrack.Other)
+		parts = append(parts, appendSample(nil, "alloctrack_site_info", f, 1, "class", alloctrack.Other, "frame", alloctrack.Other, "site", alloctrack.Other))
 	}
-	return b
+	return parts
 }
 
 // fragments returns the fragment of every app of s in format f, building
@@ -152,7 +179,11 @@ func (fc *fragmentCache) fragments(s alloctrack.Snapshot, f int) []*fragment {
 		k := a.Serial + "\x00" + a.Package
 		fr := old[k]
 		if fr == nil || fr.gen != a.Counts.Gen || a.Counts.Gen == 0 {
-			fr = buildFragment(a, f)
+			size := 0
+			if fr != nil {
+				size = fr.size
+			}
+			fr = buildFragment(a, f, size)
 		}
 		next[k] = fr
 		out[i] = fr
@@ -161,10 +192,18 @@ func (fc *fragmentCache) fragments(s alloctrack.Snapshot, f int) []*fragment {
 	return out
 }
 
-func buildFragment(a *alloctrack.AppSnapshot, f int) *fragment {
-	fr := &fragment{gen: a.Counts.Gen}
+// buildFragment builds app a's fragment in format f; size is the length
+// of its last one, if any. The text is built in one array, sized from the
+// last so that it seldom grows: every family is a slice of it, and each
+// time the array grows, the slices of the old one keep it.
+func buildFragment(a *alloctrack.AppSnapshot, f int, size int) (fr *fragment) {
+	fr = &fragment{gen: a.Counts.Gen}
 	ct := &a.Counts
 	var b []byte
+	if size > 0 {
+		b = make([]byte, 0, size+size/16+512)
+	}
+	defer func() { fr.size = len(b) }()
 	if heapprofd(a) {
 		// Sampled: the estimate families only.
 		for fam, pick := range [2]func(alloctrack.Estimate) float64{
@@ -181,15 +220,7 @@ func buildFragment(a *alloctrack.AppSnapshot, f int) *fragment {
 			b = appendSample(b, name, f, pick(ct.SiteOtherEstimated), "package", a.Package, "serial", a.Serial, "site", alloctrack.Other)
 			fr.families[famSiteEstAllocs+fam] = b[start:len(b):len(b)]
 		}
-		for _, sc := range ct.Sites {
-			if !sc.Heapprofd {
-				continue
-			}
-			start := len(b)
-			b = appendSample(b, "alloctrack_site_info", f, 1, "class", sc.Class, "frame", frameLabel(sc.Frame), "site", sc.ID)
-			fr.infoIDs = append(fr.infoIDs, sc.ID)
-			fr.infos = append(fr.infos, b[start:len(b):len(b)])
-		}
+		b = fr.addInfos(b, ct.Sites, true, f)
 		return fr
 	}
 	// Class families.
@@ -220,18 +251,26 @@ func buildFragment(a *alloctrack.AppSnapshot, f int) *fragment {
 		b = appendSample(b, name, f, float64(pick(ct.SiteOther)), "package", a.Package, "serial", a.Serial, "site", alloctrack.Other)
 		fr.families[famSiteAllocs+fam] = b[start:len(b):len(b)]
 	}
-	fr.infoIDs = make([]string, 0, len(ct.Sites))
-	fr.infos = make([][]byte, 0, len(ct.Sites))
-	for _, sc := range ct.Sites {
-		if sc.Heapprofd {
+	b = fr.addInfos(b, ct.Sites, false, f)
+	return fr
+}
+
+// addInfos appends to b the site info lines of the sites counted by
+// heapprofd (or not), makes them fr's, and returns b.
+func (fr *fragment) addInfos(b []byte, sites []alloctrack.SiteCount, heapprofd bool, f int) []byte {
+	start := len(b)
+	fr.infoIDs = make([]string, 0, len(sites))
+	fr.infoEnds = make([]int, 0, len(sites))
+	for _, sc := range sites {
+		if sc.Heapprofd != heapprofd {
 			continue
 		}
-		start := len(b)
 		b = appendSample(b, "alloctrack_site_info", f, 1, "class", sc.Class, "frame", frameLabel(sc.Frame), "site", sc.ID)
 		fr.infoIDs = append(fr.infoIDs, sc.ID)
-		fr.infos = append(fr.infos, b[start:len(b):len(b)])
+		fr.infoEnds = append(fr.infoEnds, len(b)-start)
 	}
-	return fr
+	fr.infoText = b[start:len(b):len(b)]
+	return b
 }
 
 // appendSample appends one sample line: name{l1="v1",…} value. Label
