@@ -103,12 +103,12 @@ type DaemonConfig struct {
 	// its report takes no turn.
 	ReportsInFlight int
 	// ReportBuffers is how many free report buffers are kept for the
-	// next windows of any app (default ReportsInFlight): reports are read
-	// into reused buffers rather than new ones each window. Fewer than
-	// ReportsInFlight means that after every burst of concurrent reads
-	// some buffers are dropped and, next window, allocated and zeroed
-	// again (at 64 saturated apps that cost about a tenth of the daemon's
-	// CPU).
+	// next windows of any app (default ReportsInFlight + 4: the reports
+	// being read, and 4 read and still being counted): reports are read
+	// into reused buffers rather than new ones each window. Fewer means
+	// that after every burst of concurrent reads some buffers are
+	// dropped and, next window, made again (at 64 saturated apps, page
+	// faults and zeroing that cost a noticeable part of the daemon's CPU).
 	ReportBuffers int
 	// ReportBufferIdle is how long a free report buffer (and a free
 	// entry array) is kept unused before it is dropped (default three
@@ -156,7 +156,7 @@ func (c *DaemonConfig) fill() {
 		c.ReportsInFlight = 8
 	}
 	if c.ReportBuffers <= 0 {
-		c.ReportBuffers = c.ReportsInFlight
+		c.ReportBuffers = c.ReportsInFlight + 4
 	}
 	if c.ReportBufferIdle <= 0 {
 		sc := c.Session

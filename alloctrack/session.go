@@ -66,6 +66,7 @@ type Window struct {
 	Raw        []byte        // the REAL payload
 	Report     *Report       // nil when the payload did not parse
 	ParseErr   error
+	packet     []byte // the reply's packet data, Raw's buffer
 }
 
 // Session tracks allocations of one process until its context ends: it
@@ -253,7 +254,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 		if s.Buffers != nil {
 			// Nothing refers to the payload any more: Add keeps no part
 			// of a report.
-			s.Buffers.Put(w.Raw)
+			s.Buffers.Put(w.packet)
 			if w.Report != nil {
 				s.allocs.put(w.Report.Allocations)
 			}
@@ -335,7 +336,7 @@ func (s *Session) hello(ctx context.Context, c *ddms.Client, cfg SessionConfig, 
 // window of a session leaves REAE 1 out.
 func (s *Session) cycle(ctx context.Context, c *ddms.Client, cfg SessionConfig, again bool) (*Window, error) {
 	t0 := s.now()
-	wait, err := c.StartAllocations()
+	wait, err := c.StartAllocationsOwned()
 	if err != nil {
 		return nil, err
 	}
@@ -356,11 +357,12 @@ func (s *Session) cycle(ctx context.Context, c *ddms.Client, cfg SessionConfig, 
 	defer cancel()
 	stopGrace := context.AfterFunc(ctx, func() { time.AfterFunc(cfg.DisableTimeout, cancel) })
 	defer stopGrace()
-	raw, err := wait(rctx)
+	raw, packet, err := wait(rctx)
 	if err != nil {
+		s.Buffers.Put(packet)
 		return nil, err
 	}
-	w := &Window{End: t0, RTT: s.now().Sub(t0), Raw: raw}
+	w := &Window{End: t0, RTT: s.now().Sub(t0), Raw: raw, packet: packet}
 	w.Report, w.ParseErr = ParseReusing(raw, s.allocs.get())
 	return w, nil
 }

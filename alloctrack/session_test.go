@@ -336,4 +336,41 @@ func TestSessionsShareReportReads(t *testing.T) {
 	if n := bufs.Reading(); n != 0 {
 		t.Fatalf("%d reads still under way after every session ended", n)
 	}
+	if n := bufs.Lent(); n != 0 {
+		t.Fatalf("%d report buffers still lent after every session ended", n)
+	}
+}
+
+// Every report buffer lent goes back, whatever becomes of its report:
+// counted, unparsable, cut short, or cut off with the connection.
+func TestSessionGivesBackEveryReportBuffer(t *testing.T) {
+	for name, faults := range map[string]sim.Faults{
+		"counted":   {},
+		"corrupt":   {CorruptREAL: 2},
+		"truncated": {TruncateREAL: 2},
+		"dropped":   {DropREAL: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			bufs := jdwp.NewBuffers(2, 2)
+			wl := sim.DefaultWorkload()
+			wl.Rate = 100000 // about 5,000 entries a window: reports large enough to be lent
+			f := newFixture(t, 30, sim.AppConfig{Workload: wl}, alloctrack.SessionConfig{Window: 50 * time.Millisecond})
+			f.session.Buffers = bufs
+			f.vm.SetFaults(faults)
+			stop, done := f.run(t)
+			waitFor(t, "3 windows, or the session's end", func() bool {
+				if name == "dropped" {
+					return len(done) > 0
+				}
+				return f.windows() >= 3 && f.stats.Snapshot().Errors[alloctrack.StageParse] >= uint64(faults.CorruptREAL+faults.TruncateREAL)
+			})
+			stop()
+			if n := bufs.Lent(); n != 0 {
+				t.Fatalf("%d report buffers lent and not given back", n)
+			}
+			if bufs.Len() == 0 && name != "dropped" {
+				t.Fatal("no buffer kept: were the reports too small to be lent?")
+			}
+		})
+	}
 }

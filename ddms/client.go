@@ -14,6 +14,14 @@ type Transport interface {
 	Send(cmdSet, cmd uint8, data []byte) error
 }
 
+// OwnedStarter is a Transport that can read a reply into a buffer lent to
+// the caller (*jdwp.Conn.StartOwned): whenever the wait returns data, with
+// or without an error, the caller owns it and gives it back to where the
+// transport lends from.
+type OwnedStarter interface {
+	StartOwned(cmdSet, cmd uint8, data []byte) (wait func(context.Context) ([]byte, error), err error)
+}
+
 // Client speaks DDM to one VM.
 type Client struct {
 	t Transport
@@ -117,6 +125,31 @@ func (c *Client) AllocTracking(ctx context.Context) (bool, error) {
 // before its reply arrives.
 func (c *Client) StartAllocations() (wait func(context.Context) ([]byte, error), err error) {
 	return c.Start(REAL, nil)
+}
+
+// StartAllocationsOwned is StartAllocations over a transport that lends
+// reply buffers (OwnedStarter): wait also returns the reply's whole
+// packet data, raw, which the caller owns whenever it is not nil, error or
+// not, and gives back once done with the payload (a part of it). Over
+// another transport it is StartAllocations, and raw is the caller's to
+// drop.
+func (c *Client) StartAllocationsOwned() (wait func(context.Context) (payload, raw []byte, err error), err error) {
+	start := c.t.Start
+	if o, ok := c.t.(OwnedStarter); ok {
+		start = o.StartOwned
+	}
+	w, err := start(CommandSet, Command, EncodeChunk(REAL, nil))
+	if err != nil {
+		return nil, fmt.Errorf("ddms: sending %v: %w", REAL, err)
+	}
+	return func(ctx context.Context) ([]byte, []byte, error) {
+		data, err := w(ctx)
+		if err != nil {
+			return nil, data, fmt.Errorf("ddms: %v reply: %w", REAL, err)
+		}
+		payload, err := replyPayload(REAL, data)
+		return payload, data, err
+	}, nil
 }
 
 // Allocations fetches the allocation report (REAL) payload.

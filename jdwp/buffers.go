@@ -5,39 +5,71 @@ import (
 	"time"
 )
 
-// MinPooledPacket is the smallest packet data a Buffers recycles: below it
-// a fresh allocation is cheap.
+// MinPooledPacket is the smallest packet data a Buffers lends: below it a
+// fresh allocation is cheap.
 const MinPooledPacket = 64 << 10
 
-// Buffers recycles the data buffers of large packets, such as the
-// allocation report an app sends every window, so that reading one does
-// not allocate a new buffer each time, and bounds how many large packets
-// its connections read at once: a connection waits for its turn before it
+// hugePage is the size of a transparent huge page (x86-64 and arm64 with
+// 4 KiB pages): buffers of at least this size are made of whole ones.
+const hugePage = 2 << 20
+
+// bufferSize is the size of a new buffer for n bytes: room to spare, so
+// that it also fits the next packets of about this size (reports vary
+// from window to window): an eighth more, in multiples of
+// MinPooledPacket, or from 2 MiB on, a sixteenth more in whole huge pages
+// (whose rounding adds 1 MiB on average).
+func bufferSize(n int) int {
+	if n+n/8 < hugePage {
+		return (n + n/8 + MinPooledPacket - 1) / MinPooledPacket * MinPooledPacket
+	}
+	return (n + n/16 + hugePage - 1) / hugePage * hugePage
+}
+
+// Buffers lends the data buffers of large replies, such as the allocation
+// report an app sends every window, so that reading one does not allocate
+// a new buffer each time, and bounds how many large packets its
+// connections read at once: a connection waits for its turn before it
 // allocates for a large packet's data, so memory for packets being read
 // stays bounded however many peers send at the same time. One Buffers may
-// serve many connections; it is safe for concurrent use. It keeps at most
-// a fixed number of free buffers, the largest ones, and (see SetIdle) only
-// as long as they are used.
+// serve many connections; it is safe for concurrent use.
+//
+// Where the system has anonymous memory maps (Unix), a buffer is a map of
+// its own rather than Go heap: the garbage collector's goal (twice what is
+// live, by default) then counts none of the reports, and a buffer dropped
+// goes back to the system at once rather than after collection. Such a
+// buffer is only freed by Buffers, so everything lent must be given back
+// with Put (see Conn.StartOwned); Lent counts what is out.
+//
+// It keeps at most a fixed number of free buffers, the largest ones, and
+// (see SetIdle) only as long as they are used.
 type Buffers struct {
 	mu      sync.Mutex
 	keep    int
 	free    []freeBuffer
-	reading chan struct{} // one token per large packet being read
+	lent    map[*byte]buffer // by the address of the last byte, out or free
+	out     int              // buffers lent and not given back
+	reading chan struct{}    // one token per large packet being read
 
 	idle  time.Duration // a free buffer unused this long is dropped (0: never)
 	now   func() time.Time
 	timer *time.Timer // pending trim while buffers are free and idle > 0
 }
 
+// buffer is one buffer of a Buffers, out or free.
+type buffer struct {
+	b      []byte // the whole buffer
+	mapped bool   // its own memory map, rather than Go heap
+}
+
 type freeBuffer struct {
-	b     []byte
-	since time.Time // when it was given back
+	b     []byte // the whole buffer
+	since time.Time
 }
 
 // NewBuffers returns a Buffers that keeps at most keep free buffers and
 // lets at most readers large packets be read at once (0: no bound).
 func NewBuffers(keep, readers int) *Buffers {
-	b := &Buffers{keep: keep, now: time.Now}
+	b := &Buffers{keep: keep, now: time.Now, lent: map[*byte]buffer{}}
 	if readers > 0 {
 		b.reading = make(chan struct{}, readers)
 	}
@@ -71,6 +103,8 @@ func (b *Buffers) trimLocked() {
 	for _, f := range b.free {
 		if now.Sub(f.since) < b.idle {
 			kept = append(kept, f)
+		} else {
+			b.dropLocked(f.b)
 		}
 	}
 	clear(b.free[len(kept):])
@@ -83,6 +117,22 @@ func (b *Buffers) trimLocked() {
 			b.trimLocked()
 		})
 	}
+}
+
+// dropLocked forgets buffer p and gives its memory back.
+func (b *Buffers) dropLocked(p []byte) {
+	k := key(p)
+	if b.lent[k].mapped {
+		freeMemory(p)
+	}
+	delete(b.lent, k)
+}
+
+// key identifies the buffer p is part of: the address of its last byte
+// is the same for every part from any offset to its end.
+func key(p []byte) *byte {
+	p = p[:cap(p)]
+	return &p[len(p)-1]
 }
 
 // acquire waits for a turn to read a large packet of n bytes; it returns
@@ -106,14 +156,17 @@ func (b *Buffers) release(n int) {
 	<-b.reading
 }
 
-// get returns a buffer of length n: the smallest free one large enough,
-// else a new one.
+// get lends a buffer of length n: the smallest free one large enough,
+// else a new one. Below MinPooledPacket (or from a nil Buffers) it
+// returns Go memory of its own, which Put ignores.
 func (b *Buffers) get(n int) []byte {
 	if b == nil || n < MinPooledPacket {
 		return make([]byte, n)
 	}
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.trimLocked()
+	b.out++
 	best := -1
 	for i, f := range b.free {
 		if cap(f.b) >= n && (best < 0 || cap(f.b) < cap(b.free[best].b)) {
@@ -121,44 +174,61 @@ func (b *Buffers) get(n int) []byte {
 		}
 	}
 	if best < 0 {
-		b.mu.Unlock()
-		// Room to spare, so that the buffer also fits the next packets
-		// of about this size (reports vary from window to window).
-		return make([]byte, n, (n+n/8+MinPooledPacket-1)/MinPooledPacket*MinPooledPacket)
+		size := bufferSize(n)
+		p, mapped := allocMemory(size)
+		if !mapped {
+			p = make([]byte, size) // no map to be had: Go heap, as without maps
+		}
+		b.lent[key(p)] = buffer{p, mapped}
+		return p[:n]
 	}
 	f := b.free[best].b
 	b.free[best] = b.free[len(b.free)-1]
 	b.free[len(b.free)-1] = freeBuffer{}
 	b.free = b.free[:len(b.free)-1]
-	b.mu.Unlock()
 	return f[:n]
 }
 
-// Put gives back packet data (or any part of it starting anywhere) once
-// nothing refers to it any more. Small buffers are left to the garbage
-// collector; when full, the smallest buffer is dropped.
+// Put gives back a buffer b lent (or any part of it from any offset to
+// its end) once nothing refers to it any more: it is kept for the next
+// packets, or, when b already keeps as many as it may and all are larger,
+// its memory is given back. Anything else (a small packet's data, nil) is
+// left to the garbage collector.
 func (b *Buffers) Put(p []byte) {
-	if b == nil || cap(p) < MinPooledPacket {
+	if b == nil || cap(p) == 0 {
 		return
 	}
-	p = p[:0]
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	e, ok := b.lent[key(p)]
+	if !ok {
+		return
+	}
+	whole := e.b
+	for _, f := range b.free {
+		if &f.b[0] == &whole[0] {
+			return // given back twice: it is free already
+		}
+	}
+	b.out--
 	defer b.trimLocked()
-	f := freeBuffer{p, b.now()}
+	f := freeBuffer{whole, b.now()}
 	if len(b.free) < b.keep {
 		b.free = append(b.free, f)
 		return
 	}
 	small := -1
 	for i, g := range b.free {
-		if cap(g.b) < cap(p) && (small < 0 || cap(g.b) < cap(b.free[small].b)) {
+		if cap(g.b) < cap(whole) && (small < 0 || cap(g.b) < cap(b.free[small].b)) {
 			small = i
 		}
 	}
-	if small >= 0 {
-		b.free[small] = f
+	if small < 0 {
+		b.dropLocked(whole)
+		return
 	}
+	b.dropLocked(b.free[small].b)
+	b.free[small] = f
 }
 
 // Len is the number of free buffers kept.
@@ -166,6 +236,13 @@ func (b *Buffers) Len() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.free)
+}
+
+// Lent is the number of buffers lent and not given back.
+func (b *Buffers) Lent() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.out
 }
 
 // Reading is the number of large packets being read.

@@ -14,33 +14,53 @@ func TestBuffersReuse(t *testing.T) {
 		t.Fatalf("len %d", len(small))
 	}
 	b.Put(small)
-	if b.Len() != 0 {
-		t.Fatal("a small buffer was kept")
+	if b.Len() != 0 || b.Lent() != 0 {
+		t.Fatalf("a small buffer was kept (%d free) or counted as lent (%d)", b.Len(), b.Lent())
 	}
 	big := b.get(1 << 20)
+	if b.Lent() != 1 {
+		t.Fatalf("%d lent, want 1", b.Lent())
+	}
 	b.Put(big[8:]) // a part of it, as a chunk's data is
+	if b.Len() != 1 || b.Lent() != 0 {
+		t.Fatalf("%d free buffers, %d lent; want 1 and 0", b.Len(), b.Lent())
+	}
+	b.Put(big) // twice: ignored
 	if b.Len() != 1 {
-		t.Fatalf("%d free buffers, want 1", b.Len())
+		t.Fatalf("%d free buffers after a buffer was given back twice, want 1", b.Len())
 	}
 	again := b.get(1<<20 - 8)
-	if &again[0] != &big[8] {
-		t.Fatal("the free buffer was not reused")
+	if &again[0] != &big[0] {
+		t.Fatal("the free buffer was not reused from its start")
 	}
 	if b.Len() != 0 {
 		t.Fatal("a buffer lent twice")
 	}
+	b.Put(again)
+	// Memory Buffers did not lend is not kept.
+	b.Put(make([]byte, 4*MinPooledPacket))
+	if b.Len() != 1 {
+		t.Fatalf("%d free buffers, want 1: a buffer Buffers did not lend was kept", b.Len())
+	}
+	b.get(1 << 20)
+
 	// Too small a free buffer is not used; when full, the smallest goes.
-	b.Put(make([]byte, MinPooledPacket))
-	b.Put(make([]byte, 2*MinPooledPacket))
-	b.Put(make([]byte, 3*MinPooledPacket))
+	const m = MinPooledPacket
+	one, two, three := b.get(m), b.get(2*m), b.get(3*m)
+	if cap(one) != 2*m || cap(two) != 3*m || cap(three) != 4*m {
+		t.Fatalf("caps %d, %d, %d: want n + n/8 rounded up to MinPooledPacket", cap(one), cap(two), cap(three))
+	}
+	b.Put(one)
+	b.Put(two)
+	b.Put(three)
 	if b.Len() != 2 {
 		t.Fatalf("%d free buffers, want 2 (the bound)", b.Len())
 	}
-	if got := b.get(4 * MinPooledPacket); cap(got) < 4*MinPooledPacket+MinPooledPacket/2 {
+	if got := b.get(5 * m); cap(got) < 5*m+m/2 {
 		t.Fatalf("cap %d: a free buffer too small was used, or a new one without room to spare", cap(got))
 	}
-	if got := b.get(MinPooledPacket); cap(got) != 2*MinPooledPacket {
-		t.Fatalf("cap %d, want the smallest large enough (%d); the smallest of three should have been dropped", cap(got), 2*MinPooledPacket)
+	if got := b.get(m); cap(got) != 3*m {
+		t.Fatalf("cap %d, want the smallest large enough (%d); the smallest of three should have been dropped", cap(got), 3*m)
 	}
 	var nilBuffers *Buffers
 	nilBuffers.Put(big)
@@ -53,7 +73,7 @@ func TestBuffersReuse(t *testing.T) {
 // before, and the data is the packet's.
 func TestConnReadsIntoBuffers(t *testing.T) {
 	b := NewBuffers(1, 0)
-	lent := make([]byte, 2*MinPooledPacket)
+	lent := b.get(2 * MinPooledPacket)
 	b.Put(lent)
 	data := bytes.Repeat([]byte{0xAB}, MinPooledPacket+5)
 	pkt := binary.BigEndian.AppendUint32(nil, uint32(HeaderLen+len(data)))
@@ -122,7 +142,7 @@ func TestBuffersIdle(t *testing.T) {
 	b.now = func() time.Time { return now }
 	b.mu.Unlock()
 	b.SetIdle(time.Hour) // the timer must not fire during this part
-	old, fresh := make([]byte, 2*MinPooledPacket), make([]byte, 3*MinPooledPacket)
+	old, fresh := b.get(2*MinPooledPacket), b.get(3*MinPooledPacket)
 	b.Put(old)
 	now = now.Add(40 * time.Minute)
 	b.Put(fresh)
@@ -142,7 +162,7 @@ func TestBuffersIdle(t *testing.T) {
 	// With nothing taken or given back, the timer drops idle buffers.
 	b = NewBuffers(4, 0)
 	b.SetIdle(20 * time.Millisecond)
-	b.Put(make([]byte, MinPooledPacket))
+	b.Put(b.get(MinPooledPacket))
 	if b.Len() != 1 {
 		t.Fatalf("%d free buffers, want 1", b.Len())
 	}
@@ -152,5 +172,22 @@ func TestBuffersIdle(t *testing.T) {
 			t.Fatal("an idle free buffer was still kept 10 s after its idle time of 20 ms")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestBufferSize(t *testing.T) {
+	const m, huge = MinPooledPacket, hugePage
+	for _, c := range []struct{ n, want int }{
+		{m, 2 * m},             // an eighth more, in MinPooledPacket
+		{1 << 20, 1<<20 + 2*m}, // 1.125 MiB exactly
+		{huge*16/17 - 1, huge}, // just under 2 MiB with a sixteenth more
+		{huge, 2 * huge},       // 2 MiB and a sixteenth: 4 MiB
+		{9_400_000, 5 * huge},  // a maximum report: 10 MiB
+		{5 * huge * 16 / 17, 5 * huge},
+		{5*huge*16/17 + 2, 6 * huge}, // the most that fits 10 MiB
+	} {
+		if got := bufferSize(c.n); got != c.want || got < c.n {
+			t.Errorf("bufferSize(%d) = %d, want %d", c.n, got, c.want)
+		}
 	}
 }

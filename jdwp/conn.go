@@ -27,8 +27,9 @@ type Options struct {
 	// on the reader goroutine: it must not block or call back into the Conn
 	// in a way that waits for a reply.
 	OnCommand func(Packet)
-	// Buffers, if set, provides the data buffers of large packets; the
-	// receiver of a packet may give its data back with Buffers.Put.
+	// Buffers, if set, lends the data buffers of large replies to
+	// requests made with StartOwned, and bounds how many large packets
+	// are read at once (see Buffers).
 	Buffers *Buffers
 }
 
@@ -44,13 +45,25 @@ type Conn struct {
 
 	mu      sync.Mutex
 	nextID  uint32
-	waiters map[uint32]chan Packet
+	waiters map[uint32]*waiter
 	err     error // first fatal error; set once
 
 	dropped atomic.Uint64 // replies nobody waited for
 	done    chan struct{} // closed when the reader has exited
 	closing chan struct{} // closed when Close starts
 	once    sync.Once
+}
+
+// waiter is a request waiting for its reply.
+type waiter struct {
+	ch chan Packet // capacity 1: one send, or a close, per waiter
+	// owned: the reply's data is read into a buffer lent by Conn.bufs,
+	// which whoever ends up with the packet gives back.
+	owned bool
+	// abandoned: the request gave up after the reader took it out of
+	// the waiters, to read its reply; the reader then gives the data
+	// back itself. Guarded by Conn.mu.
+	abandoned bool
 }
 
 // Open performs the client handshake on rwc and starts the connection.
@@ -75,7 +88,7 @@ func NewConn(rwc io.ReadWriteCloser, opts Options) *Conn {
 		onCm:    opts.OnCommand,
 		bufs:    opts.Buffers,
 		nextID:  firstID,
-		waiters: make(map[uint32]chan Packet),
+		waiters: make(map[uint32]*waiter),
 		done:    make(chan struct{}),
 		closing: make(chan struct{}),
 	}
@@ -86,7 +99,19 @@ func NewConn(rwc io.ReadWriteCloser, opts Options) *Conn {
 func (c *Conn) readLoop() {
 	defer close(c.done)
 	for {
-		p, err := readPacket(c.rwc, c.max, c.bufs, c.closing)
+		p, n, err := readHeader(c.rwc, c.max)
+		var w *waiter
+		if err == nil {
+			if p.IsReply() {
+				// The waiter is taken before the data is read, so that
+				// an owned reply is read into a lent buffer.
+				c.mu.Lock()
+				w = c.waiters[p.ID]
+				delete(c.waiters, p.ID)
+				c.mu.Unlock()
+			}
+			err = readData(c.rwc, &p, n, c.bufs, w != nil && w.owned, c.closing)
+		}
 		if err != nil {
 			select {
 			case <-c.closing:
@@ -99,6 +124,14 @@ func (c *Conn) readLoop() {
 				}
 				c.fail(err)
 			}
+			if w != nil {
+				// Out of the waiters, so fail did not wake it.
+				c.mu.Lock()
+				if !w.abandoned {
+					close(w.ch)
+				}
+				c.mu.Unlock()
+			}
 			c.rwc.Close()
 			return
 		}
@@ -108,15 +141,21 @@ func (c *Conn) readLoop() {
 			}
 			continue
 		}
-		c.mu.Lock()
-		ch, ok := c.waiters[p.ID]
-		delete(c.waiters, p.ID)
-		c.mu.Unlock()
-		if !ok {
+		if w == nil {
 			c.dropped.Add(1)
 			continue
 		}
-		ch <- p // buffered, capacity 1, one send per waiter
+		c.mu.Lock()
+		if w.abandoned {
+			c.mu.Unlock()
+			c.dropped.Add(1)
+			if w.owned {
+				c.bufs.Put(p.Data)
+			}
+			continue
+		}
+		w.ch <- p // buffered, capacity 1, one send per waiter
+		c.mu.Unlock()
 	}
 }
 
@@ -129,8 +168,8 @@ func (c *Conn) fail(err error) {
 	ws := c.waiters
 	c.waiters = nil
 	c.mu.Unlock()
-	for _, ch := range ws {
-		close(ch)
+	for _, w := range ws {
+		close(w.ch)
 	}
 }
 
@@ -165,7 +204,21 @@ func (c *Conn) Close() error {
 // waiter, and its reply, should it come later, is dropped and counted.
 // A reply with a non-zero error code is returned as *ReplyError.
 func (c *Conn) Start(cmdSet, cmd uint8, data []byte) (wait func(context.Context) ([]byte, error), err error) {
-	ch := make(chan Packet, 1)
+	return c.start(cmdSet, cmd, data, false)
+}
+
+// StartOwned is Start for a request whose reply may be large, such as an
+// allocation report: the reply's data is read into a buffer lent by the
+// Conn's Buffers (if any, and if large), and belongs to the caller, who
+// must give it back with Buffers.Put once done with it, whenever wait
+// returns data, with or without an error. A reply that comes after the
+// wait gave up is given back by the Conn.
+func (c *Conn) StartOwned(cmdSet, cmd uint8, data []byte) (wait func(context.Context) ([]byte, error), err error) {
+	return c.start(cmdSet, cmd, data, true)
+}
+
+func (c *Conn) start(cmdSet, cmd uint8, data []byte, owned bool) (wait func(context.Context) ([]byte, error), err error) {
+	w := &waiter{ch: make(chan Packet, 1), owned: owned && c.bufs != nil}
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -173,16 +226,16 @@ func (c *Conn) Start(cmdSet, cmd uint8, data []byte) (wait func(context.Context)
 		return nil, err
 	}
 	id := c.allocID()
-	c.waiters[id] = ch
+	c.waiters[id] = w
 	c.mu.Unlock()
 
 	if err := c.write(&Packet{ID: id, CommandSet: cmdSet, Command: cmd, Data: data}); err != nil {
-		c.forget(id)
+		c.abandon(id, w)
 		return nil, err
 	}
 	return func(ctx context.Context) ([]byte, error) {
 		select {
-		case p, ok := <-ch:
+		case p, ok := <-w.ch:
 			if !ok {
 				return nil, c.Err()
 			}
@@ -191,10 +244,33 @@ func (c *Conn) Start(cmdSet, cmd uint8, data []byte) (wait func(context.Context)
 			}
 			return p.Data, nil
 		case <-ctx.Done():
-			c.forget(id)
+			c.abandon(id, w)
 			return nil, fmt.Errorf("jdwp: waiting for reply to %#x: %w", id, ctx.Err())
 		}
 	}, nil
+}
+
+// abandon gives up waiting for the reply to request id: it removes the
+// waiter, or, if the reader has taken it to read the reply, leaves the
+// reply to the reader; a reply delivered already is given back.
+func (c *Conn) abandon(id uint32, w *waiter) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.waiters != nil && c.waiters[id] == w {
+		delete(c.waiters, id)
+		return
+	}
+	w.abandoned = true
+	select {
+	case p, ok := <-w.ch:
+		if ok {
+			c.dropped.Add(1)
+			if w.owned {
+				c.bufs.Put(p.Data)
+			}
+		}
+	default:
+	}
 }
 
 // Request writes a command packet and waits for its reply.
@@ -233,14 +309,6 @@ func (c *Conn) allocID() uint32 {
 			return id
 		}
 	}
-}
-
-func (c *Conn) forget(id uint32) {
-	c.mu.Lock()
-	if c.waiters != nil {
-		delete(c.waiters, id)
-	}
-	c.mu.Unlock()
 }
 
 // write sends one packet with one Write call. A failed write leaves the

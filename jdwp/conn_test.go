@@ -25,7 +25,7 @@ type fakeVM struct {
 	done chan struct{}
 }
 
-func startVM(t *testing.T) (*Conn, *fakeVM, []Packet) {
+func startVM(t *testing.T, opts ...Options) (*Conn, *fakeVM, []Packet) {
 	t.Helper()
 	client, vmSide := net.Pipe()
 	vm := &fakeVM{conn: vmSide, in: make(chan Packet, 64), errs: make(chan error, 4), done: make(chan struct{})}
@@ -46,7 +46,11 @@ func startVM(t *testing.T) (*Conn, *fakeVM, []Packet) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := Open(ctx, client, Options{})
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	c, err := Open(ctx, client, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +174,7 @@ func TestRequestIDsAreUniqueAndInRange(t *testing.T) {
 }
 
 func TestIDWrapsWithinRange(t *testing.T) {
-	c := &Conn{nextID: lastID, waiters: map[uint32]chan Packet{firstID: nil}}
+	c := &Conn{nextID: lastID, waiters: map[uint32]*waiter{firstID: nil}}
 	if id := c.allocID(); id != lastID {
 		t.Fatalf("id %#x", id)
 	}
@@ -360,4 +364,148 @@ func TestHandshake(t *testing.T) {
 			t.Fatalf("err = %v", err)
 		}
 	})
+}
+
+// lentEventually waits until bufs has n buffers out.
+func lentEventually(t *testing.T, bufs *Buffers, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for bufs.Lent() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d buffers lent, want %d", bufs.Lent(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A large reply to StartOwned is read into a buffer lent by Buffers and
+// belongs to the caller, error code or not; a large reply to Start, or a
+// large packet the VM sends on its own, is not lent.
+func TestStartOwnedLendsLargeReplies(t *testing.T) {
+	bufs := NewBuffers(2, 1)
+	var cmds []Packet
+	c, vm, _ := startVM(t, Options{Buffers: bufs, OnCommand: func(p Packet) { cmds = append(cmds, p) }})
+	big := bytes.Repeat([]byte{7}, MinPooledPacket+1)
+	for _, code := range []uint16{0, 13} {
+		wait, err := c.StartOwned(0xC7, 1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := vm.next(t)
+		vm.send(t, Packet{ID: 0x10000001, CommandSet: 0xC7, Command: 1, Data: big}) // the VM's own
+		vm.send(t, Packet{ID: p.ID, Flags: FlagReply, ErrorCode: code, Data: big})
+		data, err := wait(context.Background())
+		if (err != nil) != (code != 0) || !bytes.Equal(data, big) {
+			t.Fatalf("error code %d: err %v, %d bytes", code, err, len(data))
+		}
+		if bufs.Lent() != 1 {
+			t.Fatalf("error code %d: %d buffers lent, want 1 (the reply's)", code, bufs.Lent())
+		}
+		bufs.Put(data)
+	}
+	wait, err := c.Start(0xC7, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := vm.next(t)
+	vm.send(t, Packet{ID: p.ID, Flags: FlagReply, Data: big})
+	if data, err := wait(context.Background()); err != nil || len(data) != len(big) {
+		t.Fatalf("Start: err %v, %d bytes", err, len(data))
+	}
+	if bufs.Lent() != 0 || len(cmds) != 2 {
+		t.Fatalf("%d buffers lent, want 0; %d VM packets, want 2", bufs.Lent(), len(cmds))
+	}
+}
+
+// An owned reply whose request gave up is given back by the Conn, whether
+// it came after the wait ended or while it was being read; so is one cut
+// off by the end of the stream.
+func TestOwnedRepliesNobodyTakesAreGivenBack(t *testing.T) {
+	bufs := NewBuffers(2, 1)
+	c, vm, _ := startVM(t, Options{Buffers: bufs})
+	big := bytes.Repeat([]byte{7}, 2*MinPooledPacket)
+	reply := func(id uint32) []byte {
+		return AppendPacket(nil, &Packet{ID: id, Flags: FlagReply, Data: big})
+	}
+
+	// Late: the wait ended before the reply's header came.
+	ctx, cancel := context.WithCancel(context.Background())
+	wait, err := c.StartOwned(0xC7, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := vm.next(t)
+	cancel()
+	if _, err := wait(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v, want canceled", err)
+	}
+	vm.send(t, Packet{ID: p.ID, Flags: FlagReply, Data: big})
+
+	// Mid-read: the reader has taken the request when the wait ends.
+	ctx, cancel = context.WithCancel(context.Background())
+	wait, err = c.StartOwned(0xC7, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = vm.next(t)
+	b := reply(p.ID)
+	if _, err := vm.conn.Write(b[:HeaderLen+100]); err != nil {
+		t.Fatal(err)
+	}
+	lentEventually(t, bufs, 1)
+	cancel()
+	if _, err := wait(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v, want canceled", err)
+	}
+	if _, err := vm.conn.Write(b[HeaderLen+100:]); err != nil {
+		t.Fatal(err)
+	}
+	lentEventually(t, bufs, 0)
+
+	// Delivered, but the wait ended before taking it (abandon, as the
+	// wait calls it, without the race between the two select cases).
+	if _, err = c.StartOwned(0xC7, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	p = vm.next(t)
+	c.mu.Lock()
+	w := c.waiters[p.ID]
+	c.mu.Unlock()
+	vm.send(t, Packet{ID: p.ID, Flags: FlagReply, Data: big})
+	deadline := time.Now().Add(5 * time.Second)
+	for len(w.ch) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the reply was not delivered")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if bufs.Lent() != 1 {
+		t.Fatalf("%d buffers lent, want 1", bufs.Lent())
+	}
+	c.abandon(p.ID, w)
+	if bufs.Lent() != 0 || len(w.ch) != 0 {
+		t.Fatalf("%d buffers lent, %d replies left: the delivered reply was not given back", bufs.Lent(), len(w.ch))
+	}
+	if c.Dropped() != 3 {
+		t.Fatalf("dropped = %d, want 3", c.Dropped())
+	}
+
+	// Cut off: the stream ends inside the reply.
+	wait, err = c.StartOwned(0xC7, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = vm.next(t)
+	b = reply(p.ID)
+	if _, err := vm.conn.Write(b[:HeaderLen+100]); err != nil {
+		t.Fatal(err)
+	}
+	lentEventually(t, bufs, 1)
+	vm.conn.Close()
+	if data, err := wait(context.Background()); err == nil || data != nil {
+		t.Fatalf("a cut-off reply: err %v, %d bytes", err, len(data))
+	}
+	if bufs.Lent() != 0 || bufs.Reading() != 0 {
+		t.Fatalf("%d buffers lent, %d reads under way after the stream ended", bufs.Lent(), bufs.Reading())
+	}
 }

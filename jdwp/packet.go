@@ -114,31 +114,51 @@ func ParseHeader(h *[HeaderLen]byte, max int, p *Packet) (dataLen int, err error
 // that ends between packets gives io.EOF.
 func ReadPacket(r io.Reader, max int) (Packet, error) { return readPacket(r, max, nil, nil) }
 
-// readPacket is ReadPacket with data buffers from bufs, reading a large
-// packet's data only in its turn (see Buffers); it gives up with ErrClosed
-// when stop closes while it waits.
+// readPacket is ReadPacket with data buffers from bufs (see readData).
 func readPacket(r io.Reader, max int, bufs *Buffers, stop <-chan struct{}) (Packet, error) {
-	var h [HeaderLen]byte
-	var p Packet
-	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return p, err
-	}
-	n, err := ParseHeader(&h, max, &p)
+	p, n, err := readHeader(r, max)
 	if err != nil {
 		return p, err
 	}
+	return p, readData(r, &p, n, bufs, true, stop)
+}
+
+// readHeader reads a packet's header and returns the length of its data.
+func readHeader(r io.Reader, max int) (Packet, int, error) {
+	var h [HeaderLen]byte
+	var p Packet
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return p, 0, err
+	}
+	n, err := ParseHeader(&h, max, &p)
+	return p, n, err
+}
+
+// readData reads the n data bytes of packet p into p.Data: a buffer lent
+// by bufs if lend, else a new one. A large packet is read only in its
+// turn (see Buffers); readData gives up with ErrClosed when stop closes
+// while it waits. On error, a lent buffer is given back.
+func readData(r io.Reader, p *Packet, n int, bufs *Buffers, lend bool, stop <-chan struct{}) error {
 	if !bufs.acquire(n, stop) {
-		return p, ErrClosed
+		return ErrClosed
 	}
 	defer bufs.release(n)
-	p.Data = bufs.get(n)
+	if lend {
+		p.Data = bufs.get(n)
+	} else {
+		p.Data = make([]byte, n)
+	}
 	if _, err := io.ReadFull(r, p.Data); err != nil {
+		if lend {
+			bufs.Put(p.Data)
+		}
+		p.Data = nil
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return p, fmt.Errorf("jdwp: reading %d data bytes of packet %#x: %w", n, p.ID, err)
+		return fmt.Errorf("jdwp: reading %d data bytes of packet %#x: %w", n, p.ID, err)
 	}
-	return p, nil
+	return nil
 }
 
 // WritePacket encodes p and writes it to w with one Write call.

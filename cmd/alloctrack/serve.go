@@ -82,7 +82,7 @@ func newServeCmd(app *kingpin.Application) *serveCmd {
 	c.requestTimeout = f("request.timeout", "Timeout of the JDWP handshake, HELO, and the REAQ probe (no answer: tracking unsupported, Android 12+).").Default("5s").Duration()
 	c.reportTimeout = f("report.timeout", "Timeout of a REAL (allocation report) request.").Default("30s").Duration()
 	c.reportsPerDev = f("reports.per-device", "Concurrent report transfers per device (USB bandwidth).").Default("2").Int()
-	c.reportsFlight = f("reports.in-flight", "Reports read at once across all devices: each holds a whole report (up to about 9 MB) in memory, and as many report buffers are kept for reuse between windows. A VM building its report takes no turn.").Default("8").Int()
+	c.reportsFlight = f("reports.in-flight", "Reports read at once across all devices: each holds a whole report (up to about 9 MB) in memory, and that many report buffers, plus 4 for reports still being counted, are kept for reuse between windows. A VM building its report takes no turn.").Default("8").Int()
 	c.reprobe = f("reprobe.interval", "How often an app without tracking support is probed again.").Default("30m").Duration()
 	c.shutdownTimeout = f("shutdown.timeout", "On SIGINT/SIGTERM, how long to wait while every app's tracking is turned off. A second signal exits at once.").Default("10s").Duration()
 	c.backend = enum(f("backend", "How apps are watched: auto (the VM's allocation tracker over JDWP on devices below API 31, perfetto's heapprofd sampling from API 31, Android 12, on), ddm (the allocation tracker everywhere; Android 12+ apps show as unsupported), or heapprofd (heapprofd everywhere). Heapprofd numbers are samples and estimates; see the README."), "backend", "auto", "ddm", "auto", "heapprofd")
@@ -255,9 +255,9 @@ func (c *serveCmd) run(stderr io.Writer) int {
 
 	memLimit := "GOMEMLIMIT"
 	if os.Getenv("GOMEMLIMIT") == "" {
-		// Reports are most of the heap: a soft limit sized for the ones
-		// the daemon may hold keeps the garbage between collections from
-		// doubling it (GOGC=100), at a small CPU cost.
+		// A soft limit sized for the reports the daemon may count at
+		// once keeps the garbage between collections from doubling the
+		// heap (GOGC=100) after a burst, at a small CPU cost.
 		limit := defaultMemoryLimit(*c.reportsFlight)
 		debug.SetMemoryLimit(limit)
 		memLimit = fmt.Sprintf("%d MiB", limit>>20)
@@ -293,14 +293,15 @@ func (c *serveCmd) run(stderr io.Writer) int {
 }
 
 // defaultMemoryLimit is the soft memory limit serve sets unless GOMEMLIMIT
-// is given: 56 MiB for everything but reports, and 10 MiB (a maximum-size
-// report and its parse) for every report buffer the daemon may hold at
-// once: one per report being read, or kept free for the next window when
-// none is (alloctrack.DaemonConfig.ReportBuffers, as many as reports in
-// flight), and 4 more for reports read and still being counted. 176 MiB
-// with the default --reports.in-flight of 8.
+// is given. Report buffers are memory maps of their own, outside the Go
+// heap (jdwp.Buffers), so the limit covers the rest: 48 MiB for
+// everything but reports, and 4 MiB for every report the daemon may parse
+// and count at once (its entry array, 1 MiB at most, and the counting's
+// tables): one per report in flight and 4 more, as many as report
+// buffers are kept (alloctrack.DaemonConfig.ReportBuffers). 96 MiB with
+// the default --reports.in-flight of 8.
 func defaultMemoryLimit(inFlight int) int64 {
-	return (56 + 10*int64(inFlight+4)) << 20
+	return (48 + 4*int64(inFlight+4)) << 20
 }
 
 func simWorkload(rate float64) sim.Workload {
