@@ -677,7 +677,13 @@ type Snapshot struct {
 	Servers []ServerStatus
 	Devices []DeviceStatus
 	Apps    []AppSnapshot
+	ReportBuffers BufferStatus
 }
+
+// BufferStatus is the memory of the buffers reports are read into, in
+// bytes: in use (reports being read or counted) and free (kept for the
+// next windows).
+type BufferStatus struct{ InUse, Free int64 }
 
 // Snapshot copies the daemon's state for the exporter; it does no I/O.
 func (d *Daemon) Snapshot() Snapshot {
@@ -701,6 +707,7 @@ func (d *Daemon) Snapshot() Snapshot {
 	for _, e := range apps {
 		s.Apps = append(s.Apps, AppSnapshot{AppStatus: e.stats.Snapshot(), Counts: e.counters.Snapshot()})
 	}
+	s.ReportBuffers.InUse, s.ReportBuffers.Free = d.buffers.Bytes()
 	slices.SortFunc(s.Servers, func(a, b ServerStatus) int { return strings.Compare(a.Addr, b.Addr) })
 	slices.SortFunc(s.Devices, func(a, b DeviceStatus) int {
 		return strings.Compare(a.Server+"/"+a.Serial, b.Server+"/"+b.Serial)

@@ -518,3 +518,27 @@ func onlyVM(t *testing.T, farm *sim.Farm, serial, pkg string) *sim.VM {
 	t.Fatalf("no %s on %s", pkg, serial)
 	return nil
 }
+
+// Report buffers show in the snapshot while apps report, and every one is
+// back once the daemon has stopped, apps restarting and devices leaving
+// meanwhile.
+func TestDaemonReportBuffers(t *testing.T) {
+	w := sim.DefaultWorkload()
+	w.Rate = 100000 // about 10,000 entries a window: reports large enough to be lent
+	farm := newFarm(sim.FarmConfig{Devices: 2, AppsPerDevice: 2, Workload: w})
+	r := startDaemon(t, farm, daemonConfig())
+	eventually(t, "report buffers in use or kept", func() bool {
+		b := r.d.Snapshot().ReportBuffers
+		return b.InUse+b.Free > 0
+	})
+	serial := farm.Devices()[0].Serial()
+	if _, err := farm.RestartApp(serial, onlyPID(t, farm, serial, "com.example.app1")); err != nil {
+		t.Fatal(err)
+	}
+	farm.Devices()[1].Disconnect()
+	eventually(t, "windows after the restart", func() bool { return r.tracking(serial, "com.example.app1", 2) })
+	r.stop()
+	if b := r.d.Snapshot().ReportBuffers; b.InUse != 0 {
+		t.Fatalf("%d bytes of report buffers still in use after the daemon stopped", b.InUse)
+	}
+}

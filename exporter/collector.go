@@ -95,6 +95,7 @@ var (
 	descHPTraceBytes     = desc("heapprofd_trace_bytes_total", "Trace bytes of the app's heapprofd sessions read from the device.", app...)
 	descHPBroken         = desc("heapprofd_broken_stack_samples_total", "Samples on stacks that did not unwind, by failure: error (heapprofd's ERROR frame) or unknown (unnamed outermost frame: the Android 12/13 ART unwinding bug).", "serial", "package", "unwind")
 	descSnapshotSeries   = desc("site_series", "Site series currently exported across all apps.")
+	descReportBuffers    = desc("report_buffer_bytes", "Memory of the buffers reports are read into, by state: in_use (reports being read or counted) or free (kept for the next windows). On Unix they are memory maps outside the Go heap: part of process_resident_memory_bytes, not of go_memstats_*.", "state")
 )
 
 // Collector turns a snapshot into metrics.
@@ -134,7 +135,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		descAppState, descAppTracking, descAppPID, descWindows, descOverflowed, descWindowSeconds,
 		descRTT, descReportBytes, descLastEntries, descAppErrors, descAppAllocs, descAppBytes,
 		descClassAllocs, descClassBytes, descSiteAllocs, descSiteBytes, descSiteInfo,
-		descSnapshotApps, descSnapshotSeries,
+		descSnapshotApps, descSnapshotSeries, descReportBuffers,
 		descSiteEstAllocs, descSiteEstBytes, descAppSampledAllocs, descAppSampledBytes, descAppEstAllocs, descAppEstBytes,
 		descHPInterval, descHPSessions, descHPDumps, descHPTraceBytes, descHPBroken,
 	} {
@@ -239,6 +240,8 @@ func (c *Collector) collectLight(ch chan<- prometheus.Metric, s alloctrack.Snaps
 	}
 	ch <- m(descSnapshotApps, gauge, float64(len(s.Apps)))
 	ch <- m(descSnapshotSeries, gauge, float64(nSites))
+	ch <- m(descReportBuffers, gauge, float64(s.ReportBuffers.InUse), "in_use")
+	ch <- m(descReportBuffers, gauge, float64(s.ReportBuffers.Free), "free")
 }
 
 // collectSites sends the class and site families: the series of

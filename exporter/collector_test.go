@@ -49,6 +49,7 @@ var sharedSite = alloctrack.SiteInfo{
 func fixture() alloctrack.Snapshot {
 	devErrs := map[string]uint64{"track-jdwp": 3, alloctrack.StageConnect: 1}
 	return alloctrack.Snapshot{
+		ReportBuffers: alloctrack.BufferStatus{InUse: 3 << 20, Free: 10 << 20},
 		Servers: []alloctrack.ServerStatus{
 			{Addr: "10.0.0.2:5037", Up: false, Errors: 7},
 			{Addr: "127.0.0.1:5037", Up: true, Errors: 2},

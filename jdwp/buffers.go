@@ -245,5 +245,23 @@ func (b *Buffers) Lent() int {
 	return b.out
 }
 
+// Bytes returns the memory of the buffers lent and not given back, and of
+// the free ones kept.
+func (b *Buffers) Bytes() (inUse, free int64) {
+	if b == nil {
+		return 0, 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var all int64
+	for _, e := range b.lent {
+		all += int64(cap(e.b))
+	}
+	for _, f := range b.free {
+		free += int64(cap(f.b))
+	}
+	return all - free, free
+}
+
 // Reading is the number of large packets being read.
 func (b *Buffers) Reading() int { return len(b.reading) }

@@ -191,3 +191,21 @@ func TestBufferSize(t *testing.T) {
 		}
 	}
 }
+
+// Bytes counts the memory of buffers out and free.
+func TestBuffersBytes(t *testing.T) {
+	b := NewBuffers(4, 0)
+	x, y := b.get(MinPooledPacket), b.get(3*MinPooledPacket)
+	b.get(100) // small: not lent
+	if in, free := b.Bytes(); in != int64(cap(x)+cap(y)) || free != 0 {
+		t.Fatalf("in use %d, free %d; want %d, 0", in, free, cap(x)+cap(y))
+	}
+	b.Put(y[5:])
+	if in, free := b.Bytes(); in != int64(cap(x)) || free != int64(cap(y)) {
+		t.Fatalf("in use %d, free %d; want %d, %d", in, free, cap(x), cap(y))
+	}
+	var none *Buffers
+	if in, free := none.Bytes(); in != 0 || free != 0 {
+		t.Fatal("a nil Buffers holds nothing")
+	}
+}
