@@ -674,9 +674,9 @@ type AppSnapshot struct {
 
 // Snapshot is a consistent copy of everything the daemon knows.
 type Snapshot struct {
-	Servers []ServerStatus
-	Devices []DeviceStatus
-	Apps    []AppSnapshot
+	Servers       []ServerStatus
+	Devices       []DeviceStatus
+	Apps          []AppSnapshot
 	ReportBuffers BufferStatus
 }
 
