@@ -16,13 +16,25 @@ const hugePage = 2 << 20
 // bufferSize is the size of a new buffer for n bytes: room to spare, so
 // that it also fits the next packets of about this size (reports vary
 // from window to window): an eighth more, in multiples of
-// MinPooledPacket, or from 2 MiB on, a sixteenth more in whole huge pages
-// (whose rounding adds 1 MiB on average).
-func bufferSize(n int) int {
-	if n+n/8 < hugePage {
-		return (n + n/8 + MinPooledPacket - 1) / MinPooledPacket * MinPooledPacket
+// MinPooledPacket; or, from 4 MiB on, a sixteenth more in whole huge
+// pages, whose rounding adds 1 MiB on average. A huge page is resident as
+// soon as any of it is touched, so smaller buffers keep small pages: only
+// what a packet fills is resident.
+func bufferSize(n int) (size int, huge bool) {
+	if n+n/16 < 2*hugePage {
+		return (n + n/8 + MinPooledPacket - 1) / MinPooledPacket * MinPooledPacket, false
 	}
-	return (n + n/16 + hugePage - 1) / hugePage * hugePage
+	return (n + n/16 + hugePage - 1) / hugePage * hugePage, true
+}
+
+// oversized tells whether a buffer of size size is too large to keep for
+// packets of n bytes: more than twice what a new one would be. After a
+// burst of large packets, such as every app reporting what piled up while
+// its adb server restarted, the buffers kept then follow the packets of
+// now rather than the largest ever read.
+func oversized(size, n int) bool {
+	want, _ := bufferSize(n)
+	return size > 2*want
 }
 
 // Buffers lends the data buffers of large replies, such as the allocation
@@ -174,8 +186,8 @@ func (b *Buffers) get(n int) []byte {
 		}
 	}
 	if best < 0 {
-		size := bufferSize(n)
-		p, mapped := allocMemory(size)
+		size, huge := bufferSize(n)
+		p, mapped := allocMemory(size, huge)
 		if !mapped {
 			p = make([]byte, size) // no map to be had: Go heap, as without maps
 		}
@@ -190,9 +202,10 @@ func (b *Buffers) get(n int) []byte {
 }
 
 // Put gives back a buffer b lent (or any part of it from any offset to
-// its end) once nothing refers to it any more: it is kept for the next
-// packets, or, when b already keeps as many as it may and all are larger,
-// its memory is given back. Anything else (a small packet's data, nil) is
+// its end, whose length is what the packet used) once nothing refers to
+// it any more: it is kept for the next packets, or its memory is given
+// back when it is far larger than the packet needed (see oversized) or
+// when b already keeps as many as it may and all are larger. Anything else (a small packet's data, nil) is
 // left to the garbage collector.
 func (b *Buffers) Put(p []byte) {
 	if b == nil || cap(p) == 0 {
@@ -212,6 +225,10 @@ func (b *Buffers) Put(p []byte) {
 	}
 	b.out--
 	defer b.trimLocked()
+	if oversized(cap(whole), len(p)) {
+		b.dropLocked(whole)
+		return
+	}
 	f := freeBuffer{whole, b.now()}
 	if len(b.free) < b.keep {
 		b.free = append(b.free, f)

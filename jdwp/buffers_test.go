@@ -177,18 +177,45 @@ func TestBuffersIdle(t *testing.T) {
 
 func TestBufferSize(t *testing.T) {
 	const m, huge = MinPooledPacket, hugePage
-	for _, c := range []struct{ n, want int }{
-		{m, 2 * m},             // an eighth more, in MinPooledPacket
-		{1 << 20, 1<<20 + 2*m}, // 1.125 MiB exactly
-		{huge*16/17 - 1, huge}, // just under 2 MiB with a sixteenth more
-		{huge, 2 * huge},       // 2 MiB and a sixteenth: 4 MiB
-		{9_400_000, 5 * huge},  // a maximum report: 10 MiB
-		{5 * huge * 16 / 17, 5 * huge},
-		{5*huge*16/17 + 2, 6 * huge}, // the most that fits 10 MiB
+	for _, c := range []struct {
+		n, want int
+		huge    bool
+	}{
+		{m, 2 * m, false},                   // an eighth more, in MinPooledPacket
+		{1 << 20, 1<<20 + 2*m, false},       // 1.125 MiB exactly
+		{2_400_000, 42 * m, false},          // a soak's report: small pages
+		{2 * huge * 16 / 17, 68 * m, false}, // just under 4 MiB with a sixteenth more
+		{2*huge*16/17 + 1, 2 * huge, true},  // 4 MiB: huge pages
+		{9_400_000, 5 * huge, true},         // a maximum report: 10 MiB
+		{5 * huge * 16 / 17, 5 * huge, true},
+		{5*huge*16/17 + 2, 6 * huge, true},
 	} {
-		if got := bufferSize(c.n); got != c.want || got < c.n {
-			t.Errorf("bufferSize(%d) = %d, want %d", c.n, got, c.want)
+		got, h := bufferSize(c.n)
+		if got != c.want || h != c.huge || got < c.n {
+			t.Errorf("bufferSize(%d) = %d, %v; want %d, %v", c.n, got, h, c.want, c.huge)
 		}
+	}
+}
+
+// A buffer given back far larger than its packet needed is dropped, not
+// kept: after a burst of large reports, the buffers kept shrink back.
+func TestBuffersDropOversized(t *testing.T) {
+	b := NewBuffers(4, 0)
+	big := b.get(8 << 20)
+	b.Put(big[:4<<20]) // half: kept
+	if b.Len() != 1 {
+		t.Fatalf("%d free buffers, want 1", b.Len())
+	}
+	big = b.get(3 << 20)
+	if cap(big) < 8<<20 {
+		t.Fatalf("cap %d: the free buffer was not lent", cap(big))
+	}
+	b.Put(big) // 3 MiB in a buffer of 10: dropped
+	if b.Len() != 0 || b.Lent() != 0 {
+		t.Fatalf("%d free, %d lent: an oversized buffer was kept", b.Len(), b.Lent())
+	}
+	if in, free := b.Bytes(); in != 0 || free != 0 {
+		t.Fatalf("%d bytes in use, %d free after the only buffer was dropped", in, free)
 	}
 }
 

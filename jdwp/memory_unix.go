@@ -5,13 +5,14 @@ package jdwp
 import "syscall"
 
 // allocMemory maps n bytes of zeroed anonymous memory, outside the Go
-// heap; ok is false if the system refuses.
-func allocMemory(n int) (p []byte, ok bool) {
+// heap, in huge pages if huge and the system has them (n is then a
+// multiple of hugePage); ok is false if the system refuses.
+func allocMemory(n int, huge bool) (p []byte, ok bool) {
 	p, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
 	if err != nil {
 		return nil, false
 	}
-	if n%hugePage == 0 {
+	if huge {
 		adviseHuge(p)
 	}
 	return p, true
