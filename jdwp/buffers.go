@@ -205,8 +205,8 @@ func (b *Buffers) get(n int) []byte {
 // its end, whose length is what the packet used) once nothing refers to
 // it any more: it is kept for the next packets, or its memory is given
 // back when it is far larger than the packet needed (see oversized) or
-// when b already keeps as many as it may and all are larger. Anything else (a small packet's data, nil) is
-// left to the garbage collector.
+// when b already keeps as many as it may and all are larger. Anything
+// else (a small packet's data, nil) is left to the garbage collector.
 func (b *Buffers) Put(p []byte) {
 	if b == nil || cap(p) == 0 {
 		return
