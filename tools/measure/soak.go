@@ -89,6 +89,12 @@ func soak(args []string) error {
 	fmt.Printf("%6s %9s %9s %9s %9s %9s %10s %5s %7s %5s %8s  %s\n", "minute", "RSS MiB", "anon MiB", "HWM MiB", "live MiB", "goal MiB", "goroutines", "fds", "series", "apps", "CPU s", "events")
 
 	rng := rand.New(rand.NewPCG(*seed, 7))
+	// Apps come and go within a band of one per device either side of
+	// the starting count.
+	startApps, band := 0, *devices
+	for _, d := range farm.Devices() {
+		startApps += len(d.VMs())
+	}
 	var (
 		start      = time.Now()
 		unplugged  = map[string]time.Time{}
@@ -175,18 +181,23 @@ func soak(args []string) error {
 					unplugged[d.Serial()] = now
 					events["unplug"]++
 				}
-			case k < 8: // a new app starts
-				d := farm.Devices()[rng.IntN(*devices)]
-				if len(d.VMs()) < 2**apps {
-					extra++
-					wl := w
-					wl.Seed = uint64(1000 + extra)
-					if _, err := farm.AddApp(d.Serial(), sim.AppConfig{Package: fmt.Sprintf("com.example.extra%d", extra%*names), Workload: wl}); err == nil {
-						events["app+"]++
+			default: // an app starts, or one ends for good
+				// The way back towards the farm's starting size is the
+				// likelier, in proportion to how far off it is, so that
+				// the count wanders around its start rather than drifting
+				// (a farm that shrinks over the run would hide growth).
+				vms := alive()
+				if rng.IntN(2*band) < startApps+band-len(vms) {
+					d := farm.Devices()[rng.IntN(*devices)]
+					if len(d.VMs()) < 2**apps {
+						extra++
+						wl := w
+						wl.Seed = uint64(1000 + extra)
+						if _, err := farm.AddApp(d.Serial(), sim.AppConfig{Package: fmt.Sprintf("com.example.extra%d", extra%*names), Workload: wl}); err == nil {
+							events["app+"]++
+						}
 					}
-				}
-			default: // an app ends for good
-				if vms := alive(); len(vms) > *devices {
+				} else if len(vms) > *devices {
 					vm := vms[rng.IntN(len(vms))]
 					if serial := serialOf(farm, vm); serial != "" && len(farm.Device(serial).VMs()) > 1 {
 						if err := farm.KillApp(serial, vm.PID()); err == nil {
