@@ -89,9 +89,9 @@ func soak(args []string) error {
 	fmt.Printf("%6s %9s %9s %9s %9s %9s %10s %5s %7s %5s %8s  %s\n", "minute", "RSS MiB", "anon MiB", "HWM MiB", "live MiB", "goal MiB", "goroutines", "fds", "series", "apps", "CPU s", "events")
 
 	rng := rand.New(rand.NewPCG(*seed, 7))
-	// Apps come and go within a band of one per device either side of
-	// the starting count.
-	startApps, band := 0, *devices
+	// Apps come and go within a band of half an app per device either
+	// side of the starting count.
+	startApps, band := 0, max(1, *devices/2)
 	for _, d := range farm.Devices() {
 		startApps += len(d.VMs())
 	}
@@ -188,8 +188,14 @@ func soak(args []string) error {
 				// (a farm that shrinks over the run would hide growth).
 				vms := alive()
 				if rng.IntN(2*band) < startApps+band-len(vms) {
-					d := farm.Devices()[rng.IntN(*devices)]
-					if len(d.VMs()) < 2**apps {
+					var room []*sim.Device
+					for _, d := range farm.Devices() {
+						if len(d.VMs()) < 2**apps {
+							room = append(room, d)
+						}
+					}
+					if len(room) > 0 {
+						d := room[rng.IntN(len(room))]
 						extra++
 						wl := w
 						wl.Seed = uint64(1000 + extra)
