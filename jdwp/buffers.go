@@ -1,6 +1,7 @@
 package jdwp
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -73,6 +74,8 @@ type buffer struct {
 	mapped bool   // its own memory map, rather than Go heap
 }
 
+// freeBuffer is a buffer given back; Buffers.free holds them in the order
+// they were given back.
 type freeBuffer struct {
 	b     []byte // the whole buffer
 	since time.Time
@@ -168,9 +171,14 @@ func (b *Buffers) release(n int) {
 	<-b.reading
 }
 
-// get lends a buffer of length n: the smallest free one large enough,
-// else a new one. Below MinPooledPacket (or from a nil Buffers) it
-// returns Go memory of its own, which Put ignores.
+// get lends a buffer of length n: of the free ones large enough and not
+// oversized for n, the one given back last; else a new one. Lending the
+// one given back last keeps as few buffers in use as there are packets
+// read at once, and the others, unused, are dropped once idle (SetIdle).
+// (Lending the smallest large enough spread one read at a time over
+// every free buffer, which kept them all: 29 MiB of free buffers in the
+// soak, whose reads seldom overlap.) Below MinPooledPacket (or from a
+// nil Buffers) it returns Go memory of its own, which Put ignores.
 func (b *Buffers) get(n int) []byte {
 	if b == nil || n < MinPooledPacket {
 		return make([]byte, n)
@@ -179,26 +187,19 @@ func (b *Buffers) get(n int) []byte {
 	defer b.mu.Unlock()
 	b.trimLocked()
 	b.out++
-	best := -1
-	for i, f := range b.free {
-		if cap(f.b) >= n && (best < 0 || cap(f.b) < cap(b.free[best].b)) {
-			best = i
+	for i := len(b.free) - 1; i >= 0; i-- {
+		if f := b.free[i].b; cap(f) >= n && !oversized(cap(f), n) {
+			b.free = slices.Delete(b.free, i, i+1)
+			return f[:n]
 		}
 	}
-	if best < 0 {
-		size, huge := bufferSize(n)
-		p, mapped := allocMemory(size, huge)
-		if !mapped {
-			p = make([]byte, size) // no map to be had: Go heap, as without maps
-		}
-		b.lent[key(p)] = buffer{p, mapped}
-		return p[:n]
+	size, huge := bufferSize(n)
+	p, mapped := allocMemory(size, huge)
+	if !mapped {
+		p = make([]byte, size) // no map to be had: Go heap, as without maps
 	}
-	f := b.free[best].b
-	b.free[best] = b.free[len(b.free)-1]
-	b.free[len(b.free)-1] = freeBuffer{}
-	b.free = b.free[:len(b.free)-1]
-	return f[:n]
+	b.lent[key(p)] = buffer{p, mapped}
+	return p[:n]
 }
 
 // Put gives back a buffer b lent (or any part of it from any offset to
@@ -245,7 +246,7 @@ func (b *Buffers) Put(p []byte) {
 		return
 	}
 	b.dropLocked(b.free[small].b)
-	b.free[small] = f
+	b.free = append(slices.Delete(b.free, small, small+1), f)
 }
 
 // Len is the number of free buffers kept.

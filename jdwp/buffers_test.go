@@ -59,8 +59,11 @@ func TestBuffersReuse(t *testing.T) {
 	if got := b.get(5 * m); cap(got) < 5*m+m/2 {
 		t.Fatalf("cap %d: a free buffer too small was used, or a new one without room to spare", cap(got))
 	}
+	if got := b.get(m); cap(got) != 4*m {
+		t.Fatalf("cap %d, want the one given back last (%d); the smallest of three should have been dropped", cap(got), 4*m)
+	}
 	if got := b.get(m); cap(got) != 3*m {
-		t.Fatalf("cap %d, want the smallest large enough (%d); the smallest of three should have been dropped", cap(got), 3*m)
+		t.Fatalf("cap %d, want the other one kept (%d)", cap(got), 3*m)
 	}
 	var nilBuffers *Buffers
 	nilBuffers.Put(big)
@@ -197,8 +200,9 @@ func TestBufferSize(t *testing.T) {
 	}
 }
 
-// A buffer given back far larger than its packet needed is dropped, not
-// kept: after a burst of large reports, the buffers kept shrink back.
+// A buffer more than twice the size a packet needs is not lent for it,
+// and one given back far larger than its packet needed is dropped: after
+// a burst of large reports, the buffers kept shrink back.
 func TestBuffersDropOversized(t *testing.T) {
 	b := NewBuffers(4, 0)
 	big := b.get(8 << 20)
@@ -206,16 +210,55 @@ func TestBuffersDropOversized(t *testing.T) {
 	if b.Len() != 1 {
 		t.Fatalf("%d free buffers, want 1", b.Len())
 	}
-	big = b.get(3 << 20)
-	if cap(big) < 8<<20 {
-		t.Fatalf("cap %d: the free buffer was not lent", cap(big))
+	small := b.get(3 << 20)
+	if &small[0] == &big[0] {
+		t.Fatalf("a free buffer of %d bytes was lent for a packet of %d", cap(big), len(small))
 	}
-	b.Put(big) // 3 MiB in a buffer of 10: dropped
-	if b.Len() != 0 || b.Lent() != 0 {
+	b.Put(small)
+	if b.Len() != 2 {
+		t.Fatalf("%d free buffers, want 2", b.Len())
+	}
+	big = b.get(8 << 20)
+	if cap(big) < 8<<20 {
+		t.Fatalf("cap %d: the large free buffer was not lent", cap(big))
+	}
+	b.Put(big[:3<<20]) // 3 MiB used in a buffer of 10: dropped
+	if b.Len() != 1 || b.Lent() != 0 {
 		t.Fatalf("%d free, %d lent: an oversized buffer was kept", b.Len(), b.Lent())
 	}
-	if in, free := b.Bytes(); in != 0 || free != 0 {
-		t.Fatalf("%d bytes in use, %d free after the only buffer was dropped", in, free)
+	if in, free := b.Bytes(); in != 0 || free != int64(cap(small)) {
+		t.Fatalf("%d bytes in use, %d free; want 0 and %d", in, free, cap(small))
+	}
+}
+
+// Packets read one at a time use one buffer, the one given back last, so
+// that the other free buffers go unused and are dropped once idle.
+func TestBuffersLendLastGivenBack(t *testing.T) {
+	b := NewBuffers(8, 0)
+	now := time.Unix(1000, 0)
+	b.mu.Lock()
+	b.now = func() time.Time { return now }
+	b.mu.Unlock()
+	b.SetIdle(time.Hour)
+	const m = MinPooledPacket
+	var out [][]byte
+	for _, n := range []int{3 * m, 2 * m, 4 * m, 3 * m} {
+		out = append(out, b.get(n))
+	}
+	for _, p := range out {
+		b.Put(p)
+	}
+	last := out[len(out)-1]
+	for i := 0; i < 12; i++ { // a packet every 10 minutes, sizes as above
+		now = now.Add(10 * time.Minute)
+		got := b.get([]int{2 * m, 3 * m, 3*m + 5}[i%3])
+		if &got[0] != &last[0] {
+			t.Fatalf("packet %d: lent a buffer of %d bytes, not the one given back last", i, cap(got))
+		}
+		b.Put(got)
+	}
+	if b.Len() != 1 {
+		t.Fatalf("%d free buffers after two hours of one packet at a time, want 1", b.Len())
 	}
 }
 
