@@ -136,14 +136,19 @@ func TestBuffersBoundReaders(t *testing.T) {
 	}
 }
 
+// setClock makes b read the time from *now, which the test moves by hand.
+func setClock(b *Buffers, now *time.Time) {
+	b.mu.Lock()
+	b.now = func() time.Time { return *now }
+	b.mu.Unlock()
+}
+
 // SetIdle: a free buffer unused for the idle time is dropped when buffers
 // are taken or given back, and by the timer when nothing else happens.
 func TestBuffersIdle(t *testing.T) {
 	b := NewBuffers(4, 0)
 	now := time.Unix(1000, 0)
-	b.mu.Lock()
-	b.now = func() time.Time { return now }
-	b.mu.Unlock()
+	setClock(b, &now)
 	b.SetIdle(time.Hour) // the timer must not fire during this part
 	old, fresh := b.get(2*MinPooledPacket), b.get(3*MinPooledPacket)
 	b.Put(old)
@@ -236,9 +241,7 @@ func TestBuffersDropOversized(t *testing.T) {
 func TestBuffersLendLastGivenBack(t *testing.T) {
 	b := NewBuffers(8, 0)
 	now := time.Unix(1000, 0)
-	b.mu.Lock()
-	b.now = func() time.Time { return now }
-	b.mu.Unlock()
+	setClock(b, &now)
 	b.SetIdle(time.Hour)
 	const m = MinPooledPacket
 	var out [][]byte
