@@ -111,10 +111,11 @@ type DaemonConfig struct {
 	// faults and zeroing that cost a noticeable part of the daemon's CPU).
 	ReportBuffers int
 	// ReportBufferIdle is how long a free report buffer (and a free
-	// entry array) is kept unused before it is dropped (default three
-	// windows): after a burst, such as every app reporting at once when
-	// an adb server restarts, the daemon goes back to holding what the
-	// steady load uses.
+	// entry array) is kept unused before it is dropped (default two
+	// windows: one used once a window, as a steady load uses them, is
+	// kept even when its report comes a little late): after a burst,
+	// such as every app reporting at once when an adb server restarts,
+	// the daemon goes back to holding what the steady load uses.
 	ReportBufferIdle time.Duration
 	BackoffMin       time.Duration // first retry delay (default 1 s)
 	BackoffMax       time.Duration // retry delay cap (default 1 min)
@@ -161,7 +162,7 @@ func (c *DaemonConfig) fill() {
 	if c.ReportBufferIdle <= 0 {
 		sc := c.Session
 		sc.fill()
-		c.ReportBufferIdle = 3 * sc.Window
+		c.ReportBufferIdle = 2 * sc.Window
 	}
 	if c.BackoffMin <= 0 {
 		c.BackoffMin = time.Second

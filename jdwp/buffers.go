@@ -125,13 +125,24 @@ func (b *Buffers) trimLocked() {
 	clear(b.free[len(kept):])
 	b.free = kept
 	if len(b.free) > 0 && b.timer == nil {
-		b.timer = time.AfterFunc(b.idle, func() {
+		b.timer = time.AfterFunc(b.nextTrimLocked(now), func() {
 			b.mu.Lock()
 			defer b.mu.Unlock()
 			b.timer = nil
 			b.trimLocked()
 		})
 	}
+}
+
+// nextTrimLocked is how long after now the first free buffer becomes
+// idle: the timer fires then, so that a buffer is dropped when its idle
+// time ends rather than up to twice that after it was given back.
+func (b *Buffers) nextTrimLocked(now time.Time) time.Duration {
+	d := b.idle
+	for _, f := range b.free {
+		d = min(d, f.since.Add(b.idle).Sub(now))
+	}
+	return max(d, time.Millisecond)
 }
 
 // dropLocked forgets buffer p and gives its memory back.

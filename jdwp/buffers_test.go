@@ -183,6 +183,39 @@ func TestBuffersIdle(t *testing.T) {
 	}
 }
 
+// The trim timer is set for when the first free buffer's idle time ends,
+// not a whole idle time after the last look: a buffer given back just
+// after a look would otherwise be kept for up to twice its idle time.
+func TestBuffersTrimWhenIdleEnds(t *testing.T) {
+	b := NewBuffers(4, 0)
+	now := time.Unix(1000, 0)
+	setClock(b, &now)
+	b.mu.Lock()
+	b.idle = time.Hour // no timer yet: trimLocked is called by hand below
+	b.mu.Unlock()
+	first, second := b.get(MinPooledPacket), b.get(MinPooledPacket)
+	b.Put(first)
+	now = now.Add(40 * time.Minute)
+	b.Put(second)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if got := b.nextTrimLocked(now); got != 20*time.Minute {
+		t.Fatalf("next trim in %v, want 20m: when the first buffer given back has been free an hour", got)
+	}
+	now = now.Add(20 * time.Minute) // first: free an hour; second: 20 minutes
+	b.timer.Stop()
+	b.timer = nil
+	b.trimLocked()
+	if len(b.free) != 1 || &b.free[0].b[0] != &second[0] {
+		t.Fatalf("%d free buffers after the first one's idle time, want the second only", len(b.free))
+	}
+	if got := b.nextTrimLocked(now); got != 40*time.Minute {
+		t.Fatalf("next trim in %v, want 40m: when the second buffer has been free an hour", got)
+	}
+	b.timer.Stop()
+	b.timer = nil
+}
+
 func TestBufferSize(t *testing.T) {
 	const m, huge = MinPooledPacket, hugePage
 	for _, c := range []struct {

@@ -86,7 +86,10 @@ func soak(args []string) error {
 	// cycle starts: about twice that (GOGC=100), less when the memory
 	// limit binds. A flat live heap with a moving RSS is the collector's
 	// timing, not memory kept.
-	fmt.Printf("%6s %9s %9s %9s %9s %9s %10s %5s %7s %5s %8s  %s\n", "minute", "RSS MiB", "anon MiB", "HWM MiB", "live MiB", "goal MiB", "goroutines", "fds", "series", "apps", "CPU s", "events")
+	// The Go heap's pages held (in use, or free and not yet given back
+	// to the system) and the free report buffers, outside the heap, are
+	// the two parts of RSS that move; both are read at the minute's end.
+	fmt.Printf("%6s %9s %9s %9s %9s %9s %9s %9s %10s %5s %7s %5s %8s  %s\n", "minute", "RSS MiB", "anon MiB", "HWM MiB", "live MiB", "goal MiB", "heap MiB", "bufs MiB", "goroutines", "fds", "series", "apps", "CPU s", "events")
 
 	rng := rand.New(rand.NewPCG(*seed, 7))
 	// Apps come and go within a band of half an app per device either
@@ -258,8 +261,10 @@ func soak(args []string) error {
 				liveFrom5 = append(liveFrom5, live)
 				anonFrom5 = append(anonFrom5, float64(anon))
 			}
-			row := fmt.Sprintf("%6d %9.1f %9.1f %9.1f %9.1f %9.1f %10.0f %5d %7d %5d %8.1f  %v", minute, float64(rss)/(1<<20), float64(anon)/(1<<20), float64(hwm)/(1<<20),
-				live/(1<<20), m.gauges["go_memstats_next_gc_bytes"]/(1<<20), m.gauges["go_goroutines"], len(fds), m.series, len(alive()), cpu.Seconds(), fmtEvents(events))
+			heap := m.gauges["go_memstats_heap_inuse_bytes"] + m.gauges["go_memstats_heap_idle_bytes"] - m.gauges["go_memstats_heap_released_bytes"]
+			row := fmt.Sprintf("%6d %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %10.0f %5d %7d %5d %8.1f  %v", minute, float64(rss)/(1<<20), float64(anon)/(1<<20), float64(hwm)/(1<<20),
+				live/(1<<20), m.gauges["go_memstats_next_gc_bytes"]/(1<<20), heap/(1<<20), m.gauges[`alloctrack_report_buffer_bytes{state="free"}`]/(1<<20),
+				m.gauges["go_goroutines"], len(fds), m.series, len(alive()), cpu.Seconds(), fmtEvents(events))
 			rows = append(rows, row)
 			fmt.Println(row)
 		}
@@ -527,6 +532,9 @@ func readMetrics(listen string) (metrics, error) {
 		name := key
 		if j := strings.IndexByte(key, '{'); j >= 0 {
 			name = key[:j]
+			if name == "alloctrack_report_buffer_bytes" {
+				m.gauges[key] = v
+			}
 		} else {
 			m.gauges[name] = v
 		}
