@@ -190,9 +190,7 @@ func TestBuffersTrimWhenIdleEnds(t *testing.T) {
 	b := NewBuffers(4, 0)
 	now := time.Unix(1000, 0)
 	setClock(b, &now)
-	b.mu.Lock()
-	b.idle = time.Hour // no timer yet: trimLocked is called by hand below
-	b.mu.Unlock()
+	b.SetIdle(time.Hour) // the timer Put sets must not fire: it is stopped below
 	first, second := b.get(MinPooledPacket), b.get(MinPooledPacket)
 	b.Put(first)
 	now = now.Add(40 * time.Minute)
