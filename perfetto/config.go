@@ -17,6 +17,8 @@ import (
 //	  3  duration_ms
 //	  8  write_into_file
 //	  9  file_write_period_ms
+//	 10  max_file_size_bytes   (tracing stops once the file holds this much)
+//	 13  flush_period_ms       (a periodic Flush: data sources commit)
 //	 14  flush_timeout_ms
 //	 22  unique_session_name
 //	 29  output_path
@@ -27,12 +29,15 @@ import (
 //	  1  sampling_interval_bytes   4  pid (repeated)     2 process_cmdline (repeated)
 //	  6  continuous_dump_config    (5 dump_phase_ms, 6 dump_interval_ms)
 //	  8  shmem_size_bytes          9  block_client      20 heaps (repeated)
+//	 14  block_client_timeout_us
 const (
 	tcBuffers           = 1
 	tcDataSources       = 2
 	tcDurationMS        = 3
 	tcWriteIntoFile     = 8
 	tcFileWritePeriodMS = 9
+	tcMaxFileSize       = 10
+	tcFlushPeriodMS     = 13
 	tcFlushTimeoutMS    = 14
 	tcUniqueSessionName = 22
 	tcOutputPath        = 29
@@ -51,6 +56,7 @@ const (
 	hpContinuousDump  = 6
 	hpShmemSize       = 8
 	hpBlockClient     = 9
+	hpBlockTimeoutUS  = 14
 	hpHeaps           = 20
 	cdDumpPhaseMS     = 5
 	cdDumpIntervalMS  = 6
@@ -66,9 +72,14 @@ type HeapprofdSession struct {
 	DurationMS        uint32 // 0: until stopped
 	WriteIntoFile     bool
 	FileWritePeriodMS uint32
+	MaxFileSizeBytes  uint64 // 0: unbounded; else tracing stops at this size
+	FlushPeriodMS     uint32 // 0: no periodic flush
 	FlushTimeoutMS    uint32
 	UniqueSessionName string
-	OutputPath        string // only read by the service from Android 11
+	// OutputPath has the tracing service create the file itself (Android
+	// 11+). perfetto's command line refuses a config with it when -o or
+	// --upload is given as well.
+	OutputPath string
 
 	SamplingInterval uint64   // sampling_interval_bytes; must not be 0
 	PIDs             []uint64 // processes to profile
@@ -78,6 +89,9 @@ type HeapprofdSession struct {
 	DumpIntervalMS   uint32
 	ShmemSize        uint64
 	BlockClient      bool
+	// BlockClientTimeoutUS bounds how long a blocked client's allocating
+	// thread waits for room in the shared memory; 0 waits for ever.
+	BlockClientTimeoutUS uint32
 }
 
 // Marshal encodes the config as a binary TraceConfig.
@@ -103,6 +117,9 @@ func (c *HeapprofdSession) Marshal() []byte {
 	}
 	if c.BlockClient {
 		hp = appendVarint(hp, hpBlockClient, 1)
+	}
+	if c.BlockClientTimeoutUS > 0 {
+		hp = appendVarint(hp, hpBlockTimeoutUS, uint64(c.BlockClientTimeoutUS))
 	}
 	for _, h := range c.Heaps {
 		hp = protowire.AppendTag(hp, hpHeaps, protowire.BytesType)
@@ -134,6 +151,12 @@ func (c *HeapprofdSession) Marshal() []byte {
 	}
 	if c.FileWritePeriodMS > 0 {
 		b = appendVarint(b, tcFileWritePeriodMS, uint64(c.FileWritePeriodMS))
+	}
+	if c.MaxFileSizeBytes > 0 {
+		b = appendVarint(b, tcMaxFileSize, c.MaxFileSizeBytes)
+	}
+	if c.FlushPeriodMS > 0 {
+		b = appendVarint(b, tcFlushPeriodMS, uint64(c.FlushPeriodMS))
 	}
 	if c.FlushTimeoutMS > 0 {
 		b = appendVarint(b, tcFlushTimeoutMS, uint64(c.FlushTimeoutMS))
@@ -207,6 +230,10 @@ func ParseHeapprofdSession(b []byte) (*HeapprofdSession, error) {
 			c.WriteIntoFile = v != 0
 		case tcFileWritePeriodMS:
 			c.FileWritePeriodMS = uint32(v)
+		case tcMaxFileSize:
+			c.MaxFileSizeBytes = v
+		case tcFlushPeriodMS:
+			c.FlushPeriodMS = uint32(v)
 		case tcFlushTimeoutMS:
 			c.FlushTimeoutMS = uint32(v)
 		case tcUniqueSessionName:
@@ -259,6 +286,8 @@ func (c *HeapprofdSession) parseHeapprofd(b []byte, base int) error {
 			c.ShmemSize = v
 		case hpBlockClient:
 			c.BlockClient = v != 0
+		case hpBlockTimeoutUS:
+			c.BlockClientTimeoutUS = uint32(v)
 		case hpHeaps:
 			c.Heaps = append(c.Heaps, string(s))
 		}

@@ -10,6 +10,7 @@ import (
 func TestHeapprofdSessionRoundTrip(t *testing.T) {
 	in := &HeapprofdSession{
 		BufferKB: 65536, WriteIntoFile: true, FileWritePeriodMS: 2500, FlushTimeoutMS: 30000,
+		MaxFileSizeBytes: 64 << 20, FlushPeriodMS: 5000, BlockClientTimeoutUS: 500000,
 		UniqueSessionName: "alloctrack-com.example-123", OutputPath: "/data/misc/perfetto-traces/alloctrack-x",
 		SamplingInterval: 4096, PIDs: []uint64{123, 456}, ProcessCmdlines: []string{"com.example"},
 		Heaps: []string{ArtHeap}, DumpPhaseMS: 10000, DumpIntervalMS: 10000, ShmemSize: 8 << 20, BlockClient: true,

@@ -137,9 +137,13 @@ type Dump struct {
 	// the sequence (lost interned data) or names an empty call stack;
 	// they are left out of Stacks.
 	Unresolved int
-	// NonMonotonic counts samples whose cumulative values went down; they
-	// are left out, as perfetto's trace processor does.
-	NonMonotonic int
+	// Resets counts samples whose cumulative values went down under a
+	// callstack id already seen: heapprofd erased the id's entry and made
+	// it again from zero (its callstack trie is shared by every process it
+	// profiles, so a node can outlive one process's entry). Such a sample
+	// starts a new generation: its whole value is its delta. perfetto's
+	// trace processor skips these instead, and so undercounts.
+	Resets int
 }
 
 // Stats count what a Decoder has seen so far.
@@ -162,8 +166,8 @@ type Stats struct {
 	// ended (the sequence's state was cleared first).
 	AbandonedDumps int
 
-	UnresolvedSamples   int
-	NonMonotonicSamples int
+	UnresolvedSamples int
+	ResetSamples      int // see Dump.Resets
 
 	// Broken stacks (see Dump.Broken): samples and bytes on stacks with
 	// heapprofd's ERROR frame (UnwindError), and on stacks whose outermost
@@ -710,6 +714,7 @@ func (d *Decoder) profilePacket(s *sequence, m *msg, ts uint64, index int) {
 	var f field
 	continued := false
 	var idx uint64
+	hasIdx := false
 	t := s.inPacket
 	for m.next(&f) {
 		switch f.num {
@@ -726,7 +731,7 @@ func (d *Decoder) profilePacket(s *sequence, m *msg, ts uint64, index int) {
 		case fProfileContinued:
 			continued = m.bool(&f, "continued")
 		case fProfileIndex:
-			idx = m.uint(&f, "index")
+			idx, hasIdx = m.uint(&f, "index"), true
 		}
 	}
 	if m.err != nil {
@@ -734,11 +739,15 @@ func (d *Decoder) profilePacket(s *sequence, m *msg, ts uint64, index int) {
 	}
 	// heapprofd numbers a sequence's profile packets 0, 1, 2, ...; a gap
 	// means packets were lost (the trace processor's
-	// heapprofd_missing_packet).
-	if (!s.hasIndex && idx != 0) || (s.hasIndex && s.lastIndex+1 != idx) {
-		d.stats.MissingProfilePackets++
+	// heapprofd_missing_packet). The packet heapprofd writes when a data
+	// source stops, listing the processes another session held
+	// (rejected_concurrent), has no index and is outside the count.
+	if hasIdx {
+		if (!s.hasIndex && idx != 0) || (s.hasIndex && s.lastIndex+1 != idx) {
+			d.stats.MissingProfilePackets++
+		}
+		s.hasIndex, s.lastIndex = true, idx
 	}
-	s.hasIndex, s.lastIndex = true, idx
 	if !continued {
 		d.commit(s, index)
 	}
@@ -945,9 +954,10 @@ func (d *Decoder) commit(s *sequence, index int) {
 			}
 			if cur.Allocated < is.last.Allocated || cur.Count < is.last.Count ||
 				cur.Freed < is.last.Freed || cur.FreeCount < is.last.FreeCount {
-				dump.NonMonotonic++
-				d.stats.NonMonotonicSamples++
-				continue
+				// A new generation of the id: it counts from zero again.
+				dump.Resets++
+				d.stats.ResetSamples++
+				is.last = Values{}
 			}
 			delta := Values{
 				cur.Allocated - is.last.Allocated, cur.Count - is.last.Count,

@@ -195,7 +195,10 @@ func (w *Writer) WriteDumps(dumps ...DumpSpec) error {
 				tables = nil
 			}
 		}
-		if len(samples) > 0 || len(d.Samples) == 0 {
+		// heapprofd makes a process's ProcessHeapSamples when it writes
+		// the first sample into it: a process with no sample gets none,
+		// and the round is then only its empty ProfilePackets.
+		if len(samples) > 0 || len(d.Samples) == 0 && d.RejectedConcurrent {
 			body = appendDump(body, d, samples)
 		}
 	}
@@ -216,6 +219,36 @@ func (w *Writer) WriteDumps(dumps ...DumpSpec) error {
 		}
 	}
 	return flush(false, nil)
+}
+
+// WriteRejected writes what heapprofd writes when a data source stops and
+// some of its target processes were profiled by another session all along:
+// one ProfilePacket, without an index, with a rejected_concurrent
+// ProcessHeapSamples for each.
+func (w *Writer) WriteRejected(ts uint64, pids ...uint64) error {
+	if w.err != nil || len(pids) == 0 {
+		return w.err
+	}
+	if !w.started {
+		w.started = true
+		if err := w.setup(ts); err != nil {
+			return err
+		}
+	}
+	var pp []byte
+	for _, pid := range pids {
+		var e []byte
+		e = protowire.AppendTag(e, fDumpPID, protowire.VarintType)
+		e = protowire.AppendVarint(e, pid)
+		e = protowire.AppendTag(e, fDumpRejectedConcurrent, protowire.VarintType)
+		e = protowire.AppendVarint(e, 1)
+		pp = protowire.AppendTag(pp, fProfileDumps, protowire.BytesType)
+		pp = protowire.AppendBytes(pp, e)
+	}
+	pkt := w.appendPacketHead(nil, ts)
+	pkt = protowire.AppendTag(pkt, fPacketProfilePacket, protowire.BytesType)
+	pkt = protowire.AppendBytes(pkt, pp)
+	return w.write(pkt)
 }
 
 func (w *Writer) write(pkt []byte) error {

@@ -36,7 +36,7 @@ func summary(dumps []*perfetto.Dump, d *perfetto.Decoder) string {
 		fmt.Fprintf(&b, "dump seq=%d pkt=%d pid=%d heap=%q ts=%d..%d boot=%v:%d..%d si=%d flags=%v%v%v%v%v%v ce=%d stats=%+v delta=%+v broken=%+v/%d unres=%d nonmono=%d\n",
 			dp.Sequence, dp.Packet, dp.PID, dp.Heap, dp.StartTimestamp, dp.Timestamp, dp.HasBootTime, dp.BootStartTimestamp, dp.BootTimestamp, dp.SamplingInterval,
 			dp.FromStartup, dp.RejectedConcurrent, dp.Disconnected, dp.BufferOverran, dp.BufferCorrupted, dp.HitGuardrail,
-			dp.ClientError, dp.ProcessStats, dp.Delta, dp.Broken, dp.BrokenStacks, dp.Unresolved, dp.NonMonotonic)
+			dp.ClientError, dp.ProcessStats, dp.Delta, dp.Broken, dp.BrokenStacks, dp.Unresolved, dp.Resets)
 		for _, s := range dp.Stacks {
 			fmt.Fprintf(&b, "  %q %v delta=%+v total=%+v\n", s.Stack.String(), s.Stack.Unwind, s.Delta, s.Total)
 		}
@@ -257,26 +257,27 @@ func TestArtTrace(t *testing.T) {
 				t.Errorf("dump of pid 777: %+v", d)
 			}
 
-			// Dump 2: only the JIT id grew; the id going backwards is out.
-			check(3, []sv{{keyLoad, v(1000, 1), v(11600, 8)}})
-			if d3 := dumps[3]; !d3.BufferOverran || !d3.Disconnected || d3.HitGuardrail || d3.NonMonotonic != 1 || d3.Unresolved != 0 {
+			// Dump 2: the JIT id grew; the id going backwards (320/5 to
+			// 100/1) is a new generation of that id, counting from zero.
+			check(3, []sv{{keyLoad, v(1000, 1), v(11600, 8)}, {keyTitle, v(100, 1), v(1060, 16)}})
+			if d3 := dumps[3]; !d3.BufferOverran || !d3.Disconnected || d3.HitGuardrail || d3.Resets != 1 || d3.Unresolved != 0 {
 				t.Errorf("dump 2 header %+v", d3)
 			}
 
 			equalTotals(t, totals(d), map[string]perfetto.Values{
 				"4242/com.android.art/" + keyLoad:  v(11600, 8),
-				"4242/com.android.art/" + keyTitle: v(960, 15),
+				"4242/com.android.art/" + keyTitle: v(1060, 16),
 				"4242/com.android.art/" + keyError: v(96, 2),
 				"4242/com.android.art/" + keyUnk:   v(48, 1),
 			})
 			ps := d.Profiles()
-			if len(ps) != 2 || ps[0].PID != 777 || ps[0].Dumps != 1 || ps[1].Dumps != 3 || ps[1].Total != v(12704, 26) {
+			if len(ps) != 2 || ps[0].PID != 777 || ps[0].Dumps != 1 || ps[1].Dumps != 3 || ps[1].Total != v(12804, 27) {
 				t.Errorf("profiles %+v", ps)
 			}
 			st := d.Stats()
 			want := perfetto.Stats{
 				Packets: 9, Bytes: st.Bytes, ProfilePackets: 6, Dumps: 4,
-				NonMonotonicSamples: 1,
+				ResetSamples:        1,
 				ErrorStackSamples:   2, ErrorStackBytes: 96,
 				UnknownStackSamples: 1, UnknownStackBytes: 48,
 				RejectedConcurrent: 1, Disconnected: 1, BufferOverran: 1,

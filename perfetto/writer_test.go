@@ -117,7 +117,7 @@ func TestWriterLayouts(t *testing.T) {
 			}
 			equalTotals(t, totals(d), want)
 			st := d.Stats()
-			if st.UnresolvedSamples != 0 || st.NonMonotonicSamples != 0 || st.MissingProfilePackets != 0 || st.RejectedConcurrent != 6 {
+			if st.UnresolvedSamples != 0 || st.ResetSamples != 0 || st.MissingProfilePackets != 0 || st.RejectedConcurrent != 6 {
 				t.Errorf("stats %+v", st)
 			}
 			if opts.DumpPacketBytes == 30 && st.ProfilePackets < 6*8 {
@@ -238,7 +238,10 @@ func TestBootTime(t *testing.T) {
 	var buf bytes.Buffer
 	w := perfetto.NewWriter(&buf, nil)
 	write := func(start, end uint64) {
-		if err := w.WriteDumps(perfetto.DumpSpec{PID: 1, Heap: perfetto.ArtHeap, StartTimestamp: start, Timestamp: end}); err != nil {
+		// A dump needs a sample: without one heapprofd writes no
+		// ProcessHeapSamples.
+		one := []perfetto.SampleSpec{{Frames: []perfetto.Frame{frameAlloc}, Values: perfetto.Values{Allocated: end, Count: end}}}
+		if err := w.WriteDumps(perfetto.DumpSpec{PID: 1, Heap: perfetto.ArtHeap, StartTimestamp: start, Timestamp: end, Samples: one}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -259,5 +262,42 @@ func TestBootTime(t *testing.T) {
 		if dp.HasBootTime != want.has || dp.BootStartTimestamp != want.start || dp.BootTimestamp != want.boot {
 			t.Errorf("dump %d: %v %d..%d, want %v %d..%d", i, dp.HasBootTime, dp.BootStartTimestamp, dp.BootTimestamp, want.has, want.start, want.boot)
 		}
+	}
+}
+
+// TestWriterIdleAndRejectedAtStop: a process with no sample gets no
+// ProcessHeapSamples (the round is its empty ProfilePackets only), and the
+// stop-time packet listing rejected processes has no index, which is not a
+// lost packet.
+func TestWriterIdleAndRejectedAtStop(t *testing.T) {
+	var buf bytes.Buffer
+	w := perfetto.NewWriter(&buf, nil)
+	idle := perfetto.DumpSpec{PacketTimestamp: 1, PID: 7, Heap: perfetto.ArtHeap, Timestamp: 1000, SamplingInterval: 4096}
+	for range 3 {
+		if err := w.WriteDumps(idle); err != nil {
+			t.Fatal(err)
+		}
+	}
+	busy := idle
+	busy.Samples = []perfetto.SampleSpec{{Frames: []perfetto.Frame{frameAlloc, {Function: "com.example.M.run", Mapping: "/data/app/base.odex", RelPC: 4}}, Values: perfetto.Values{Allocated: 64, Count: 2}}}
+	if err := w.WriteDumps(busy); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteRejected(2, 8, 9); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteDumps(busy); err != nil {
+		t.Fatal(err)
+	}
+	dumps, d := decodeAll(t, bytes.NewReader(buf.Bytes()))
+	if len(dumps) != 4 || dumps[0].PID != 7 || dumps[0].Delta.Count != 2 || !dumps[1].RejectedConcurrent || dumps[1].PID != 8 || dumps[2].PID != 9 || dumps[3].Delta.Count != 0 {
+		for _, dp := range dumps {
+			t.Logf("dump pid %d rejected %v delta %+v", dp.PID, dp.RejectedConcurrent, dp.Delta)
+		}
+		t.Fatalf("%d dumps, want pid 7 (2 samples), rejected 8 and 9, pid 7 (nothing new)", len(dumps))
+	}
+	st := d.Stats()
+	if st.MissingProfilePackets != 0 || st.ProfilePackets != 8 || st.RejectedConcurrent != 2 {
+		t.Errorf("stats %+v: want no missing packets, 8 profile packets (3 idle rounds, 2 for each busy round, the stop packet), 2 rejected", st)
 	}
 }

@@ -64,8 +64,9 @@ func parseTextConfig(s string) (*perfetto.HeapprofdSession, error) {
 							c.Heaps = append(c.Heaps, s)
 							return err
 						},
-						"shmem_size_bytes": func(v *textValue) error { return v.uint64(&c.ShmemSize) },
-						"block_client":     func(v *textValue) error { return v.bool(&c.BlockClient) },
+						"shmem_size_bytes":        func(v *textValue) error { return v.uint64(&c.ShmemSize) },
+						"block_client":            func(v *textValue) error { return v.bool(&c.BlockClient) },
+						"block_client_timeout_us": func(v *textValue) error { return v.uint32(&c.BlockClientTimeoutUS) },
 						"continuous_dump_config": func(v *textValue) error {
 							return v.msg.each("ContinuousDumpConfig", map[string]func(*textValue) error{
 								"dump_phase_ms":    func(v *textValue) error { return v.uint32(&c.DumpPhaseMS) },
@@ -81,6 +82,8 @@ func parseTextConfig(s string) (*perfetto.HeapprofdSession, error) {
 		"write_into_file":      func(v *textValue) error { return v.bool(&c.WriteIntoFile) },
 		"file_write_period_ms": func(v *textValue) error { return v.uint32(&c.FileWritePeriodMS) },
 		"flush_timeout_ms":     func(v *textValue) error { return v.uint32(&c.FlushTimeoutMS) },
+		"flush_period_ms":      func(v *textValue) error { return v.uint32(&c.FlushPeriodMS) },
+		"max_file_size_bytes":  func(v *textValue) error { return v.uint64(&c.MaxFileSizeBytes) },
 		"unique_session_name":  func(v *textValue) error { return v.str(&c.UniqueSessionName) },
 		"output_path":          func(v *textValue) error { return v.str(&c.OutputPath) },
 	})
