@@ -277,8 +277,8 @@ func TestArtTrace(t *testing.T) {
 			st := d.Stats()
 			want := perfetto.Stats{
 				Packets: 9, Bytes: st.Bytes, ProfilePackets: 6, Dumps: 4,
-				ResetSamples:        1,
-				ErrorStackSamples:   2, ErrorStackBytes: 96,
+				ResetSamples:      1,
+				ErrorStackSamples: 2, ErrorStackBytes: 96,
 				UnknownStackSamples: 1, UnknownStackBytes: 48,
 				RejectedConcurrent: 1, Disconnected: 1, BufferOverran: 1,
 			}

@@ -34,6 +34,14 @@ type DeviceConfig struct {
 	// HeapprofdStartDelay is how long a heapprofd session takes to start
 	// sampling a process (DefaultHeapprofdStartDelay when zero).
 	HeapprofdStartDelay time.Duration
+	// PerfettoStopDelay is how long a perfetto process lives on after
+	// SIGTERM before its last dump is in the file and it exits
+	// (DefaultPerfettoStopDelay when zero).
+	PerfettoStopDelay time.Duration
+	// OtherUIDSessions is how many tracing sessions of other uids the
+	// device's tracing service runs: they count toward its limit of
+	// MaxSessions in all.
+	OtherUIDSessions int
 }
 
 // Device is a simulated Android device: its properties, its processes and
@@ -54,6 +62,7 @@ type Device struct {
 	files     map[string][]byte // the trace directory's files, by path
 	perfettos map[int]*perfettoProc
 	nextBgPID int
+	refused   int // perfetto sessions the tracing service refused
 }
 
 // NewDevice returns a device with no processes.

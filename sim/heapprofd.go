@@ -407,13 +407,19 @@ func (vm *VM) heapprofdDump(p *perfettoProc, now time.Time) hpDump {
 	}
 	clear(h.alloc)
 	clear(h.smp)
-	vm.hpDumps++
 	var samples uint64
 	for _, s := range d.spec.Samples {
 		samples += s.Values.Count
 	}
+	if len(d.spec.Samples) > 0 {
+		// Only a process with a sample has a ProcessHeapSamples in the
+		// trace: a dump of one without is not written.
+		vm.hpDumps++
+	}
 	d.spec.ProcessStats = perfetto.ProcessStats{HeapSamples: samples}
 	switch {
+	case len(d.spec.Samples) == 0 && vm.alive:
+		// Faults are taken once samples flow, so that they show.
 	case take(&vm.faults.HeapprofdOverrun):
 		d.spec.BufferOverran = true
 		d.ended = true

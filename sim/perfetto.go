@@ -27,6 +27,29 @@ const PerfettoTraceDir = "/data/misc/perfetto-traces"
 // heapprofd and thus every session here needs Android 10.
 const apiPerfetto = 28
 
+// apiBackgroundWait is the first API level whose perfetto has
+// --background-wait (-D): perfetto v22, Android 13.
+const apiBackgroundWait = 33
+
+// The tracing service's limits on concurrent sessions
+// (kMaxConcurrentTracingSessionsPerUid and kMaxConcurrentTracingSessions in
+// perfetto's src/tracing/service/tracing_service_impl.cc): every session
+// started from adb shell is uid 2000's.
+const (
+	MaxSessionsPerUID = 5
+	MaxSessions       = 15
+)
+
+// chunkSize is the size of the shared-memory chunks heapprofd writes its
+// packets into: the tracing service copies a chunk into the file only once
+// it is committed (full, or flushed).
+const chunkSize = 4096
+
+// DefaultPerfettoStopDelay is how long a simulated perfetto lives after
+// SIGTERM: it flushes, the data source stops and writes its last dump,
+// and the service writes the file out before perfetto exits.
+const DefaultPerfettoStopDelay = 250 * time.Millisecond
+
 // perfettoProc is one perfetto process: one tracing session.
 type perfettoProc struct {
 	d       *Device
@@ -105,9 +128,12 @@ func (d *Device) StartForeignSession(name string, interval uint64, pids ...int) 
 		cfg.PIDs = append(cfg.PIDs, uint64(p))
 	}
 	path := PerfettoTraceDir + "/" + name
-	p, err := d.startPerfetto(cfg, path, []string{"perfetto", "--background", "-c", "-", "-o", path})
+	p, refusal, err := d.startPerfetto(cfg, path, []string{"perfetto", "--background", "-c", "-", "-o", path})
 	if err != nil {
 		return 0, err
+	}
+	if refusal != "" {
+		return 0, errors.New(refusal)
 	}
 	return p.pid, nil
 }
@@ -125,12 +151,21 @@ func (d *Device) perfettoCommand(argv []string, in *shellInput) (out, errOut []b
 		return nil, []byte("/system/bin/sh: perfetto: inaccessible or not found\n"), 127
 	}
 	var cfgPath, outPath string
-	background, txt := false, false
+	background, wait, txt := false, false, false
 	for i := 1; i < len(argv); i++ {
 		a := argv[i]
 		switch a {
 		case "--background", "-d":
 			background = true
+		case "--background-wait", "-D":
+			if d.cfg.API < apiBackgroundWait {
+				// getopt of a perfetto older than v22.
+				if a == "-D" {
+					return fail("invalid option -- 'D'")
+				}
+				return fail("unrecognized option '%s'", a)
+			}
+			background, wait = true, true
 		case "--txt":
 			txt = true
 		case "-c", "--config", "-o", "--out":
@@ -175,55 +210,87 @@ func (d *Device) perfettoCommand(argv []string, in *shellInput) (out, errOut []b
 	if err != nil {
 		return fail("The trace config is invalid: %v", err)
 	}
+	if cfg.OutputPath != "" {
+		// perfetto_cmd.cc, from Android 11: the service is to create the
+		// file, so perfetto may not be given one too.
+		return fail("Can't pass --out or --upload if output_path is set in the trace config")
+	}
 	if dir, name, ok := strings.Cut(outPath, PerfettoTraceDir+"/"); !ok || dir != "" || name == "" || strings.Contains(name, "/") {
 		return fail("Failed to open %s: Permission denied", outPath)
 	}
 	if !background && cfg.DurationMS == 0 {
 		return fail("sim: a session in the foreground needs duration_ms")
 	}
-	p, err := d.startPerfetto(cfg, outPath, argv)
+	p, refusal, err := d.startPerfetto(cfg, outPath, argv)
 	if err != nil {
 		return fail("%v", err)
 	}
-	if background {
+	switch {
+	case wait && refusal != "":
+		// --background-wait: the parent waits for tracing to start and
+		// exits non-zero when the service refuses it.
+		return nil, []byte("perfetto: Service error: " + refusal + "\n"), 1
+	case background:
+		// --background: the parent prints the child's pid and exits 0
+		// before the service has answered; a refusal reaches only logcat,
+		// and the child is gone at once.
 		return []byte(strconv.Itoa(p.pid) + "\n"), nil, 0
+	case refusal != "":
+		return nil, []byte("perfetto: Service error: " + refusal + "\n"), 1
 	}
 	<-p.done
 	return nil, nil, 0
 }
 
 // startPerfetto creates the trace file and starts the session's process.
-// A session whose unique name another running session has ends at once,
-// as the tracing service refuses it, leaving its file empty.
-func (d *Device) startPerfetto(cfg *perfetto.HeapprofdSession, path string, argv []string) (*perfettoProc, error) {
+// A session the tracing service refuses (a unique name another running
+// session has, or one over the limits on concurrent sessions) ends at once,
+// leaving its file empty; refusal says why.
+func (d *Device) startPerfetto(cfg *perfetto.HeapprofdSession, path string, argv []string) (p *perfettoProc, refusal string, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return nil, errors.New("device is closed")
+		return nil, "", errors.New("device is closed")
 	}
 	if d.nextBgPID == 0 {
 		d.nextBgPID = 4200
 	}
 	d.nextBgPID += 3
-	p := &perfettoProc{
+	p = &perfettoProc{
 		d: d, pid: d.nextBgPID, args: slices.Clone(argv), path: path, cfg: cfg,
 		targets: map[int]*hpTarget{}, sig: make(chan string, 4), done: make(chan struct{}),
 	}
 	p.w = perfetto.NewWriter(&p.buf, &perfetto.WriterOptions{Sequence: uint32(p.pid)})
 	d.files[path] = []byte{}
-	refused := false
 	for _, o := range d.perfettos {
 		if cfg.UniqueSessionName != "" && o.cfg.UniqueSessionName == cfg.UniqueSessionName {
-			refused = true
+			refusal = fmt.Sprintf("A trace with this unique session name (%s) already exists", cfg.UniqueSessionName)
 		}
 	}
-	if refused {
+	// Every session here is the shell's (uid 2000), so the per-uid limit
+	// is reached first, unless the device counts others' sessions too.
+	switch running := len(d.perfettos); {
+	case running+d.cfg.OtherUIDSessions >= MaxSessions:
+		refusal = fmt.Sprintf("Too many concurrent tracing sesions (%d)", running+d.cfg.OtherUIDSessions)
+	case running >= MaxSessionsPerUID:
+		refusal = fmt.Sprintf("Too many concurrent tracing sesions (%d) for uid 2000", running)
+	}
+	if refusal != "" {
+		d.refused++
 		close(p.done)
-		return p, nil
+		return p, refusal, nil
 	}
 	d.perfettos[p.pid] = p
 	go p.run()
-	return p, nil
+	return p, "", nil
+}
+
+// RefusedSessions counts the perfetto sessions the device's tracing
+// service refused.
+func (d *Device) RefusedSessions() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.refused
 }
 
 // signal delivers a signal (TERM, INT or KILL) to a perfetto process.
@@ -264,7 +331,7 @@ func (p *perfettoProc) run() {
 	attach(start)
 
 	never := make(<-chan time.Time)
-	dumpC, flushC, endC := never, never, never
+	dumpC, writeC, flushC, endC := never, never, never, never
 	var dumpT *time.Ticker
 	if p.cfg.DumpIntervalMS > 0 {
 		phase := time.NewTimer(time.Duration(p.cfg.DumpPhaseMS) * time.Millisecond)
@@ -275,15 +342,20 @@ func (p *perfettoProc) run() {
 	if p.cfg.FileWritePeriodMS == 0 {
 		period = 5 * time.Second
 	}
-	flushT := time.NewTicker(period)
-	defer flushT.Stop()
-	flushC = flushT.C
+	writeT := time.NewTicker(period)
+	defer writeT.Stop()
+	writeC = writeT.C
+	if p.cfg.FlushPeriodMS > 0 {
+		flushT := time.NewTicker(time.Duration(p.cfg.FlushPeriodMS) * time.Millisecond)
+		defer flushT.Stop()
+		flushC = flushT.C
+	}
 	if p.cfg.DurationMS > 0 {
 		endT := time.NewTimer(time.Duration(p.cfg.DurationMS) * time.Millisecond)
 		defer endT.Stop()
 		endC = endT.C
 	}
-	final := true
+	final, full := true, false
 loop:
 	for {
 		select {
@@ -296,20 +368,49 @@ loop:
 			now := time.Now()
 			attach(now)
 			p.dumpRound(now)
+		case <-writeC:
+			// The periodic write copies only committed chunks: the tail
+			// of the last dump waits for the next dump or a flush.
+			full = p.writeOut(false)
 		case <-flushC:
-			p.flush()
+			full = p.writeOut(true)
 		case <-endC:
 			break loop
 		case sig := <-p.sig:
 			final = sig != "KILL"
+			if final {
+				stopDelay := p.d.cfg.PerfettoStopDelay
+				if stopDelay == 0 {
+					stopDelay = DefaultPerfettoStopDelay
+				}
+				// Flush, stop the data sources, write out: perfetto is
+				// still there meanwhile, and the last dump not yet in
+				// the file.
+				time.Sleep(stopDelay)
+			}
 			break loop
+		}
+		if full {
+			// max_file_size_bytes reached: the service disables the
+			// session; nothing more reaches the file.
+			final = false
+			break
 		}
 	}
 	if final {
-		// Every session ends with a last dump, then the trace is written
-		// out and the file closed.
+		// Every session ends with a last dump, and the processes another
+		// session held are listed (rejected_concurrent) in a packet of
+		// their own; then the trace is written out and the file closed.
 		p.dumpRound(time.Now())
-		p.flush()
+		var rejected []uint64
+		for pid, t := range p.targets {
+			if t.state == hpRejected {
+				rejected = append(rejected, uint64(pid))
+			}
+		}
+		slices.Sort(rejected)
+		p.w.WriteRejected(uint64(time.Since(p.d.boot).Nanoseconds()), rejected...)
+		p.writeOut(true)
 	}
 	for _, t := range p.targets {
 		t.vm.detachHeapprofd(p)
@@ -331,15 +432,12 @@ func (p *perfettoProc) dumpRound(now time.Time) {
 	var specs []perfetto.DumpSpec
 	for _, pid := range pids {
 		t := p.targets[pid]
-		if t.ended || t.state == hpIneligible {
-			continue // an ineligible process gives an empty profile
+		if t.ended || t.state == hpIneligible || t.state == hpRejected {
+			// An ineligible process gives nothing; a rejected one is
+			// listed only when the data source stops.
+			continue
 		}
-		var d hpDump
-		if t.state == hpRejected {
-			d = hpDump{present: true, spec: perfetto.DumpSpec{PID: uint64(pid), Heap: perfetto.ArtHeap, RejectedConcurrent: true}}
-		} else {
-			d = t.vm.heapprofdDump(p, now)
-		}
+		d := t.vm.heapprofdDump(p, now)
 		if !d.present {
 			continue
 		}
@@ -351,24 +449,36 @@ func (p *perfettoProc) dumpRound(now time.Time) {
 		specs = append(specs, d.spec)
 		t.ended = d.ended
 	}
-	if len(specs) > 0 {
-		p.w.WriteDumps(specs...)
-	}
+	// A round with no process to dump is still its empty ProfilePacket.
+	p.w.WriteDumps(specs...)
 }
 
-// flush moves what the session wrote into its file.
-func (p *perfettoProc) flush() {
-	if p.buf.Len() == 0 {
-		return
+// writeOut moves what the session wrote into its file: all of it when
+// flushed, else only whole chunks. It reports whether the file reached
+// max_file_size_bytes, which ends the session.
+func (p *perfettoProc) writeOut(flushed bool) (full bool) {
+	n := p.buf.Len()
+	if !flushed {
+		n -= n % chunkSize
 	}
 	p.d.mu.Lock()
+	defer p.d.mu.Unlock()
+	b, ok := p.d.files[p.path]
+	if limit := int(p.cfg.MaxFileSizeBytes); limit > 0 && len(b)+n >= limit {
+		n = max(min(n, limit-len(b)), 0)
+		full = true
+	}
+	if n == 0 {
+		return full
+	}
 	// A file removed under the session is gone for good: perfetto goes on
 	// writing to the unlinked file, which no one can read.
-	if b, ok := p.d.files[p.path]; ok {
-		p.d.files[p.path] = append(b, p.buf.Bytes()...)
+	if ok {
+		p.d.files[p.path] = append(b, p.buf.Next(n)...)
+	} else {
+		p.buf.Next(n)
 	}
-	p.d.mu.Unlock()
-	p.buf.Reset()
+	return full
 }
 
 // stopPerfettos ends every perfetto process without a last dump, as when
@@ -386,9 +496,11 @@ func (d *Device) stopPerfettos() {
 	}
 }
 
-// killCommand is toybox kill for the shell user: -0 tests a pid, TERM, INT
-// and KILL reach the shell's own processes (perfetto); other processes
-// are not the shell's to signal.
+// killCommand is kill for the shell user. SELinux lets the shell domain
+// send perfetto only what the "signal" permission covers (TERM, INT, HUP):
+// -0 needs "signull" and -9 "sigkill", which shell is not granted on the
+// perfetto domain (system/sepolicy private/shell.te), so both fail with
+// EACCES. Other processes are not the shell's to signal.
 func (d *Device) killCommand(args []string) (out, errOut []byte, code int) {
 	sig := "TERM"
 	if len(args) > 0 && strings.HasPrefix(args[0], "-") {
@@ -401,7 +513,9 @@ func (d *Device) killCommand(args []string) (out, errOut []byte, code int) {
 			sig = "INT"
 		case "9":
 			sig = "KILL"
-		case "0", "TERM", "INT", "KILL":
+		case "1":
+			sig = "HUP"
+		case "0", "TERM", "INT", "KILL", "HUP":
 		default:
 			return nil, []byte(fmt.Sprintf("kill: unknown signal '%s'\n", sig)), 1
 		}
@@ -420,10 +534,10 @@ func (d *Device) killCommand(args []string) (out, errOut []byte, code int) {
 		p := d.perfettos[pid]
 		d.mu.Unlock()
 		switch {
+		case p != nil && (sig == "0" || sig == "KILL"):
+			fmt.Fprintf(&errs, "kill: pid %d: Permission denied\n", pid)
 		case p != nil:
-			if sig != "0" {
-				p.signal(sig)
-			}
+			p.signal(sig)
 		case d.hasProcess(pid):
 			fmt.Fprintf(&errs, "kill: pid %d: Operation not permitted\n", pid)
 		default:
@@ -434,6 +548,41 @@ func (d *Device) killCommand(args []string) (out, errOut []byte, code int) {
 		return nil, errs.Bytes(), 1
 	}
 	return nil, nil, 0
+}
+
+// procCmdlineLocked reads /proc/PID/cmdline: argv, each argument ended by
+// a NUL; nil when there is no such process. isProc is false for any other
+// path. The shell may read every domain's /proc entries (system/sepolicy:
+// shell may search and read the dirs and files of every domain).
+func (d *Device) procCmdlineLocked(path string) (cmdline []byte, isProc bool) {
+	rest, ok := strings.CutPrefix(path, "/proc/")
+	if !ok {
+		return nil, false
+	}
+	ps, ok := strings.CutSuffix(rest, "/cmdline")
+	pid, err := strconv.Atoi(ps)
+	if !ok || err != nil {
+		return nil, false
+	}
+	var argv []string
+	if p := d.perfettos[pid]; p != nil {
+		argv = p.args
+	} else if name, ok := d.procs[pid]; ok {
+		argv = []string{name}
+	} else {
+		for _, vm := range d.vms {
+			if vm.PID() == pid && vm.Alive() {
+				argv = []string{vm.AppName()}
+			}
+		}
+	}
+	if argv == nil {
+		return nil, true
+	}
+	for _, a := range argv {
+		cmdline = append(append(cmdline, a...), 0)
+	}
+	return cmdline, true
 }
 
 func (d *Device) hasProcess(pid int) bool {
@@ -475,6 +624,13 @@ func (d *Device) fileCommand(argv []string) (out, errOut []byte, code int) {
 	case "cat":
 		var errs []byte
 		for _, path := range argv[1:] {
+			if cmdline, isProc := d.procCmdlineLocked(path); isProc {
+				if cmdline == nil {
+					errs = append(errs, missing(path)...)
+				}
+				out = append(out, cmdline...)
+				continue
+			}
 			b, ok := d.files[path]
 			if !ok {
 				errs = append(errs, missing(path)...)

@@ -88,6 +88,17 @@ func startSession(t *testing.T, d *Device, cfg []byte, file string) int {
 	return pid
 }
 
+// alive tells whether a process lives, as the shell may find out: by
+// reading its /proc/PID/cmdline (kill -0 is denied on perfetto).
+func alive(t *testing.T, d *Device, pid int) bool {
+	t.Helper()
+	_, e, code := execV2(t, d, nil, "cat", "/proc/"+strconv.Itoa(pid)+"/cmdline")
+	if code != 0 && !strings.Contains(e, "No such file") {
+		t.Fatalf("cat /proc/%d/cmdline: %s", pid, e)
+	}
+	return code == 0
+}
+
 // stopSession sends TERM and waits until the process is gone.
 func stopSession(t *testing.T, d *Device, pid int, sig string) {
 	t.Helper()
@@ -95,11 +106,7 @@ func stopSession(t *testing.T, d *Device, pid int, sig string) {
 		t.Fatalf("kill -%s %d: %d %s", sig, pid, code, e)
 	}
 	for deadline := time.Now().Add(5 * time.Second); ; {
-		_, e, code := execV2(t, d, nil, "kill", "-0", strconv.Itoa(pid))
-		if code != 0 {
-			if !strings.Contains(e, "No such process") {
-				t.Fatalf("kill -0 %d: %s", pid, e)
-			}
+		if !alive(t, d, pid) {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -252,7 +259,7 @@ func TestPerfettoFaults(t *testing.T) {
 	// A second session of the same name is refused by the service: its
 	// process is gone at once and its file stays empty.
 	dup := startSession(t, d, sessionConfig("t-3", 4096, 6001), "dup.pftrace")
-	if _, e, code := execV2(t, d, nil, "kill", "-0", strconv.Itoa(dup)); code == 0 || !strings.Contains(e, "No such process") {
+	if alive(t, d, dup) {
 		t.Errorf("the session with a name in use still runs")
 	}
 	time.Sleep(700 * time.Millisecond)
@@ -303,8 +310,10 @@ func TestPerfettoFaults(t *testing.T) {
 	}
 }
 
-// TestPerfettoKillLosesLastDump: SIGKILL ends a session without its last
-// dump; SIGTERM writes one.
+// TestPerfettoKillLosesLastDump: the shell may not send perfetto SIGKILL
+// or signal 0 (SELinux grants it only "signal"); a session killed another
+// way (the device shutting down) ends without its last dump, and SIGTERM
+// writes one, while perfetto lives on for a moment.
 func TestPerfettoKillLosesLastDump(t *testing.T) {
 	w := DefaultWorkload()
 	w.Rate = 5000
@@ -312,16 +321,162 @@ func TestPerfettoKillLosesLastDump(t *testing.T) {
 	cfg := perfetto.HeapprofdSession{WriteIntoFile: true, FileWritePeriodMS: 100, SamplingInterval: 4096,
 		Heaps: []string{perfetto.ArtHeap}, PIDs: []uint64{7001}} // no periodic dumps
 	pid := startSession(t, d, cfg.Marshal(), "k.pftrace")
+	for _, sig := range []string{"-0", "-KILL", "-9"} {
+		if _, e, code := execV2(t, d, nil, "kill", sig, strconv.Itoa(pid)); code == 0 || !strings.Contains(e, "Permission denied") {
+			t.Errorf("kill %s on perfetto: exit %d %q, want Permission denied", sig, code, e)
+		}
+	}
 	time.Sleep(300 * time.Millisecond)
-	stopSession(t, d, pid, "KILL")
+	d.mu.Lock()
+	p := d.perfettos[pid]
+	d.mu.Unlock()
+	p.signal("KILL")
+	<-p.done
 	if n := vms[0].HeapprofdTruth().Dumps; n != 0 {
 		t.Errorf("SIGKILL: %d dumps, want none", n)
 	}
 	pid = startSession(t, d, cfg.Marshal(), "t.pftrace")
 	time.Sleep(300 * time.Millisecond)
+	if _, e, code := execV2(t, d, nil, "kill", "-TERM", strconv.Itoa(pid)); code != 0 {
+		t.Fatalf("kill -TERM: %s", e)
+	}
+	if !alive(t, d, pid) {
+		t.Error("perfetto was gone at once after SIGTERM; it writes its last dump first")
+	}
+	if n := vms[0].HeapprofdTruth().Dumps; n != 0 {
+		t.Errorf("the last dump came at once after SIGTERM")
+	}
 	stopSession(t, d, pid, "TERM")
 	if n := vms[0].HeapprofdTruth().Dumps; n != 1 {
 		t.Errorf("SIGTERM: %d dumps, want the last one", n)
+	}
+	if b, _ := d.TraceFile("t.pftrace"); len(decodeDumps(t, b)) != 1 {
+		t.Errorf("the last dump is not in the file once perfetto is gone")
+	}
+}
+
+// TestPerfettoRefusals: what perfetto's command line and the tracing
+// service refuse. perfetto exits 1 on a config with output_path when -o is
+// given; --background-wait exists from Android 13; the service allows 5
+// sessions per uid and 15 in all, and refuses the others after
+// --background has printed a pid and exited 0, the process being gone at
+// once, while --background-wait exits 1.
+func TestPerfettoRefusals(t *testing.T) {
+	d, _ := newHeapprofdDevice(t, AppConfig{PID: 9001, Workload: DefaultWorkload()})
+	withPath := perfetto.HeapprofdSession{WriteIntoFile: true, SamplingInterval: 4096, Heaps: []string{perfetto.ArtHeap},
+		PIDs: []uint64{9001}, OutputPath: PerfettoTraceDir + "/o.pftrace"}
+	if _, e, code := execV2(t, d, withPath.Marshal(), "perfetto", "--background", "-c", "-", "-o", PerfettoTraceDir+"/o.pftrace"); code != 1 || !strings.Contains(e, "Can't pass --out or --upload if output_path is set") {
+		t.Errorf("output_path with -o: exit %d %q", code, e)
+	}
+	var pids []int
+	for i := range MaxSessionsPerUID {
+		pids = append(pids, startSession(t, d, sessionConfig("lim-"+strconv.Itoa(i), 4096, 9001), "lim"+strconv.Itoa(i)))
+	}
+	over := startSession(t, d, sessionConfig("lim-over", 4096, 9001), "over")
+	if alive(t, d, over) || len(d.PerfettoSessions()) != MaxSessionsPerUID || d.RefusedSessions() != 1 {
+		t.Errorf("a 6th session of uid 2000: alive %v, %d sessions, %d refused", alive(t, d, over), len(d.PerfettoSessions()), d.RefusedSessions())
+	}
+	_, e, code := execV2(t, d, sessionConfig("lim-wait", 4096, 9001), "perfetto", "--background-wait", "-c", "-", "-o", PerfettoTraceDir+"/w")
+	if code != 1 || !strings.Contains(e, "Too many concurrent tracing sesions (5) for uid 2000") {
+		t.Errorf("--background-wait over the limit: exit %d %q", code, e)
+	}
+	stopSession(t, d, pids[0], "TERM")
+	out, e, code := execV2(t, d, sessionConfig("lim-wait", 4096, 9001), "perfetto", "-D", "-c", "-", "-o", PerfettoTraceDir+"/w")
+	if p, err := strconv.Atoi(strings.TrimSpace(out)); code != 0 || err != nil || !alive(t, d, p) {
+		t.Errorf("-D with room: exit %d %q %q", code, out, e)
+	}
+
+	// 15 in all, counting other uids' sessions.
+	full := NewDevice(DeviceConfig{Serial: "full", API: 33, OtherUIDSessions: MaxSessions - 1})
+	defer full.Close()
+	full.AddVM(NewVM(AppConfig{PID: 9002, Workload: DefaultWorkload()}, 33))
+	if p := startSession(t, full, sessionConfig("a", 4096, 9002), "a"); !alive(t, full, p) {
+		t.Error("the 15th session on the device was refused")
+	}
+	if p := startSession(t, full, sessionConfig("b", 4096, 9002), "b"); alive(t, full, p) {
+		t.Error("a 16th session on the device runs")
+	}
+
+	// Android 12's perfetto (v16..v21) has no --background-wait.
+	s := NewDevice(DeviceConfig{Serial: "s", API: 31})
+	defer s.Close()
+	for _, flag := range []string{"--background-wait", "-D"} {
+		if _, e, code := execV2(t, s, sessionConfig("x", 4096, 1), "perfetto", flag, "-c", "-", "-o", PerfettoTraceDir+"/x"); code != 1 || !strings.Contains(e, "option") {
+			t.Errorf("%s on API 31: exit %d %q", flag, code, e)
+		}
+	}
+}
+
+// TestPerfettoDumpTailWaits: the periodic write copies only whole 4 KiB
+// chunks, so the end of a dump reaches the file with the next dump or a
+// flush; flush_period_ms brings it in time. A process with no sample has
+// no ProcessHeapSamples (the rounds are empty ProfilePackets), and a
+// process another session holds is listed as rejected only at the stop.
+func TestPerfettoDumpTailWaits(t *testing.T) {
+	w := DefaultWorkload()
+	w.Rate, w.Sites = 0, 4
+	d, vms := newHeapprofdDevice(t, AppConfig{PID: 9101, Workload: w}, AppConfig{PID: 9102, Workload: w}, AppConfig{PID: 9103, Workload: w})
+	vms[2].SetFaults(Faults{ForeignProfiler: true})
+	cfg := perfetto.HeapprofdSession{WriteIntoFile: true, FileWritePeriodMS: 100, SamplingInterval: 1,
+		Heaps: []string{perfetto.ArtHeap}, PIDs: []uint64{9101, 9102, 9103}, DumpPhaseMS: 100, DumpIntervalMS: 400}
+	read := func(name string) ([]*perfetto.Dump, perfetto.Stats) {
+		b, _ := d.TraceFile(name)
+		dec := perfetto.NewDecoder(bytes.NewReader(b), &perfetto.Options{Follow: true})
+		var out []*perfetto.Dump
+		for {
+			dp, err := dec.Next()
+			if err == io.EOF {
+				return out, dec.Stats()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, dp)
+		}
+	}
+	pid := startSession(t, d, cfg.Marshal(), "held.pftrace")
+	time.Sleep(50 * time.Millisecond)
+	vms[0].Allocate(20) // a small dump: less than a chunk
+	time.Sleep(300 * time.Millisecond)
+	if dumps, _ := read("held.pftrace"); len(dumps) != 0 {
+		t.Errorf("a dump smaller than a chunk is in the file before the next dump or a flush: %d dumps", len(dumps))
+	}
+	if n := vms[0].HeapprofdTruth().Dumps; n != 1 {
+		t.Fatalf("the VM wrote %d dumps, want 1", n)
+	}
+	stopSession(t, d, pid, "TERM")
+	dumps, st := read("held.pftrace")
+	byPID := map[uint64]int{}
+	for _, dp := range dumps {
+		byPID[dp.PID]++
+	}
+	if byPID[9101] == 0 || byPID[9102] != 0 || byPID[9103] != 1 || st.ProfilePackets < 4 || st.MissingProfilePackets != 0 {
+		t.Errorf("dumps by pid %v, stats %+v: want the busy app, none of the idle one, one rejection, and the idle rounds' packets", byPID, st)
+	}
+
+	cfg.FlushPeriodMS = 150
+	pid = startSession(t, d, cfg.Marshal(), "flushed.pftrace")
+	time.Sleep(50 * time.Millisecond)
+	vms[0].Allocate(20)
+	time.Sleep(400 * time.Millisecond)
+	dumps, _ = read("flushed.pftrace")
+	if len(dumps) != 1 || dumps[0].PID != 9101 || dumps[0].RejectedConcurrent {
+		t.Errorf("with flush_period_ms the first dump is in the file in time: %d dumps", len(dumps))
+	}
+	stopSession(t, d, pid, "TERM")
+
+	// max_file_size_bytes ends the session.
+	cfg.FlushPeriodMS, cfg.MaxFileSizeBytes = 100, 300
+	pid = startSession(t, d, cfg.Marshal(), "full.pftrace")
+	for range 10 {
+		time.Sleep(100 * time.Millisecond)
+		vms[0].Allocate(20)
+	}
+	if alive(t, d, pid) {
+		t.Error("the session goes on past max_file_size_bytes")
+	}
+	if b, _ := d.TraceFile("full.pftrace"); len(b) > 300 {
+		t.Errorf("the file holds %d bytes, past max_file_size_bytes 300", len(b))
 	}
 }
 
