@@ -418,20 +418,17 @@ func (d *Daemon) runDevice(ctx context.Context, src Source, e *deviceEntry, log 
 	d.mu.Lock()
 	api := e.api
 	d.mu.Unlock()
-	backend := d.cfg.backendFor(api)
-	if backend == BackendHeapprofd {
-		d.cleanHeapprofd(ctx, src, e.serial, log)
+	if d.cfg.backendFor(api) == BackendHeapprofd {
+		d.runHeapprofdDevice(ctx, src, e.serial, api, log)
+		return
 	}
 	slots := make(chan struct{}, d.cfg.ReportsPerDevice)
 	runs := map[int]*pidRun{}
 	var mu sync.Mutex
-	var jdwpPIDs, listed []int // debuggable; and named in the process list (heapprofd candidates)
+	var jdwpPIDs []int
 	reconcile := func() {
 		alive := map[int]bool{}
 		for _, pid := range jdwpPIDs {
-			alive[pid] = true
-		}
-		for _, pid := range listed {
 			alive[pid] = true
 		}
 		for pid := range alive {
@@ -441,10 +438,6 @@ func (d *Daemon) runDevice(ctx context.Context, src Source, e *deviceEntry, log 
 				runs[pid] = r
 				go func() {
 					defer close(r.done)
-					if backend == BackendHeapprofd {
-						d.runHeapprofdPID(rctx, src, e.serial, api, pid, log.With(zap.Int("pid", pid)))
-						return
-					}
 					d.runPID(rctx, src, e.serial, api, pid, slots, log.With(zap.Int("pid", pid)))
 				}()
 			}
@@ -455,18 +448,6 @@ func (d *Daemon) runDevice(ctx context.Context, src Source, e *deviceEntry, log 
 				delete(runs, pid)
 			}
 		}
-	}
-	if backend == BackendHeapprofd && len(d.cfg.Packages.Include) > 0 {
-		// Apps that are profileable but not debuggable are not in
-		// track-jdwp: with --package, the process list names them.
-		go d.followProcessList(ctx, src, e.serial, api, log, func(pids []int) {
-			mu.Lock()
-			defer mu.Unlock()
-			if ctx.Err() == nil {
-				listed = pids
-				reconcile()
-			}
-		})
 	}
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		err := src.TrackJDWP(ctx, e.serial, func(pids []int) {

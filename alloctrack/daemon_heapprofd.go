@@ -2,8 +2,9 @@ package alloctrack
 
 import (
 	"context"
-	"errors"
-	"fmt"
+	"maps"
+	"slices"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -13,6 +14,9 @@ import (
 // perfetto sessions failed.
 const StageCleanup = "perfetto-cleanup"
 
+// StageProcessList counts failed reads of a device's process list.
+const StageProcessList = "process-list"
+
 // cleanHeapprofd stops the perfetto sessions and removes the trace files
 // an earlier run of the daemon left on a device (it was killed, or the
 // device or the adb server went away while sessions ran), before any new
@@ -20,102 +24,276 @@ const StageCleanup = "perfetto-cleanup"
 func (d *Daemon) cleanHeapprofd(ctx context.Context, src Source, serial string, log *zap.Logger) {
 	cctx, cancel := context.WithTimeout(ctx, d.cfg.Heapprofd.StopTimeout)
 	defer cancel()
-	stopped, removed, err := CleanHeapprofd(cctx, func(ctx context.Context, stdin []byte, argv ...string) ([]byte, []byte, int, error) {
-		return src.Exec(ctx, serial, stdin, argv...)
-	})
+	stopped, removed, left, err := CleanHeapprofd(cctx, d.execOn(src, serial), d.cfg.Heapprofd.Poll)
 	switch {
 	case err != nil:
 		d.countDeviceError(serial, StageCleanup)
-		log.Warn("could not clean up perfetto sessions of an earlier run", zap.Error(err))
+		log.Warn("could not clean up all perfetto sessions of an earlier run", zap.Int("sessions_stopped", stopped), zap.Int("files_removed", removed), zap.Int("files_left", left), zap.Error(err))
 	case stopped > 0 || removed > 0:
 		log.Info("stopped perfetto sessions and removed trace files an earlier run left", zap.Int("sessions", stopped), zap.Int("files", removed))
 	}
 }
 
-// runHeapprofdPID samples one process through heapprofd sessions until
-// ctx ends (the pid is gone, the device left, or the daemon stops). The
-// process is named from the device's process list; a session that ends
-// is followed by another after a pause that fits why it ended.
-func (d *Daemon) runHeapprofdPID(ctx context.Context, src Source, serial string, api, pid int, log *zap.Logger) {
-	key := fmt.Sprintf("%s/%s/%d", src.Addr(), serial, pid)
-	defer d.logs.forget(key)
-	var name string
-	for attempt := 0; ctx.Err() == nil; attempt++ {
-		n, err := d.nameHeld(ctx, src, serial, api, pid)
-		if err == nil {
-			name = n
-			break
-		}
-		d.countDeviceError(serial, StageHello)
-		d.logs.warn(log, key, "the device's process list does not name the process; retrying", err)
-		if !sleepCtx(ctx, d.backoff(attempt)) {
-			return
-		}
-	}
-	if ctx.Err() != nil {
-		return
-	}
-	if !d.cfg.Packages.Match(name) {
-		log.Debug("app excluded by the package filter", zap.String("package", name))
-		<-ctx.Done()
-		return
-	}
-	counters, stats := d.bind(serial, name)
-	stats.update(func(s *AppStatus) {
-		s.PID = pid
-		s.Backend = BackendHeapprofd
-		s.Window = d.cfg.Session.Window
-	})
-	log = log.With(zap.String("package", name))
-	exec := func(ctx context.Context, stdin []byte, argv ...string) ([]byte, []byte, int, error) {
+func (d *Daemon) execOn(src Source, serial string) ExecFunc {
+	return func(ctx context.Context, stdin []byte, argv ...string) ([]byte, []byte, int, error) {
 		return src.Exec(ctx, serial, stdin, argv...)
 	}
-	for attempt := 0; ctx.Err() == nil; attempt++ {
+}
+
+// hpWatch is what a heapprofd device's followers know: the debuggable
+// pids (track-jdwp), the process list's names, and from them the process
+// names to profile; and the running session's names, whose Restart it
+// fires when a name to profile is not among them.
+type hpWatch struct {
+	mu      sync.Mutex
+	jdwp    map[int]bool
+	procs   map[int]string // pid -> name, from the last process list
+	listed  bool           // procs holds a list
+	wanted  map[string]bool
+	running map[string]bool
+	restart chan struct{}
+	changed chan struct{} // a name to profile was added
+}
+
+// update recomputes the names to profile; it returns those that left.
+func (w *hpWatch) update(d *Daemon) (gone []string) {
+	wanted := map[string]bool{}
+	for pid, name := range w.procs {
+		if name == "" || name == PreInitialized || !d.cfg.Packages.Match(name) {
+			continue
+		}
+		// Debuggable apps are in track-jdwp; apps only profileable are
+		// not, and are candidates when --package names them.
+		if w.jdwp[pid] || len(d.cfg.Packages.Include) > 0 {
+			wanted[name] = true
+		}
+	}
+	for name := range w.wanted {
+		if !wanted[name] {
+			gone = append(gone, name)
+		}
+	}
+	added := false
+	for name := range wanted {
+		if !w.wanted[name] {
+			added = true
+		}
+	}
+	w.wanted = wanted
+	if added {
+		select {
+		case w.changed <- struct{}{}:
+		default:
+		}
+	}
+	if w.restart != nil {
+		for name := range wanted {
+			if !w.running[name] {
+				close(w.restart)
+				w.restart = nil
+				break
+			}
+		}
+	}
+	return gone
+}
+
+// names returns the names to profile, sorted.
+func (w *hpWatch) names() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Sorted(maps.Keys(w.wanted))
+}
+
+// run records the running session's names and its restart channel.
+func (w *hpWatch) run(names []string, restart chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.running = map[string]bool{}
+	for _, n := range names {
+		w.running[n] = true
+	}
+	w.restart = restart
+}
+
+func (w *hpWatch) nameOf(pid int) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.procs[pid]
+}
+
+// runHeapprofdDevice samples the apps of an Android 12+ device through
+// one heapprofd session at a time, until ctx ends (the device left or
+// the daemon stops). The session profiles every process name to profile;
+// it is restarted when a new name appears, when heapprofd ends a
+// profile, and every Heapprofd.Rotate. A process that restarts under the
+// same name needs no new session: heapprofd profiles it from its start.
+func (d *Daemon) runHeapprofdDevice(ctx context.Context, src Source, serial string, api int, log *zap.Logger) {
+	d.cleanHeapprofd(ctx, src, serial, log)
+	w := &hpWatch{jdwp: map[int]bool{}, procs: map[int]string{}, changed: make(chan struct{}, 1)}
+	targets := map[string]*HeapprofdTarget{}
+	var tmu sync.Mutex
+	target := func(name string) *HeapprofdTarget {
+		tmu.Lock()
+		defer tmu.Unlock()
+		t := targets[name]
+		if t == nil {
+			counters, stats := d.bind(serial, name)
+			stats.update(func(s *AppStatus) {
+				s.Backend = BackendHeapprofd
+				s.Window = d.cfg.Session.Window
+			})
+			t = &HeapprofdTarget{Counters: counters, Stats: stats}
+			targets[name] = t
+		}
+		return t
+	}
+	onGone := func(gone []string) {
+		for _, name := range gone {
+			tmu.Lock()
+			t := targets[name]
+			tmu.Unlock()
+			if t != nil {
+				t.Stats.SetState(StateExited)
+			}
+		}
+	}
+
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for attempt := 0; ctx.Err() == nil; attempt++ {
+			err := src.TrackJDWP(ctx, serial, func(pids []int) {
+				attempt = 0
+				w.mu.Lock()
+				clear(w.jdwp)
+				for _, p := range pids {
+					w.jdwp[p] = true
+				}
+				gone := w.update(d)
+				w.mu.Unlock()
+				onGone(gone)
+			})
+			if ctx.Err() != nil {
+				return
+			}
+			d.countDeviceError(serial, "track-jdwp")
+			d.logs.warn(log, "track-jdwp/"+src.Addr()+"/"+serial, "track-jdwp ended; retrying", err)
+			if !sleepCtx(ctx, d.backoff(attempt)) {
+				return
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		d.followProcessList(ctx, src, serial, api, log, func(procs []Process) {
+			w.mu.Lock()
+			clear(w.procs)
+			for _, p := range procs {
+				w.procs[p.PID] = p.Name
+			}
+			w.listed = true
+			gone := w.update(d)
+			w.mu.Unlock()
+			onGone(gone)
+		})
+	}()
+	defer wg.Wait()
+
+	resolve := func(ctx context.Context, pid int) *HeapprofdTarget {
+		name := w.nameOf(pid)
+		if name == "" {
+			// A process started since the last list: ask the device.
+			nctx, cancel := context.WithTimeout(ctx, d.cfg.Session.RequestTimeout)
+			n, err := src.ProcessName(nctx, serial, pid, api)
+			cancel()
+			if err != nil {
+				log.Debug("naming a profiled process", zap.Int("pid", pid), zap.Error(err))
+				return nil
+			}
+			name = n
+		}
+		if name == "" || name == PreInitialized || !d.cfg.Packages.Match(name) {
+			return nil
+		}
+		return target(name)
+	}
+
+	key := src.Addr() + "/" + serial + "/heapprofd"
+	defer d.logs.forget(key)
+	for attempt := 0; ctx.Err() == nil; {
+		names := w.names()
+		if len(names) == 0 {
+			select {
+			case <-ctx.Done():
+			case <-w.changed:
+			}
+			continue
+		}
+		var ts []*HeapprofdTarget
+		for _, n := range names {
+			ts = append(ts, target(n))
+		}
+		restart := make(chan struct{})
+		w.run(names, restart)
 		s := &HeapprofdSession{
-			Serial: serial, PID: pid, Process: name, Exec: exec,
+			Serial: serial, API: api, Exec: d.execOn(src, serial),
 			Window: d.cfg.Session.Window, Config: d.cfg.Heapprofd,
-			Counters: counters, Stats: stats, Log: log,
+			Processes: names, Targets: ts, Resolve: resolve, Restart: restart,
+			Log: log,
 		}
 		began := time.Now()
 		err := s.Run(ctx)
+		ended := time.Now()
+		w.run(nil, nil)
 		if ctx.Err() != nil {
 			break
+		}
+		if err == nil {
+			// Rotated, restarted for a new app, or a profile ended: the
+			// next session starts at once; the gap is the stop and start.
+			attempt = 0
+			log.Debug("heapprofd session ended; starting the next", zap.Duration("ran", ended.Sub(began)))
+			continue
 		}
 		if time.Since(began) > 2*d.cfg.BackoffMax {
 			attempt = 0
 		}
 		wait := d.backoff(attempt)
-		switch {
-		case errors.Is(err, ErrRejected):
-			d.logs.warn(log, key, "another profiler holds the app; heapprofd rejected our session; retrying later", err)
-			wait = d.cfg.BackoffMax
-		case errors.Is(err, ErrUnprofileable):
-			log.Info("heapprofd gave no dump of the app: it is neither debuggable nor profileable, or ART's heap sampling is off; re-probing later", zap.Duration("reprobe", d.cfg.Reprobe))
-			wait = d.cfg.Reprobe
-		case errors.Is(err, ErrProfileEnded):
-			d.logs.warn(log, key, "heapprofd ended the app's profile; starting a new session", err)
-			stats.SetState(StateBackoff)
+		attempt++
+		switch ErrorStage(err) {
+		case StagePerfettoRefused:
+			d.logs.warn(log, key, "the device's tracing service refused the heapprofd session (it allows 5 sessions of adb shell's uid at once, Android Studio's and other people's included); retrying", err)
 		default:
 			d.logs.warn(log, key, "heapprofd session ended; retrying", err)
-			stats.SetState(StateBackoff)
+		}
+		for _, t := range ts {
+			if st := t.Stats.Snapshot().State; st != StateRefused && st != StateExited {
+				t.Stats.SetState(StateBackoff)
+			}
 		}
 		if !sleepCtx(ctx, wait) {
 			break
 		}
 	}
+	state := ""
 	switch context.Cause(ctx) {
-	case errPIDGone:
-		stats.SetStateIf(pid, StateExited)
 	case errDeviceGone:
-		stats.SetStateIf(pid, StateDisconnected)
+		state = StateDisconnected
+	}
+	if state != "" {
+		tmu.Lock()
+		for _, t := range targets {
+			t.Stats.SetState(state)
+		}
+		tmu.Unlock()
 	}
 }
 
 // followProcessList reads a device's process list every window and calls
-// fn with the pids whose name passes the package filter: on the heapprofd
-// path these are candidates as much as the debuggable ones, since an app
-// that is only profileable is not in track-jdwp. It returns when ctx ends.
-func (d *Daemon) followProcessList(ctx context.Context, src Source, serial string, api int, log *zap.Logger, fn func([]int)) {
+// fn with it. It returns when ctx ends.
+func (d *Daemon) followProcessList(ctx context.Context, src Source, serial string, api int, log *zap.Logger, fn func([]Process)) {
 	key := src.Addr() + "/" + serial + "/ps"
 	defer d.logs.forget(key)
 	t := time.NewTicker(d.cfg.Session.Window)
@@ -131,13 +309,7 @@ func (d *Daemon) followProcessList(ctx context.Context, src Source, serial strin
 			d.countDeviceError(serial, StageProcessList)
 			d.logs.warn(log, key, "reading the device's process list failed; retrying", err)
 		default:
-			var pids []int
-			for _, p := range procs {
-				if p.Name != "" && p.Name != PreInitialized && d.cfg.Packages.Match(p.Name) {
-					pids = append(pids, p.PID)
-				}
-			}
-			fn(pids)
+			fn(procs)
 		}
 		select {
 		case <-ctx.Done():
@@ -146,6 +318,3 @@ func (d *Daemon) followProcessList(ctx context.Context, src Source, serial strin
 		}
 	}
 }
-
-// StageProcessList counts failed reads of a device's process list.
-const StageProcessList = "process-list"

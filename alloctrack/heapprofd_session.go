@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,60 +27,112 @@ const (
 	HeapprofdPrefix  = "alloctrack-"
 )
 
-// States and error stages of heapprofd sessions.
+// APIBackgroundWait is the first API level (Android 13, perfetto v22)
+// whose perfetto has --background-wait: it returns once tracing has
+// started, and exits non-zero when the tracing service refuses the
+// session. Android 12 has only --background, which returns before the
+// service has answered.
+const APIBackgroundWait = 33
+
+// States and error stages of heapprofd sessions. The states are those of
+// one app; the stages name where a session failed, in the error counts.
 const (
-	StateStarting      = "starting"      // session started, no dump yet
-	StateUnprofileable = "unprofileable" // no dump came: not debuggable nor profileable, or ART sampling off
-	StateRejected      = "rejected"      // another profiler holds the process
+	StateStarting      = "starting"         // a session runs, heapprofd has written nothing for it yet
+	StateRefused       = "perfetto-refused" // the device's tracing service refused the session (too many sessions)
+	StateUnprofileable = "unprofileable"    // the device says the app is neither debuggable nor profileable
+	StateRejected      = "rejected"         // another profiler held the process for a whole session
 
-	StagePerfettoStart = "perfetto-start"
-	StagePerfettoRead  = "perfetto-read"
-	StageRejected      = "rejected-concurrent"
-	StageOverran       = "buffer-overran"
-	StageDisconnected  = "disconnected"
-	StageGuardrail     = "guardrail"
-	StageUnprofileable = "unprofileable"
+	StagePerfettoStart   = "perfetto-start"   // perfetto could not be started
+	StagePerfettoRefused = "perfetto-refused" // the tracing service refused the session
+	StagePerfettoRead    = "perfetto-read"    // reading the trace file failed
+	StagePerfettoEnded   = "perfetto-ended"   // perfetto ended on its own (disk full, max file size, traced restarted)
+	StagePerfettoStalled = "perfetto-stalled" // perfetto lives but its file stopped growing
+	StagePerfettoStop    = "perfetto-stop"    // perfetto did not end within the stop timeout
+	StageRejected        = "rejected-concurrent"
+	StageOverran         = "buffer-overran"
+	StageDisconnected    = "disconnected"
+	StageGuardrail       = "guardrail"
 )
 
-// Errors a heapprofd session ends with.
+// Errors a heapprofd session ends with, inside a *SessionError.
 var (
-	// ErrRejected: another session (not ours) profiles the process, so
-	// heapprofd gives ours nothing.
-	ErrRejected = errors.New("alloctrack: another profiler holds the process (heapprofd rejected_concurrent)")
-	// ErrUnprofileable: no dump came within the start-up grace: the app is
-	// neither debuggable nor profileable, or ART's heap sampling is off.
-	ErrUnprofileable = errors.New("alloctrack: heapprofd gave no dump of the process (not debuggable or profileable?)")
-	// ErrProfileEnded: heapprofd stopped profiling the process (buffer
-	// overrun, a guardrail, or the process disconnected); a new session
-	// may go on.
-	ErrProfileEnded = errors.New("alloctrack: heapprofd ended the process's profile")
+	// ErrPerfettoRefused: the tracing service refused the session: more
+	// sessions of the shell's uid than it allows (5), more in all (15),
+	// or a session of the same name.
+	ErrPerfettoRefused = errors.New("alloctrack: the device's tracing service refused the perfetto session")
+	// ErrPerfettoEnded: perfetto ended without being asked to.
+	ErrPerfettoEnded = errors.New("alloctrack: perfetto ended on its own")
+	// ErrPerfettoStalled: perfetto lives, but its trace file stopped
+	// growing (its buffer overran once, which stops a DISCARD buffer for
+	// good).
+	ErrPerfettoStalled = errors.New("alloctrack: the perfetto session's trace file stopped growing")
 )
+
+// SessionError is the error a session ends with: the stage it failed in
+// (one of the Stage constants) and why.
+type SessionError struct {
+	Stage string
+	Err   error
+}
+
+func (e *SessionError) Error() string { return e.Stage + ": " + e.Err.Error() }
+func (e *SessionError) Unwrap() error { return e.Err }
+
+func stageErr(stage string, format string, args ...any) *SessionError {
+	return &SessionError{Stage: stage, Err: fmt.Errorf(format, args...)}
+}
+
+// ErrorStage returns the stage of a *SessionError in err's chain, or "".
+func ErrorStage(err error) string {
+	if se, ok := errors.AsType[*SessionError](err); ok {
+		return se.Stage
+	}
+	return ""
+}
 
 // ExecFunc runs a command on one device (shell protocol v2): stdin is the
 // command's input, code its exit status.
 type ExecFunc func(ctx context.Context, stdin []byte, argv ...string) (stdout, stderr []byte, code int, err error)
 
-// HeapprofdConfig tunes heapprofd sessions.
+// HeapprofdConfig tunes heapprofd sessions. The zero value gives the
+// defaults; docs/heapprofd-devices.md says why each is what it is.
 type HeapprofdConfig struct {
 	// SamplingInterval is the mean bytes between samples (default 4096);
 	// 1 samples every allocation.
 	SamplingInterval uint64
-	// Grace is how long a session waits for its first dump before the
-	// process counts as unprofileable (default 3 windows, at least 10 s).
-	Grace time.Duration
 	// StopTimeout bounds stopping a session: perfetto's last dump, the
 	// final read and the file's removal (default 10 s).
 	StopTimeout time.Duration
-	// Poll is how often a stopping perfetto is checked (default 150 ms).
+	// Poll is how often a stopping perfetto is looked for (default 150 ms).
 	Poll time.Duration
+	// Rotate ends a session after this long and starts the next once the
+	// old one is gone, so that neither the trace file nor heapprofd's own
+	// state grows without bound (default 30 min).
+	Rotate time.Duration
+	// BufferKB is the tracing service's buffer for the session (default
+	// 16 MiB): resident in traced once written through.
+	BufferKB uint32
+	// MaxFileBytes is the trace file's bound on the device (default
+	// 256 MiB): the service ends the session there, and the daemon starts
+	// the next.
+	MaxFileBytes uint64
+	// BlockClientTimeout bounds how long an app's allocating thread waits
+	// for room in heapprofd's shared memory (default 500 ms); then
+	// heapprofd ends the process's profile and the session is restarted.
+	BlockClientTimeout time.Duration
+	// StartCheck is how long after `perfetto --background` (Android 12)
+	// the session's process is looked for: a session the tracing service
+	// refused is gone by then (default 1 s).
+	StartCheck time.Duration
+	// StallWindows is how many windows a live perfetto's file may go
+	// without growing before the session counts as stalled (default 4;
+	// heapprofd writes a ProfilePacket every dump, even of idle apps).
+	StallWindows int
 }
 
 func (c *HeapprofdConfig) fill(window time.Duration) {
 	if c.SamplingInterval == 0 {
 		c.SamplingInterval = 4096
-	}
-	if c.Grace <= 0 {
-		c.Grace = max(3*window, 10*time.Second)
 	}
 	if c.StopTimeout <= 0 {
 		c.StopTimeout = 10 * time.Second
@@ -86,74 +140,131 @@ func (c *HeapprofdConfig) fill(window time.Duration) {
 	if c.Poll <= 0 {
 		c.Poll = 150 * time.Millisecond
 	}
+	if c.Rotate <= 0 {
+		c.Rotate = 30 * time.Minute
+	}
+	if c.BufferKB == 0 {
+		c.BufferKB = 16 << 10
+	}
+	if c.MaxFileBytes == 0 {
+		c.MaxFileBytes = 256 << 20
+	}
+	if c.BlockClientTimeout <= 0 {
+		c.BlockClientTimeout = 500 * time.Millisecond
+	}
+	if c.StartCheck <= 0 {
+		c.StartCheck = time.Second
+	}
+	if c.StallWindows <= 0 {
+		c.StallWindows = 4
+	}
 }
 
-// HeapprofdSession samples one process's Java heap through one perfetto
-// session on its device, as long as its context lives: it starts perfetto
-// in the background with a trace file of its own, reads what the file
-// gained every window, counts each dump, and on the way out stops perfetto
-// (its last dump is read and counted too) and removes the file.
-type HeapprofdSession struct {
-	Serial  string
-	PID     int
-	Process string // the process name, for the file and session names
-	Exec    ExecFunc
-	Window  time.Duration
-	Config  HeapprofdConfig
-
+// HeapprofdTarget is one app a session samples: where its dumps are
+// counted.
+type HeapprofdTarget struct {
 	Counters *Counters
 	Stats    *AppStats
-	// Raw, if set, gets every trace byte read, in order (a capture's
-	// trace file); Dump, if set, every dump counted.
-	Raw  io.Writer
+	// Dump, if set, gets every dump of the app counted.
 	Dump func(*perfetto.Dump)
-	Log  *zap.Logger
 
-	path    string
-	bg      int // perfetto's pid
-	offset  int64
-	feed    bytes.Buffer
-	dec     *perfetto.Decoder
-	last    time.Time
-	dumps   int
-	started time.Time
-
-	warnedBroken bool
+	last        time.Time // end of the last dump counted
+	dumps       int
+	rejected    bool // this session's stop said another session held it
+	wasRejected bool // the last session's did
+	warned      bool
 }
 
-// SessionName is the unique_session_name of a process's session: perfetto
-// refuses a second session of that name, so two of ours never profile one
-// process.
-func SessionName(process string, pid int) string {
-	return HeapprofdPrefix + sanitize(process) + "-" + strconv.Itoa(pid)
+// HeapprofdSession samples the Java heap of some processes of one device
+// through one perfetto session with one android.heapprofd data source, as
+// long as its context lives. One session per device keeps within the
+// tracing service's limit of 5 sessions per uid, which every adb shell user
+// of the device (Android Studio, a person's own perfetto) shares.
+//
+// It starts perfetto in the background with a trace file of its own,
+// reads what the file gained every window and counts each dump for the
+// app it belongs to. It returns when ctx ends, when Restart fires, when it
+// has run Config.Rotate, or when heapprofd ended some process's profile
+// (which only a new session resumes); on the way out it stops perfetto,
+// waits until the process is gone, counts the last dump and removes the
+// file.
+type HeapprofdSession struct {
+	Serial string
+	API    int // the device's API level: picks --background-wait (33+)
+	Exec   ExecFunc
+	Window time.Duration
+	Config HeapprofdConfig
+
+	// Processes are the process names to profile (process_cmdline: each
+	// must equal a process's name; com.example.app does not cover
+	// com.example.app:remote), PIDs the pids. heapprofd profiles a named
+	// process that starts during the session from its start.
+	Processes []string
+	PIDs      []int
+	// Targets are the apps the session is for: their states and error
+	// counts follow the session's (starting, refused, tracking once
+	// heapprofd writes for the session).
+	Targets []*HeapprofdTarget
+	// Resolve returns the target a dump of pid is counted for, nil to
+	// leave it out. It is called once per pid.
+	Resolve func(ctx context.Context, pid int) *HeapprofdTarget
+	// Restart, if set, ends the session when it fires (the set of
+	// processes to profile changed).
+	Restart <-chan struct{}
+
+	// Raw, if set, gets every trace byte read, in order (a capture's
+	// trace file).
+	Raw io.Writer
+	Log *zap.Logger
+
+	path     string
+	name     string
+	bg       int // perfetto's pid
+	offset   int64
+	feed     bytes.Buffer
+	dec      *perfetto.Decoder
+	targets  map[uint64]*HeapprofdTarget
+	all      []*HeapprofdTarget
+	boot     time.Time // the device's boot, in local time (zero: unknown)
+	idleRead int       // windows without file growth
+	ended    bool      // a profile ended: a new session is due
 }
 
-// sanitize keeps a process name to the characters a file name may safely
-// hold on a device.
-func sanitize(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			b[i] = '_'
-		}
-	}
-	if len(b) > 100 {
-		b = b[:100]
-	}
-	return string(b)
-}
+// Rejected tells whether heapprofd said, when the session stopped, that
+// another session held the target's process all along.
+func (t *HeapprofdTarget) Rejected() bool { return t.rejected }
 
-// Run runs the session until ctx ends or heapprofd ends the profile, and
-// always stops what it started. It returns ErrRejected, ErrUnprofileable,
-// ErrProfileEnded (wrapped with the reason) or the error that stopped it;
-// nil when ctx ended.
+// Run runs the session and always stops what it started. It returns nil
+// when ctx ended, Restart fired, the session rotated or a profile ended,
+// and a *SessionError otherwise.
 func (s *HeapprofdSession) Run(ctx context.Context) (err error) {
 	s.Config.fill(s.Window)
 	if s.Log == nil {
 		s.Log = zap.NewNop()
 	}
+	s.targets = map[uint64]*HeapprofdTarget{}
+	s.all = slices.Clone(s.Targets)
+	for _, t := range s.all {
+		// A rejection is told only when a session stops: until this one
+		// stops, or a dump comes, the last one's holds.
+		t.dumps, t.wasRejected, t.rejected = 0, t.rejected, false
+		t.Stats.update(func(st *AppStatus) {
+			st.Backend = BackendHeapprofd
+			st.Heapprofd.Sessions++
+			if st.State != StateTracking && st.State != StateRejected {
+				st.State, st.Since, st.Tracking = StateStarting, time.Now(), false
+			}
+		})
+	}
 	if err := s.start(ctx); err != nil {
-		s.Stats.CountError(StagePerfettoStart)
+		stage, state := ErrorStage(err), StateBackoff
+		if stage == StagePerfettoRefused {
+			state = StateRefused
+		}
+		for _, t := range s.all {
+			t.Stats.CountError(stage)
+			t.Stats.SetState(state)
+		}
 		return err
 	}
 	defer func() {
@@ -170,77 +281,213 @@ func (s *HeapprofdSession) Run(ctx context.Context) (err error) {
 	}()
 	t := time.NewTicker(s.Window)
 	defer t.Stop()
+	rotate := time.NewTimer(s.Config.Rotate)
+	defer rotate.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-s.Restart:
+			return nil
+		case <-rotate.C:
+			s.Log.Debug("rotating the heapprofd session", zap.Duration("after", s.Config.Rotate))
+			return nil
 		case <-t.C:
 		}
-		if err := s.read(ctx); err != nil {
+		grew, err := s.read(ctx)
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
-		if s.dumps == 0 && time.Since(s.started) > s.Config.Grace {
-			s.Stats.CountError(StageUnprofileable)
-			s.Stats.SetState(StateUnprofileable)
-			return ErrUnprofileable
+		if s.ended {
+			return nil
+		}
+		alive, err := s.alive(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			return stageErr(StagePerfettoRead, "looking for perfetto %d: %w", s.bg, err)
+		case !alive:
+			s.bg = 0
+			s.countAll(StagePerfettoEnded)
+			return &SessionError{Stage: StagePerfettoEnded, Err: fmt.Errorf("%w (pid gone; the file has %d bytes)", ErrPerfettoEnded, s.offset)}
+		}
+		if grew {
+			s.idleRead = 0
+		} else if s.idleRead++; s.idleRead >= s.Config.StallWindows {
+			s.countAll(StagePerfettoStalled)
+			return &SessionError{Stage: StagePerfettoStalled, Err: fmt.Errorf("%w: %d windows without a byte", ErrPerfettoStalled, s.idleRead)}
 		}
 	}
+}
+
+// traceConfig is the session's TraceConfig.
+func (s *HeapprofdSession) traceConfig() *perfetto.HeapprofdSession {
+	window := uint32(max(s.Window.Milliseconds(), 100))
+	cfg := &perfetto.HeapprofdSession{
+		BufferKB:      s.Config.BufferKB,
+		WriteIntoFile: true,
+		// Copies committed chunks into the file; a flush commits the
+		// tail of a dump, which heapprofd does not flush itself (before
+		// perfetto v53 the service did not flush before a write).
+		FileWritePeriodMS: max(100, min(window/4, 2500)),
+		FlushPeriodMS:     max(100, min(window/2, 5000)),
+		FlushTimeoutMS:    uint32(min(5*time.Second, s.Config.StopTimeout/2).Milliseconds()),
+		MaxFileSizeBytes:  s.Config.MaxFileBytes,
+		UniqueSessionName: s.name,
+		// No OutputPath: perfetto refuses it together with -o, and with
+		// -o the file is the shell's own, to read and remove.
+		SamplingInterval:     s.Config.SamplingInterval,
+		ProcessCmdlines:      s.Processes,
+		Heaps:                []string{perfetto.ArtHeap},
+		DumpPhaseMS:          min(1000, window),
+		DumpIntervalMS:       window,
+		ShmemSize:            8 << 20,
+		BlockClient:          true,
+		BlockClientTimeoutUS: uint32(min(s.Config.BlockClientTimeout, time.Duration(math.MaxUint32)*time.Microsecond).Microseconds()),
+	}
+	for _, p := range s.PIDs {
+		cfg.PIDs = append(cfg.PIDs, uint64(p))
+	}
+	return cfg
 }
 
 func (s *HeapprofdSession) start(ctx context.Context) error {
 	var nonce [4]byte
 	rand.Read(nonce[:])
-	s.path = fmt.Sprintf("%s/%s%s-%d-%s.pftrace", PerfettoTraceDir, HeapprofdPrefix, sanitize(s.Process), s.PID, hex.EncodeToString(nonce[:]))
-	windowMS := uint32(max(s.Window.Milliseconds(), 100))
-	cfg := perfetto.HeapprofdSession{
-		BufferKB: 65536, WriteIntoFile: true, FileWritePeriodMS: max(100, windowMS/4), FlushTimeoutMS: 30000,
-		UniqueSessionName: SessionName(s.Process, s.PID), OutputPath: s.path,
-		SamplingInterval: s.Config.SamplingInterval, PIDs: []uint64{uint64(s.PID)}, Heaps: []string{perfetto.ArtHeap},
-		DumpPhaseMS: windowMS, DumpIntervalMS: windowMS, ShmemSize: 8 << 20, BlockClient: true,
+	s.name = HeapprofdPrefix + sanitize(s.Serial) + "-" + hex.EncodeToString(nonce[:])
+	s.path = PerfettoTraceDir + "/" + s.name + ".pftrace"
+	cfg := s.traceConfig().Marshal()
+	s.boot = s.deviceBoot(ctx)
+	flag := "--background"
+	if s.API >= APIBackgroundWait {
+		flag = "--background-wait"
 	}
-	out, errOut, code, err := s.Exec(ctx, cfg.Marshal(), "perfetto", "--background", "-c", "-", "-o", s.path)
+	out, errOut, code, err := s.Exec(ctx, cfg, "perfetto", flag, "-c", "-", "-o", s.path)
+	if err == nil && code != 0 && flag != "--background" && strings.Contains(string(errOut), "option") {
+		// A perfetto older than v22 on a device that says API 33.
+		flag = "--background"
+		out, errOut, code, err = s.Exec(ctx, cfg, "perfetto", flag, "-c", "-", "-o", s.path)
+	}
 	if err != nil {
-		return fmt.Errorf("%s: starting perfetto: %w", StagePerfettoStart, err)
+		return stageErr(StagePerfettoStart, "starting perfetto: %w", err)
 	}
 	if code != 0 {
-		return fmt.Errorf("%s: perfetto exited %d: %s", StagePerfettoStart, code, firstLine(errOut, out))
+		msg := firstLine(errOut, out)
+		if flag == "--background-wait" && !strings.Contains(msg, "Can't pass") && !strings.Contains(msg, "config is invalid") {
+			// The service refused it (too many sessions, the name in use)
+			// or could not start it.
+			s.rmFile(ctx)
+			return &SessionError{Stage: StagePerfettoRefused, Err: fmt.Errorf("%w: perfetto %s exited %d: %s", ErrPerfettoRefused, flag, code, msg)}
+		}
+		return stageErr(StagePerfettoStart, "perfetto exited %d: %s", code, msg)
 	}
-	pid, perr := strconv.Atoi(strings.TrimSpace(string(out)))
-	if perr != nil || pid <= 0 {
-		return fmt.Errorf("%s: perfetto --background printed %q, not its pid", StagePerfettoStart, truncateBytes(out, 80))
+	if pid, perr := strconv.Atoi(strings.TrimSpace(string(out))); perr == nil && pid > 0 {
+		s.bg = pid
+	} else if s.bg, err = s.findOurs(ctx); err != nil || s.bg == 0 {
+		return stageErr(StagePerfettoStart, "perfetto %s printed %q, not its pid, and the process list has no perfetto writing %s (%v)", flag, truncateBytes(out, 80), s.path, err)
 	}
-	s.bg = pid
-	s.started, s.last = time.Now(), time.Now()
+	if flag == "--background" {
+		// The service answers the forked child only: a refusal ends it
+		// at once, and reaches only logcat.
+		select {
+		case <-ctx.Done():
+		case <-time.After(s.Config.StartCheck):
+		}
+		alive, err := s.alive(ctx)
+		if err == nil && !alive {
+			s.bg = 0
+			s.rmFile(ctx)
+			return &SessionError{Stage: StagePerfettoRefused, Err: fmt.Errorf("%w: perfetto %s printed a pid, and the process was gone within %v", ErrPerfettoRefused, flag, s.Config.StartCheck)}
+		}
+	}
 	s.dec = perfetto.NewDecoder(&s.feed, &perfetto.Options{Follow: true})
-	s.Stats.update(func(st *AppStatus) {
-		st.Backend = BackendHeapprofd
-		st.Heapprofd.Sessions++
-	})
-	s.Stats.SetState(StateStarting)
-	s.Log.Info("heapprofd session started", zap.String("file", s.path), zap.Int("perfetto_pid", pid), zap.Uint64("sampling_interval", s.Config.SamplingInterval))
+	s.Log.Info("heapprofd session started", zap.String("file", s.path), zap.Int("perfetto_pid", s.bg),
+		zap.Strings("processes", s.Processes), zap.Ints("pids", s.PIDs), zap.Uint64("sampling_interval", s.Config.SamplingInterval))
 	return nil
 }
 
+// deviceBoot reads the device's uptime (CLOCK_BOOTTIME, the trace's clock)
+// to place dumps at their own time. Zero when it cannot.
+func (s *HeapprofdSession) deviceBoot(ctx context.Context) time.Time {
+	before := time.Now()
+	out, _, code, err := s.Exec(ctx, nil, "cat", "/proc/uptime")
+	if err != nil || code != 0 {
+		return time.Time{}
+	}
+	f := strings.Fields(string(out))
+	if len(f) == 0 {
+		return time.Time{}
+	}
+	up, err := strconv.ParseFloat(f[0], 64)
+	if err != nil || up <= 0 {
+		return time.Time{}
+	}
+	// The uptime was read at some point of the round trip: its middle.
+	mid := before.Add(time.Since(before) / 2)
+	return mid.Add(-time.Duration(up * float64(time.Second)))
+}
+
+// alive tells whether the session's perfetto still runs: its /proc entry
+// is there and its command line names our file (the pid was not reused).
+// The shell may not send perfetto signal 0 (SELinux), but may read every
+// process's /proc entries.
+func (s *HeapprofdSession) alive(ctx context.Context) (bool, error) {
+	return perfettoAlive(ctx, s.Exec, s.bg, s.path)
+}
+
+func perfettoAlive(ctx context.Context, exec ExecFunc, pid int, path string) (bool, error) {
+	if pid <= 0 {
+		return false, nil
+	}
+	out, errOut, code, err := exec(ctx, nil, "cat", "/proc/"+strconv.Itoa(pid)+"/cmdline")
+	if err != nil {
+		return false, err
+	}
+	if code != 0 {
+		if strings.Contains(string(errOut), "No such file") {
+			return false, nil
+		}
+		return false, fmt.Errorf("cat /proc/%d/cmdline exited %d: %s", pid, code, firstLine(errOut, out))
+	}
+	return bytes.Contains(out, []byte(path)), nil
+}
+
+// findOurs finds the pid of the perfetto writing our file.
+func (s *HeapprofdSession) findOurs(ctx context.Context) (int, error) {
+	ps, err := listPerfettos(ctx, s.Exec)
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range ps {
+		if p.path == s.path {
+			return p.pid, nil
+		}
+	}
+	return 0, nil
+}
+
 // read takes what the trace file gained and counts the dumps it ends.
-func (s *HeapprofdSession) read(ctx context.Context) error {
+func (s *HeapprofdSession) read(ctx context.Context) (grew bool, err error) {
 	out, errOut, code, err := s.Exec(ctx, nil, "tail", "-c", "+"+strconv.FormatInt(s.offset+1, 10), s.path)
 	if err == nil && code != 0 {
 		err = fmt.Errorf("tail exited %d: %s", code, firstLine(errOut, out))
 	}
 	if err != nil {
-		s.Stats.CountError(StagePerfettoRead)
-		return fmt.Errorf("%s: reading %s: %w", StagePerfettoRead, s.path, err)
+		s.countAll(StagePerfettoRead)
+		return false, stageErr(StagePerfettoRead, "reading %s: %w", s.path, err)
 	}
 	s.offset += int64(len(out))
 	if s.Raw != nil && len(out) > 0 {
 		if _, err := s.Raw.Write(out); err != nil {
-			return fmt.Errorf("writing the trace copy: %w", err)
+			return false, fmt.Errorf("writing the trace copy: %w", err)
 		}
 	}
 	s.feed.Write(out)
+	before := s.dec.Stats().ProfilePackets
 	unattributed := len(out) // the read's bytes go with its first dump
 	for {
 		d, err := s.dec.Next()
@@ -248,153 +495,274 @@ func (s *HeapprofdSession) read(ctx context.Context) error {
 			break
 		}
 		if err != nil {
-			s.Stats.CountError(StagePerfettoRead)
-			return fmt.Errorf("%s: %s: %w", StagePerfettoRead, s.path, err)
+			s.countAll(StagePerfettoRead)
+			return false, stageErr(StagePerfettoRead, "%s: %w", s.path, err)
 		}
-		if d.PID != uint64(s.PID) {
+		t := s.target(ctx, d.PID)
+		if t == nil {
 			continue
 		}
 		n := unattributed
 		unattributed = 0
-		if err := s.count(d, n); err != nil {
-			return err
+		s.count(t, d, n)
+	}
+	if s.dec.Stats().ProfilePackets > before {
+		// heapprofd writes for this session: every target whose process
+		// gave no sample yet is connected and idle, or not yet started.
+		for _, t := range s.all {
+			if t.dumps == 0 && !t.rejected && !t.wasRejected {
+				t.Stats.SetState(StateTracking)
+			}
 		}
 	}
-	if unattributed > 0 {
-		s.Stats.AddDumpStats(nil, unattributed)
+	if unattributed > 0 && len(s.all) > 0 {
+		s.all[0].Stats.AddDumpStats(nil, unattributed)
 	}
-	return nil
+	return len(out) > 0, nil
 }
 
-// count counts one dump and acts on its status flags.
-func (s *HeapprofdSession) count(d *perfetto.Dump, traceBytes int) error {
+// target returns the target of pid's dumps, resolving it the first time.
+func (s *HeapprofdSession) target(ctx context.Context, pid uint64) *HeapprofdTarget {
+	t, ok := s.targets[pid]
+	if ok {
+		return t
+	}
+	if s.Resolve != nil {
+		t = s.Resolve(ctx, int(pid))
+	}
+	s.targets[pid] = t
+	if t != nil {
+		if !slices.Contains(s.all, t) {
+			s.all = append(s.all, t)
+			t.Stats.update(func(st *AppStatus) { st.Heapprofd.Sessions++ })
+		}
+		t.Stats.update(func(st *AppStatus) {
+			st.Backend = BackendHeapprofd
+			st.PID = int(pid)
+		})
+	}
+	return t
+}
+
+// countAll counts an error stage for every target.
+func (s *HeapprofdSession) countAll(stage string) {
+	for _, t := range s.all {
+		t.Stats.CountError(stage)
+	}
+}
+
+// count counts one dump for its target and acts on its status flags.
+func (s *HeapprofdSession) count(t *HeapprofdTarget, d *perfetto.Dump, traceBytes int) {
+	if d.RejectedConcurrent {
+		t.rejected = true
+		t.Stats.AddDumpStats(nil, traceBytes)
+		return
+	}
+	t.rejected, t.wasRejected = false, false
 	now := time.Now()
-	switch {
-	case d.RejectedConcurrent:
-		s.Stats.CountError(StageRejected)
-		s.Stats.SetState(StateRejected)
-		s.Stats.AddDumpStats(nil, traceBytes)
-		return ErrRejected
-	}
+	at := s.dumpTime(d, t.last, now)
 	if JavaHeapDump(d) {
-		s.Counters.AddDump(d, s.last, now)
-		s.last = now
+		t.Counters.AddDump(d, t.last, at)
+		t.last = at
 	}
-	s.Stats.AddDumpStats(d, traceBytes)
-	if s.Dump != nil {
-		s.Dump(d)
+	t.Stats.AddDumpStats(d, traceBytes)
+	if t.Dump != nil {
+		t.Dump(d)
 	}
-	if s.dumps == 0 {
-		s.Stats.SetState(StateTracking)
+	if t.dumps == 0 {
+		t.Stats.SetState(StateTracking)
 	}
-	if d.Broken.Count > 0 && !s.warnedBroken {
+	t.dumps++
+	if d.Broken.Count > 0 && !t.warned {
 		// Once a session: the bug lasts as long as the device's ART module.
-		s.warnedBroken = true
+		t.warned = true
 		s.Log.Warn("heapprofd could not unwind the Java frames of some samples (the Android 12/13 ART unwinding bug, fixed in the ART module of Android 13 QPR1): they count under one site with no frames and in alloctrack_heapprofd_broken_stack_samples_total",
-			zap.Uint64("samples", d.Broken.Count), zap.Int("stacks", d.BrokenStacks), zap.Uint64("dump_samples", d.Delta.Count))
+			zap.Uint64("pid", d.PID), zap.Uint64("samples", d.Broken.Count), zap.Int("stacks", d.BrokenStacks), zap.Uint64("dump_samples", d.Delta.Count))
 	}
-	s.dumps++
 	switch {
 	case d.BufferOverran || d.BufferCorrupted:
-		s.Stats.CountError(StageOverran)
-		return fmt.Errorf("%w: its shared-memory buffer overran", ErrProfileEnded)
+		t.Stats.CountError(StageOverran)
+		s.Log.Warn("heapprofd ended a process's profile: its shared-memory buffer overran; starting a new session", zap.Uint64("pid", d.PID))
+		s.ended = true
 	case d.HitGuardrail:
-		s.Stats.CountError(StageGuardrail)
-		return fmt.Errorf("%w: it hit a heapprofd guardrail", ErrProfileEnded)
+		t.Stats.CountError(StageGuardrail)
+		s.Log.Warn("heapprofd ended a process's profile: it hit a guardrail; starting a new session", zap.Uint64("pid", d.PID))
+		s.ended = true
 	case d.Disconnected:
-		return fmt.Errorf("%w: the process disconnected from heapprofd", ErrProfileEnded)
+		// The process ended; a process of the same name that starts is
+		// profiled from its start.
+		s.Log.Debug("a profiled process disconnected from heapprofd", zap.Uint64("pid", d.PID))
 	}
-	return nil
+}
+
+// dumpTime places a dump at its own time: its packet's BOOTTIME stamp
+// from the device's boot, kept within (last, now]. now when unknown.
+func (s *HeapprofdSession) dumpTime(d *perfetto.Dump, last, now time.Time) time.Time {
+	if s.boot.IsZero() || d.PacketTimestamp == 0 {
+		return now
+	}
+	at := s.boot.Add(time.Duration(d.PacketTimestamp))
+	if at.After(now) {
+		at = now
+	}
+	if !last.IsZero() && !at.After(last) {
+		at = last.Add(time.Millisecond)
+	}
+	return at
 }
 
 // stop ends perfetto with SIGTERM (heapprofd writes a last dump), waits
-// until it is gone, reads and counts the rest of the file and removes it.
+// until its process is gone, then reads and counts the rest of the file
+// and removes it. A perfetto still there after the stop timeout keeps its
+// file: the service may still write to it; the clean-up at the device's
+// next arrival removes it.
 func (s *HeapprofdSession) stop(ctx context.Context) error {
-	if s.bg == 0 {
-		return nil
+	if s.bg != 0 {
+		if err := stopPerfetto(ctx, s.Exec, s.bg, s.path, s.Config.Poll); err != nil {
+			s.countAll(StagePerfettoStop)
+			return stageErr(StagePerfettoStop, "%w; %s left on the device", err, s.path)
+		}
+		s.bg = 0
 	}
-	pid := strconv.Itoa(s.bg)
-	if _, _, _, err := s.Exec(ctx, nil, "kill", "-TERM", pid); err != nil {
-		return fmt.Errorf("kill -TERM %s: %w", pid, err)
+	var rerr error
+	if _, err := s.read(ctx); err != nil {
+		rerr = err
+	}
+	for _, t := range s.all {
+		switch {
+		case t.rejected:
+			t.Stats.CountError(StageRejected)
+			t.Stats.SetState(StateRejected)
+		case t.wasRejected && t.dumps == 0 && s.dec.Stats().ProfilePackets > 0:
+			// The other profiler let go; the app was idle since.
+			t.wasRejected = false
+			t.Stats.SetState(StateTracking)
+		}
+	}
+	if err := s.rmFile(ctx); err != nil {
+		return errors.Join(rerr, err)
+	}
+	s.Log.Info("heapprofd session stopped", zap.String("file", s.path), zap.Int64("bytes", s.offset))
+	return rerr
+}
+
+func (s *HeapprofdSession) rmFile(ctx context.Context) error {
+	if _, errOut, code, err := s.Exec(ctx, nil, "rm", "-f", s.path); err != nil || code != 0 {
+		return fmt.Errorf("rm %s: exit %d %s %v", s.path, code, firstLine(errOut, nil), err)
+	}
+	return nil
+}
+
+// stopPerfetto sends perfetto SIGTERM (which shell may send it) and waits
+// until its process is gone, looking at /proc every poll.
+func stopPerfetto(ctx context.Context, exec ExecFunc, pid int, path string, poll time.Duration) error {
+	p := strconv.Itoa(pid)
+	if _, errOut, code, err := exec(ctx, nil, "kill", "-TERM", p); err != nil {
+		return fmt.Errorf("kill -TERM %s: %w", p, err)
+	} else if code != 0 && !strings.Contains(string(errOut), "No such process") {
+		return fmt.Errorf("kill -TERM %s: exit %d: %s", p, code, firstLine(errOut, nil))
 	}
 	for {
-		_, _, code, err := s.Exec(ctx, nil, "kill", "-0", pid)
+		alive, err := perfettoAlive(ctx, exec, pid, path)
 		if err != nil {
-			return fmt.Errorf("waiting for perfetto %s to end: %w", pid, err)
+			return fmt.Errorf("waiting for perfetto %s to end: %w", p, err)
 		}
-		if code != 0 {
-			break
+		if !alive {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("perfetto %s still running after %v: %w", pid, s.Config.StopTimeout, ctx.Err())
-		case <-time.After(s.Config.Poll):
+			return fmt.Errorf("perfetto %s still running: %w", p, ctx.Err())
+		case <-time.After(poll):
 		}
 	}
-	s.bg = 0
-	var rerr error
-	if err := s.read(ctx); err != nil && !errors.Is(err, ErrRejected) && !errors.Is(err, ErrProfileEnded) {
-		rerr = err
+}
+
+// sanitize keeps a name to the characters a file name may safely hold on
+// a device.
+func sanitize(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			b[i] = '_'
+		}
 	}
-	if _, errOut, code, err := s.Exec(ctx, nil, "rm", "-f", s.path); err != nil || code != 0 {
-		return errors.Join(rerr, fmt.Errorf("rm %s: exit %d %s %v", s.path, code, firstLine(errOut, nil), err))
+	if len(b) > 64 {
+		b = b[:64]
 	}
-	s.Log.Info("heapprofd session stopped", zap.String("file", s.path), zap.Int("dumps", s.dumps))
-	return rerr
+	return string(b)
+}
+
+type perfettoProcess struct {
+	pid  int
+	path string // the trace file it writes (-o)
+}
+
+// listPerfettos lists the device's perfetto processes that write one of
+// our trace files, from `ps -A -o PID,ARGS` (whole command lines).
+func listPerfettos(ctx context.Context, exec ExecFunc) ([]perfettoProcess, error) {
+	out, errOut, code, err := exec(ctx, nil, "ps", "-A", "-o", "PID,ARGS")
+	if err != nil || code != 0 {
+		return nil, fmt.Errorf("listing processes: exit %d %s %v", code, firstLine(errOut, out), err)
+	}
+	var ps []perfettoProcess
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[1] != "perfetto" && !strings.HasSuffix(f[1], "/perfetto") {
+			continue
+		}
+		pid, err := strconv.Atoi(f[0])
+		if err != nil {
+			continue
+		}
+		for i, a := range f[:len(f)-1] {
+			if (a == "-o" || a == "--out") && strings.HasPrefix(f[i+1], PerfettoTraceDir+"/"+HeapprofdPrefix) {
+				ps = append(ps, perfettoProcess{pid: pid, path: f[i+1]})
+			}
+		}
+	}
+	return ps, nil
 }
 
 // CleanHeapprofd stops every perfetto of ours on a device and removes our
 // trace files: what an earlier run of the daemon left behind when it was
 // killed, or when the device or the adb server went away. Ours are the
 // perfetto processes writing to, and the files named, HeapprofdPrefix in
-// PerfettoTraceDir; nothing else is touched.
-func CleanHeapprofd(ctx context.Context, exec ExecFunc) (stopped, removed int, err error) {
-	out, errOut, code, err := exec(ctx, nil, "ps", "-A", "-o", "PID,ARGS")
-	if err != nil || code != 0 {
-		return 0, 0, fmt.Errorf("listing processes: exit %d %s %v", code, firstLine(errOut, out), err)
+// PerfettoTraceDir; nothing else is touched. A file whose perfetto did not
+// end within ctx is kept (left counts them): the service may still write
+// to it.
+func CleanHeapprofd(ctx context.Context, exec ExecFunc, poll time.Duration) (stopped, removed, left int, err error) {
+	ps, err := listPerfettos(ctx, exec)
+	if err != nil {
+		return 0, 0, 0, err
 	}
-	var pids []string
-	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 || f[1] != "perfetto" && !strings.HasSuffix(f[1], "/perfetto") {
+	busy := map[string]bool{}
+	var errs []error
+	for _, p := range ps {
+		if err := stopPerfetto(ctx, exec, p.pid, p.path, poll); err != nil {
+			busy[p.path] = true
+			errs = append(errs, err)
 			continue
 		}
-		if _, err := strconv.Atoi(f[0]); err == nil && strings.Contains(line, " "+PerfettoTraceDir+"/"+HeapprofdPrefix) {
-			pids = append(pids, f[0])
-		}
+		stopped++
 	}
-	if len(pids) > 0 {
-		if _, errOut, code, err := exec(ctx, nil, append([]string{"kill", "-TERM"}, pids...)...); err != nil || code != 0 {
-			return 0, 0, fmt.Errorf("stopping perfetto %v: exit %d %s %v", pids, code, firstLine(errOut, nil), err)
-		}
-		stopped = len(pids)
-		// Each leaves once its last dump is written; wait a little so the
-		// files are complete before they go.
-		for _, p := range pids {
-			for i := 0; i < 50; i++ {
-				if _, _, code, err := exec(ctx, nil, "kill", "-0", p); err != nil || code != 0 {
-					break
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-		}
-	}
-	out, errOut, code, err = exec(ctx, nil, "ls", PerfettoTraceDir)
+	out, errOut, code, err := exec(ctx, nil, "ls", PerfettoTraceDir)
 	if err != nil || code != 0 {
-		return stopped, 0, fmt.Errorf("listing %s: exit %d %s %v", PerfettoTraceDir, code, firstLine(errOut, out), err)
+		return stopped, 0, len(busy), errors.Join(append(errs, fmt.Errorf("listing %s: exit %d %s %v", PerfettoTraceDir, code, firstLine(errOut, out), err))...)
 	}
 	var files []string
 	for _, name := range strings.Fields(string(out)) {
-		if strings.HasPrefix(name, HeapprofdPrefix) && !strings.Contains(name, "/") {
-			files = append(files, PerfettoTraceDir+"/"+name)
+		path := PerfettoTraceDir + "/" + name
+		if strings.HasPrefix(name, HeapprofdPrefix) && !strings.Contains(name, "/") && !busy[path] {
+			files = append(files, path)
 		}
 	}
 	if len(files) > 0 {
 		if _, errOut, code, err := exec(ctx, nil, append([]string{"rm", "-f"}, files...)...); err != nil || code != 0 {
-			return stopped, 0, fmt.Errorf("removing %d trace files: exit %d %s %v", len(files), code, firstLine(errOut, nil), err)
+			return stopped, 0, len(busy), errors.Join(append(errs, fmt.Errorf("removing %d trace files: exit %d %s %v", len(files), code, firstLine(errOut, nil), err))...)
 		}
 	}
-	return stopped, len(files), nil
+	return stopped, len(files), len(busy), errors.Join(errs...)
 }
 
 // firstLine is the first non-empty line of a or else b, for messages.

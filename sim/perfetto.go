@@ -559,6 +559,11 @@ func (d *Device) procCmdlineLocked(path string) (cmdline []byte, isProc bool) {
 	if !ok {
 		return nil, false
 	}
+	if rest == "uptime" {
+		// CLOCK_BOOTTIME seconds (the trace's clock), and idle time.
+		up := time.Since(d.boot).Seconds()
+		return fmt.Appendf(nil, "%.2f %.2f\n", up, up*1.5), true
+	}
 	ps, ok := strings.CutSuffix(rest, "/cmdline")
 	pid, err := strconv.Atoi(ps)
 	if !ok || err != nil {

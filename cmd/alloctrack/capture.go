@@ -396,14 +396,9 @@ func (c *captureCmd) captureHeapprofd(ctx context.Context, client *adb.Client, s
 	}
 	var writeErr error
 	stats := alloctrack.NewAppStats(serial, pid)
-	s := &alloctrack.HeapprofdSession{
-		Serial: serial, PID: pid, Process: name, Window: *c.window,
-		Exec: func(ctx context.Context, stdin []byte, argv ...string) ([]byte, []byte, int, error) {
-			return client.Exec(ctx, serial, stdin, argv...)
-		},
-		Config:   alloctrack.HeapprofdConfig{SamplingInterval: *c.hpInterval},
+	target := &alloctrack.HeapprofdTarget{
 		Counters: alloctrack.NewCounters(alloctrack.AggregateConfig{TopClasses: 1, TopSites: 1}),
-		Stats:    stats, Raw: raw, Log: log,
+		Stats:    stats,
 		Dump: func(d *perfetto.Dump) {
 			if err := w.Dump(d); err != nil && writeErr == nil {
 				writeErr = err
@@ -423,7 +418,31 @@ func (c *captureCmd) captureHeapprofd(ctx context.Context, client *adb.Client, s
 		}
 		rcancel()
 	}()
-	runErr := s.Run(rctx)
+	var runErr error
+	rejected := false
+	for rctx.Err() == nil {
+		// One session by pid; heapprofd ending the profile (an overrun)
+		// takes a new one, and so does a rotation.
+		s := &alloctrack.HeapprofdSession{
+			Serial: serial, API: api, PIDs: []int{pid}, Window: *c.window,
+			Exec: func(ctx context.Context, stdin []byte, argv ...string) ([]byte, []byte, int, error) {
+				return client.Exec(ctx, serial, stdin, argv...)
+			},
+			Config:  alloctrack.HeapprofdConfig{SamplingInterval: *c.hpInterval},
+			Targets: []*alloctrack.HeapprofdTarget{target},
+			Resolve: func(_ context.Context, p int) *alloctrack.HeapprofdTarget {
+				if p == pid {
+					return target
+				}
+				return nil
+			},
+			Raw: raw, Log: log,
+		}
+		if runErr = s.Run(rctx); runErr != nil {
+			break
+		}
+		rejected = rejected || target.Rejected()
+	}
 	rcancel()
 	if progress {
 		fmt.Fprintln(stderr)
@@ -438,14 +457,15 @@ func (c *captureCmd) captureHeapprofd(ctx context.Context, client *adb.Client, s
 	st := stats.Snapshot().Heapprofd
 	fmt.Fprintf(stdout, "%s: %d heapprofd dumps, %d samples (%d bytes), about %d allocations and %d bytes (estimates) in %.1fs\n",
 		*c.out, st.Dumps, st.Samples, st.SampledBytes, sum.Allocations, sum.Bytes, sum.DurationSeconds)
-	if runErr != nil {
-		switch {
-		case errors.Is(runErr, alloctrack.ErrRejected):
-			return fail(exitFailure, "another profiler holds pid %d on %s (heapprofd rejected our session): stop it and retry", pid, serial)
-		case errors.Is(runErr, alloctrack.ErrUnprofileable):
-			return fail(exitFailure, "heapprofd gave no dump of pid %d on %s: the app must be debuggable or profileable, on Android 12 or later", pid, serial)
-		}
+	switch {
+	case errors.Is(runErr, alloctrack.ErrPerfettoRefused):
+		return fail(exitFailure, "the tracing service of %s refused the perfetto session: it runs 5 sessions of adb shell's uid at once (Android Studio's and other people's count too); stop one and retry (%v)", serial, runErr)
+	case runErr != nil:
 		return fail(exitFailure, "%v", runErr)
+	case rejected && st.Dumps == 0:
+		return fail(exitFailure, "another profiler held pid %d on %s the whole time (heapprofd rejected our session): stop it and retry", pid, serial)
+	case st.Dumps == 0:
+		fmt.Fprintf(stderr, "alloctrack capture: heapprofd wrote no sample of pid %d on %s: the app allocated nothing it sampled, or it is neither debuggable nor profileable (Android 12+)\n", pid, serial)
 	}
 	if bud != nil {
 		t := alloctrack.NewTally()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/alecthomas/units"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
@@ -58,6 +59,8 @@ type serveCmd struct {
 	shutdownTimeout *time.Duration
 	backend         *string
 	hpInterval      *uint64
+	hpRotate        *time.Duration
+	hpMaxFile       *units.Base2Bytes
 	simulate        *bool
 	simDevices      *int
 	simApps         *int
@@ -87,6 +90,8 @@ func newServeCmd(app *kingpin.Application) *serveCmd {
 	c.shutdownTimeout = f("shutdown.timeout", "On SIGINT/SIGTERM, how long to wait while every app's tracking is turned off. A second signal exits at once.").Default("10s").Duration()
 	c.backend = enum(f("backend", "How apps are watched: auto (the VM's allocation tracker over JDWP on devices below API 31, perfetto's heapprofd sampling from API 31, Android 12, on), ddm (the allocation tracker everywhere; Android 12+ apps show as unsupported), or heapprofd (heapprofd everywhere). Heapprofd numbers are samples and estimates; see the README."), "backend", "auto", "ddm", "auto", "heapprofd")
 	c.hpInterval = f("heapprofd.sampling-interval", "Mean bytes allocated between two heapprofd samples. 1 samples every allocation: exact counts, at the cost of a stack unwind in the app on every allocation, which slows an allocation-heavy app many times over.").Default("4096").Uint64()
+	c.hpRotate = f("heapprofd.rotate", "How long one perfetto session of a device runs before the next replaces it, which bounds its trace file and heapprofd's own memory on the device. The switch leaves a gap of about one stop and start (see docs/heapprofd-devices.md).").Default("30m").Duration()
+	c.hpMaxFile = f("heapprofd.max-file-size", "Bound of a session's trace file on the device (max_file_size_bytes): the tracing service ends the session there, and the next one starts.").Default("256MiB").Bytes()
 	c.simulate = f("simulate", "Serve a simulated farm instead of real devices: an in-process adb server with simulated devices and apps (its control API is at /sim/devices).").Bool()
 	c.simDevices = f("simulate.devices", "Simulated devices (with --simulate).").Default("3").Int()
 	c.simApps = f("simulate.apps", "Simulated apps per device (with --simulate).").Default("2").Int()
@@ -110,6 +115,10 @@ func (c *serveCmd) validate() error {
 		return fmt.Errorf("--reports.per-device must be at least 1")
 	case *c.hpInterval < 1:
 		return fmt.Errorf("--heapprofd.sampling-interval must be at least 1 byte")
+	case *c.hpRotate < *c.window:
+		return fmt.Errorf("--heapprofd.rotate must be at least --window (%v), got %v", *c.window, *c.hpRotate)
+	case *c.hpMaxFile < 64<<10:
+		return fmt.Errorf("--heapprofd.max-file-size must be at least 64KiB, got %v", *c.hpMaxFile)
 	case *c.reportsFlight < 1:
 		return fmt.Errorf("--reports.in-flight must be at least 1")
 	case *c.simulate && (*c.simDevices < 1 || *c.simApps < 0 || *c.simRate < 0):
@@ -207,7 +216,10 @@ func (c *serveCmd) run(stderr io.Writer) int {
 		ReportsInFlight:  *c.reportsFlight,
 		Reprobe:          *c.reprobe,
 		Backend:          *c.backend,
-		Heapprofd:        alloctrack.HeapprofdConfig{SamplingInterval: *c.hpInterval, StopTimeout: *c.shutdownTimeout},
+		Heapprofd: alloctrack.HeapprofdConfig{
+			SamplingInterval: *c.hpInterval, StopTimeout: *c.shutdownTimeout,
+			Rotate: *c.hpRotate, MaxFileBytes: uint64(*c.hpMaxFile),
+		},
 	}, sources, log)
 
 	extra["/debug/pprof/allocs"] = exporter.ProfileHandler(d, started)
