@@ -47,7 +47,7 @@ func TestHeapprofdRefusedThroughADB(t *testing.T) {
 	// The device's shell was asked for perfetto, with our trace file.
 	var started bool
 	for _, argv := range r.farm.Device("sim-1").ShellLog() {
-		if argv[0] == "perfetto" && strings.Contains(strings.Join(argv, " "), "-o /data/misc/perfetto-traces/alloctrack-com.example.app1-") {
+		if argv[0] == "perfetto" && strings.Contains(strings.Join(argv, " "), "-o /data/misc/perfetto-traces/alloctrack-") {
 			started = true
 		}
 	}

@@ -177,10 +177,12 @@ func TestHeapprofdGroundTruthThroughADB(t *testing.T) {
 }
 
 // TestHeapprofdRestartCleansUp: a daemon killed with SIGKILL leaves its
-// perfetto sessions and trace files on the devices; the next daemon
-// stops and removes them before it starts its own, leaves another
-// tool's session and file alone, shows the app that tool profiles as
-// rejected, and after SIGTERM leaves nothing of its own behind.
+// perfetto session and trace file on the device; the next daemon stops
+// and removes them before it starts its own (waiting on /proc, as the
+// shell may not send perfetto signal 0), leaves another tool's session
+// and file alone, shows the app that tool profiles as rejected once a
+// session stops (heapprofd tells it only then), and after SIGTERM leaves
+// nothing of its own behind.
 func TestHeapprofdRestartCleansUp(t *testing.T) {
 	cfg := sim.FarmConfig{Devices: 1, AppsPerDevice: 3, APIs: []int{32}, Workload: heapprofdWorkload()}
 	r := attachFarm(t, cfg, nil)
@@ -205,10 +207,10 @@ func TestHeapprofdRestartCleansUp(t *testing.T) {
 		return sessions, files
 	}
 
-	first := startDaemon(t, r.adb.Addr())
-	waitFor(t, 30*time.Second, "the first daemon's sessions running", func() (bool, string) {
+	first := startDaemon(t, r.adb.Addr(), "--heapprofd.rotate", "3s")
+	waitFor(t, 30*time.Second, "the first daemon's session running", func() (bool, string) {
 		s, f := ours()
-		return len(s) == 2 && len(f) == 2, fmt.Sprintf("sessions %v files %v", s, f)
+		return len(s) == 1 && len(f) == 1, fmt.Sprintf("sessions %v files %v", s, f)
 	})
 	r.d = first
 	r.d.waitState(t, []app{r.app("sim-1", vms[0].ProcessName()), r.app("sim-1", vms[1].ProcessName())}, "tracking", 30*time.Second)
@@ -221,17 +223,21 @@ func TestHeapprofdRestartCleansUp(t *testing.T) {
 	if v := first.metrics(t).value("alloctrack_app_tracking", held.labels()...); v != 0 {
 		t.Errorf("the rejected app is shown tracking")
 	}
+	waitFor(t, 30*time.Second, "a session of the first daemon running", func() (bool, string) {
+		s, f := ours()
+		return len(s) == 1 && len(f) == 1, fmt.Sprintf("sessions %v files %v", s, f)
+	})
 	before, beforeFiles := ours()
 	first.stopping = true // killed on purpose: its cleanup need not stop it
 	first.proc.kill()
 
 	// SIGKILL: nothing was stopped.
-	if s, f := ours(); len(s) != 2 || len(f) != 2 {
-		t.Fatalf("after SIGKILL: sessions %v files %v, want the two left running", s, f)
+	if s, f := ours(); len(s) != 1 || len(f) != 1 {
+		t.Fatalf("after SIGKILL: sessions %v files %v, want the one left running", s, f)
 	}
 	second := startDaemon(t, r.adb.Addr())
 	r.d = second
-	waitFor(t, 30*time.Second, "the earlier run's sessions and files gone, new ones running", func() (bool, string) {
+	waitFor(t, 30*time.Second, "the earlier run's session and file gone, a new one running", func() (bool, string) {
 		s, f := ours()
 		for _, o := range before {
 			for _, n := range s {
@@ -247,7 +253,7 @@ func TestHeapprofdRestartCleansUp(t *testing.T) {
 				}
 			}
 		}
-		return len(s) == 2, fmt.Sprintf("sessions %v files %v", s, f)
+		return len(s) == 1, fmt.Sprintf("sessions %v files %v", s, f)
 	})
 	if !strings.Contains(second.out.String(), "stopped perfetto sessions and removed trace files an earlier run left") {
 		t.Errorf("the clean-up was not logged")
@@ -267,6 +273,11 @@ func TestHeapprofdRestartCleansUp(t *testing.T) {
 	}
 	if !alive {
 		t.Error("the other tool's perfetto session was stopped")
+	}
+	for _, argv := range dev.ShellLog() {
+		if argv[0] == "kill" && len(argv) > 1 && (argv[1] == "-0" || argv[1] == "-9" || argv[1] == "-KILL") {
+			t.Errorf("the shell was asked to %q, which SELinux denies on perfetto", argv)
+		}
 	}
 }
 
