@@ -97,8 +97,14 @@ func (d *Device) Serial() string { return d.cfg.Serial }
 // Config returns the device's configuration.
 func (d *Device) Config() DeviceConfig { return d.cfg }
 
-// Features are the adbd features the device advertises.
-func (d *Device) Features() []string { return []string{"shell_v2", "cmd"} }
+// Features are the adbd features the device advertises: track_app from
+// Android 12 (docs/track-app.md).
+func (d *Device) Features() []string {
+	if d.cfg.API >= APITrackApp {
+		return []string{"shell_v2", "cmd", "track_app"}
+	}
+	return []string{"shell_v2", "cmd"}
+}
 
 // Banner is the CNXN banner adbd sends: system type, then properties.
 func (d *Device) Banner() string {
@@ -189,7 +195,7 @@ func (d *Device) PIDs() []int {
 	return out
 }
 
-// changed wakes every track-jdwp stream.
+// changed wakes every track-jdwp and track-app stream.
 func (d *Device) changed() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -217,13 +223,15 @@ func (d *Device) Disconnect() {
 }
 
 // OpenService opens a device service and returns the client's end of its
-// stream. Services: shell:<cmd>, shell,v2,…:<cmd>, track-jdwp, jdwp,
-// jdwp:<pid>. Others are refused with ErrRefused.
+// stream. Services: shell:<cmd>, shell,v2,…:<cmd>, track-jdwp, track-app
+// (API 31+), jdwp, jdwp:<pid>. Others are refused with ErrRefused.
 func (d *Device) OpenService(name string) (net.Conn, error) {
 	var serve func(net.Conn)
 	switch {
 	case name == "track-jdwp":
 		serve = d.serveTrackJDWP
+	case name == "track-app" && d.cfg.API >= APITrackApp:
+		serve = d.serveTrackApp
 	case name == "jdwp":
 		serve = func(c net.Conn) {
 			defer c.Close()
