@@ -44,6 +44,7 @@ fuzz:
 	$(GO) test ./ddms       -run '^$$' -fuzz '^FuzzDecodePayloads$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./alloctrack -run '^$$' -fuzz '^FuzzParse$$'          -fuzztime $(FUZZTIME)
 	$(GO) test ./perfetto   -run '^$$' -fuzz '^FuzzDecodeTrace$$'    -fuzztime $(FUZZTIME)
+	$(GO) test ./adb        -run '^$$' -fuzz '^FuzzParseAppProcesses$$' -fuzztime $(FUZZTIME)
 
 # The benchmarks that hold the speed and memory targets: Parse on the three
 # report shapes, Counters.Add on a worst-case maximum report, and /metrics

@@ -48,7 +48,22 @@ type Source interface {
 	Exec(ctx context.Context, serial string, stdin []byte, argv ...string) (stdout, stderr []byte, code int, err error)
 	// Processes lists a device's processes (pid and argv[0]).
 	Processes(ctx context.Context, serial string, api int) ([]Process, error)
+	// TrackApp follows a device's debuggable or profileable processes
+	// (adbd's track-app, Android 12+), calling fn with each list; a
+	// device without the service gives ErrTrackAppUnsupported.
+	TrackApp(ctx context.Context, serial string, fn func([]AppProcess)) error
 }
+
+// AppProcess is one process of a device's track-app list.
+type AppProcess struct {
+	PID         int
+	Debuggable  bool
+	Profileable bool
+}
+
+// ErrTrackAppUnsupported: the device's adbd has no track-app (before
+// Android 12).
+var ErrTrackAppUnsupported = errors.New("alloctrack: the device's adbd has no track-app")
 
 // Process is one line of a device's process list.
 type Process struct {

@@ -2,6 +2,7 @@ package alloctrack
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"sync"
@@ -16,6 +17,10 @@ const StageCleanup = "perfetto-cleanup"
 
 // StageProcessList counts failed reads of a device's process list.
 const StageProcessList = "process-list"
+
+// StageUnprofileable counts an app the --package filters ask for that the
+// device says (track-app) is neither debuggable nor profileable.
+const StageUnprofileable = "unprofileable"
 
 // cleanHeapprofd stops the perfetto sessions and removes the trace files
 // an earlier run of the daemon left on a device (it was killed, or the
@@ -45,29 +50,55 @@ func (d *Daemon) execOn(src Source, serial string) ExecFunc {
 // names to profile; and the running session's names, whose Restart it
 // fires when a name to profile is not among them.
 type hpWatch struct {
-	mu      sync.Mutex
-	jdwp    map[int]bool
-	procs   map[int]string // pid -> name, from the last process list
-	listed  bool           // procs holds a list
-	wanted  map[string]bool
-	running map[string]bool
-	restart chan struct{}
-	changed chan struct{} // a name to profile was added
+	mu   sync.Mutex
+	jdwp map[int]bool
+	// apps is track-app's last list (by pid) once appsKnown; noApps when
+	// the device has no track-app, and the old way is used.
+	apps      map[int]AppProcess
+	appsKnown bool
+	noApps    bool
+	// unprofileable are names the --package filters ask for that the
+	// device says are neither debuggable nor profileable.
+	unprofileable map[string]bool
+	procs         map[int]string // pid -> name, from the last process list
+	listed        bool           // procs holds a list
+	wanted        map[string]bool
+	running       map[string]bool
+	restart       chan struct{}
+	changed       chan struct{} // a name to profile was added
 }
 
 // update recomputes the names to profile; it returns those that left.
+// Until track-app has answered (with a list, or by not being there) it
+// wants nothing.
 func (w *hpWatch) update(d *Daemon) (gone []string) {
 	wanted := map[string]bool{}
+	unprofileable := map[string]bool{}
 	for pid, name := range w.procs {
 		if name == "" || name == PreInitialized || !d.cfg.Packages.Match(name) {
 			continue
 		}
-		// Debuggable apps are in track-jdwp; apps only profileable are
-		// not, and are candidates when --package names them.
-		if w.jdwp[pid] || len(d.cfg.Packages.Include) > 0 {
-			wanted[name] = true
+		switch {
+		case w.appsKnown:
+			// The device's own answer: debuggable or profileable apps.
+			// A process --package names that is neither is shown so.
+			if a, ok := w.apps[pid]; ok && (a.Debuggable || a.Profileable) {
+				wanted[name] = true
+			} else if len(d.cfg.Packages.Include) > 0 {
+				unprofileable[name] = true
+			}
+		case w.noApps:
+			// Debuggable apps are in track-jdwp; apps only profileable
+			// are not, and are candidates when --package names them.
+			if w.jdwp[pid] || len(d.cfg.Packages.Include) > 0 {
+				wanted[name] = true
+			}
 		}
 	}
+	for name := range wanted {
+		delete(unprofileable, name) // another process of the name is
+	}
+	w.unprofileable = unprofileable
 	for name := range w.wanted {
 		if !wanted[name] {
 			gone = append(gone, name)
@@ -148,6 +179,7 @@ func (d *Daemon) runHeapprofdDevice(ctx context.Context, src Source, serial stri
 		}
 		return t
 	}
+	shown := map[string]bool{} // names shown unprofileable
 	onGone := func(gone []string) {
 		for _, name := range gone {
 			tmu.Lock()
@@ -157,10 +189,64 @@ func (d *Daemon) runHeapprofdDevice(ctx context.Context, src Source, serial stri
 				t.Stats.SetState(StateExited)
 			}
 		}
+		w.mu.Lock()
+		var unprof []string
+		for name := range w.unprofileable {
+			if !shown[name] {
+				shown[name] = true
+				unprof = append(unprof, name)
+			}
+		}
+		for name := range shown {
+			if !w.unprofileable[name] {
+				delete(shown, name)
+			}
+		}
+		w.mu.Unlock()
+		for _, name := range unprof {
+			t := target(name)
+			t.Stats.CountError(StageUnprofileable)
+			t.Stats.SetState(StateUnprofileable)
+			log.Info("the device says this app is neither debuggable nor profileable (track-app): heapprofd cannot sample it", zap.String("package", name))
+		}
 	}
 
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		for attempt := 0; ctx.Err() == nil; attempt++ {
+			err := src.TrackApp(ctx, serial, func(list []AppProcess) {
+				attempt = 0
+				w.mu.Lock()
+				w.apps = map[int]AppProcess{}
+				for _, a := range list {
+					w.apps[a.PID] = a
+				}
+				w.appsKnown = true
+				gone := w.update(d)
+				w.mu.Unlock()
+				onGone(gone)
+			})
+			if ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, ErrTrackAppUnsupported) {
+				log.Debug("the device has no track-app: apps are found from track-jdwp and, with --package, the process list")
+				w.mu.Lock()
+				w.noApps = true
+				gone := w.update(d)
+				w.mu.Unlock()
+				onGone(gone)
+				return
+			}
+			d.countDeviceError(serial, "track-app")
+			d.logs.warn(log, "track-app/"+src.Addr()+"/"+serial, "track-app ended; retrying", err)
+			if !sleepCtx(ctx, d.backoff(attempt)) {
+				return
+			}
+		}
+	}()
 	go func() {
 		defer wg.Done()
 		for attempt := 0; ctx.Err() == nil; attempt++ {

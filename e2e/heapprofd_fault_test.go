@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,10 +14,10 @@ import (
 // overrun and a guardrail end a session, are counted, and a new session
 // goes on; the Android 12/13 unwinding bug shows in its metric and the
 // log; an app neither debuggable nor profileable is found from the
-// process list and shown unprofileable, never tracking; a profileable
-// release app, also found only from the process list, is tracked; an app
-// restarted under a new pid is followed, its old session stopped and its
-// file removed. Then the counts of all these apps equal the simulator's
+// process list and shown unprofileable on the word of the device's
+// track-app, never tracking; a profileable release app, absent from
+// track-jdwp, is tracked; an app restarted under a new pid is followed by
+// the same session, which lists process names. Then the counts of all these apps equal the simulator's
 // sampled truth exactly, old processes included. An unplugged device and
 // a restarted adb server are recovered from: the device's sessions
 // cleaned up and started anew, counters never decreasing.
@@ -80,7 +79,7 @@ func TestHeapprofdFaultsThroughADB(t *testing.T) {
 		t.Error("the unwinding bug was not logged")
 	}
 
-	t.Log("a release app: found from ps, shown unprofileable; a profileable one tracked")
+	t.Log("a release app: found from ps, shown unprofileable on the word of track-app; a profileable one tracked")
 	waitFor(t, 30*time.Second, "the release app unprofileable", func() (bool, string) {
 		sc := r.d.metrics(t)
 		st := sc.value("alloctrack_app_state", release.labels("state", "unprofileable")...)
@@ -100,23 +99,25 @@ func TestHeapprofdFaultsThroughADB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the restarted app tracked under its new pid, its old session gone", func() (bool, string) {
+	sessionsBefore := r.farm.Device("sim-1").PerfettoSessions()
+	waitFor(t, 30*time.Second, "the restarted app tracked under its new pid by the same session", func() (bool, string) {
 		sc := r.d.metrics(t)
 		pid := sc.value("alloctrack_app_pid", restart.labels()...)
-		oldFile := false
-		for name := range r.farm.Device("sim-1").TraceFiles() {
-			oldFile = oldFile || strings.Contains(name, "-"+strconv.Itoa(old.PID())+"-")
-		}
-		oldSession := false
+		profiled := false
 		for _, s := range r.farm.Device("sim-1").PerfettoSessions() {
 			for _, p := range s.Targets {
-				oldSession = oldSession || p == old.PID()
+				profiled = profiled || p == nvm.PID()
 			}
 		}
 		st := sc.value("alloctrack_app_state", restart.labels("state", "tracking")...)
-		return pid == float64(nvm.PID()) && st == 1 && !oldFile && !oldSession,
-			fmt.Sprintf("pid %v tracking %v old file %v old session %v", pid, st, oldFile, oldSession)
+		return pid == float64(nvm.PID()) && st == 1 && profiled,
+			fmt.Sprintf("pid %v tracking %v new pid profiled %v", pid, st, profiled)
 	})
+	// The session lists process names: a process that restarts under its
+	// name needs no new session.
+	if after := r.farm.Device("sim-1").PerfettoSessions(); len(sessionsBefore) != 1 || len(after) != 1 || after[0].PID != sessionsBefore[0].PID {
+		t.Errorf("the restart changed the device's session: %v then %v", sessionsBefore, after)
+	}
 	mono()
 
 	t.Log("exact counts after these faults")

@@ -55,3 +55,19 @@ func (a ADB) Processes(ctx context.Context, serial string, api int) ([]alloctrac
 	}
 	return out, nil
 }
+
+// TrackApp follows the device's debuggable or profileable processes; a
+// device without track-app also matches alloctrack.ErrTrackAppUnsupported.
+func (a ADB) TrackApp(ctx context.Context, serial string, fn func([]alloctrack.AppProcess)) error {
+	err := a.Client.TrackApp(ctx, serial, func(list []adb.AppProcess) {
+		out := make([]alloctrack.AppProcess, len(list))
+		for i, p := range list {
+			out[i] = alloctrack.AppProcess{PID: p.PID, Debuggable: p.Debuggable, Profileable: p.Profileable}
+		}
+		fn(out)
+	})
+	if errors.Is(err, adb.ErrTrackAppUnsupported) {
+		return fmt.Errorf("%w: %w", alloctrack.ErrTrackAppUnsupported, err)
+	}
+	return err
+}
