@@ -22,7 +22,7 @@ var AppStates = []string{
 
 // HeapprofdStates are the further states of apps watched through
 // heapprofd; only those apps have a series for them.
-var HeapprofdStates = []string{alloctrack.StateStarting, alloctrack.StateUnprofileable, alloctrack.StateRejected}
+var HeapprofdStates = []string{alloctrack.StateStarting, alloctrack.StateUnprofileable, alloctrack.StateRejected, alloctrack.StateRefused}
 
 // DeviceStates are the device states reported, one series each; a state
 // adb reports that is not listed shows as "other".
@@ -64,7 +64,7 @@ var (
 	descDeviceAPI    = desc("device_api_level", "Android API level of the device (ro.build.version.sdk); absent until read.", "server", "serial")
 	descDeviceErrors = desc("device_errors_total", "Errors on a device before an app was named, by stage.", "serial", "stage")
 
-	descAppState      = desc("app_state", "App session state: 1 for the current state. unsupported means Android 12+ watched with --backend ddm (no allocation tracker over DDM); apps watched through heapprofd also have starting, unprofileable (no dump came: neither debuggable nor profileable) and rejected (another profiler holds the app).", "serial", "package", "state")
+	descAppState      = desc("app_state", "App session state: 1 for the current state. unsupported means Android 12+ watched with --backend ddm (no allocation tracker over DDM); apps watched through heapprofd also have starting, unprofileable (the device's track-app says the app is neither debuggable nor profileable), rejected (another profiler held the app, told when a session stops) and perfetto-refused (the device's tracing service refused the session: it allows 5 adb shell sessions at once).", "serial", "package", "state")
 	descAppTracking   = desc("app_tracking", "Whether allocation tracking is on for the app (1) or not (0).", app...)
 	descAppPID        = desc("app_pid", "Process id of the app's newest process.", app...)
 	descWindows       = desc("windows_total", "Windows whose report was counted.", app...)

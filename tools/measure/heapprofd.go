@@ -27,6 +27,7 @@ func heapprofd(args []string) error {
 	rate := fs.Float64("rate", 2000, "allocations per second per app")
 	interval := fs.Int("interval", 4096, "--heapprofd.sampling-interval")
 	port := fs.Int("port", 19854, "daemon's port on 127.0.0.1")
+	rotate := fs.Duration("rotate", 30*time.Minute, "--heapprofd.rotate")
 	fs.Parse(args)
 
 	w := sim.DefaultWorkload()
@@ -38,7 +39,7 @@ func heapprofd(args []string) error {
 		return err
 	}
 	listen := fmt.Sprintf("127.0.0.1:%d", *port)
-	d, err := startDaemon(addr.String(), listen, *window, "--backend", "heapprofd", "--heapprofd.sampling-interval", strconv.Itoa(*interval))
+	d, err := startDaemon(addr.String(), listen, *window, "--backend", "heapprofd", "--heapprofd.sampling-interval", strconv.Itoa(*interval), "--heapprofd.rotate", rotate.String())
 	if err != nil {
 		return err
 	}
@@ -46,6 +47,26 @@ func heapprofd(args []string) error {
 	fmt.Printf("heapprofd: %d devices x %d apps (API 31/33) at %.0f allocations/s each, window %v, interval %d, for %v; daemon pid %d\n",
 		*devices, *apps, *rate, *window, *interval, *duration, d.pid())
 	start := time.Now()
+	// The device side: the largest trace file and the most sessions of
+	// ours a device held at once, sampled every 200 ms.
+	watchDone, watched := make(chan struct{}), make(chan [2]int)
+	go func() {
+		var biggest, most int
+		for {
+			select {
+			case <-watchDone:
+				watched <- [2]int{biggest, most}
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			for _, dev := range farm.Devices() {
+				for _, n := range dev.TraceFiles() {
+					biggest = max(biggest, n)
+				}
+				most = max(most, len(dev.PerfettoSessions()))
+			}
+		}
+	}()
 	time.Sleep(*duration)
 	var vms []*sim.VM
 	for _, d := range farm.Devices() {
@@ -66,6 +87,8 @@ func heapprofd(args []string) error {
 		return err
 	}
 	werr := d.terminate()
+	close(watchDone)
+	dev := <-watched
 
 	var allocated, allocBytes, sampled uint64
 	for _, vm := range vms {
@@ -87,6 +110,9 @@ func heapprofd(args []string) error {
 	for _, d := range farm.Devices() {
 		left += len(d.PerfettoSessions()) + len(d.TraceFiles())
 	}
+	appMinutes := float64(len(vms)) * elapsed.Minutes()
+	fmt.Printf("device side: largest trace file %.1f KiB, most sessions of ours on a device at once %d, sessions started %.0f (per app), trace bytes %.1f KiB per app-minute\n",
+		float64(dev[0])/1024, dev[1], m["alloctrack_heapprofd_sessions_total"]/float64(len(vms)), m["alloctrack_heapprofd_trace_bytes_total"]/1024/appMinutes)
 	fmt.Printf("after SIGTERM: daemon exit %v; sessions and trace files left: %d\n", werr, left)
 	if math.IsNaN(est) {
 		return fmt.Errorf("no estimates")
