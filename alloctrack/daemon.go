@@ -135,7 +135,14 @@ type DaemonConfig struct {
 	BackoffMin       time.Duration // first retry delay (default 1 s)
 	BackoffMax       time.Duration // retry delay cap (default 1 min)
 	Reprobe          time.Duration // re-probe of an unsupported app (default 30 min)
-	LogEvery         time.Duration // identical errors are logged at most this often (default 1 min)
+	// HeldRetry is how long an app another debugger holds is left alone
+	// before it is tried again (default 5 min): on Android 9 to 13 each
+	// try leaves a connection queued, unread, in the app's VM.
+	HeldRetry time.Duration
+	// WaitingRetry is how long an app waiting for a debugger is left
+	// alone before it is tried again (default 1 min).
+	WaitingRetry time.Duration
+	LogEvery     time.Duration // identical errors are logged at most this often (default 1 min)
 	// Backend picks how apps are watched: BackendDDM (default) for
 	// every app; BackendHeapprofd for every app; BackendAuto for DDM
 	// below API 31 and heapprofd from API 31 (Android 12) on.
@@ -187,6 +194,12 @@ func (c *DaemonConfig) fill() {
 	}
 	if c.Reprobe <= 0 {
 		c.Reprobe = 30 * time.Minute
+	}
+	if c.HeldRetry <= 0 {
+		c.HeldRetry = 5 * time.Minute
+	}
+	if c.WaitingRetry <= 0 {
+		c.WaitingRetry = time.Minute
 	}
 	if c.LogEvery <= 0 {
 		c.LogEvery = time.Minute
@@ -529,11 +542,12 @@ func (d *Daemon) bind(serial, app string) (*Counters, *AppStats) {
 func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, pid int, slots chan struct{}, log *zap.Logger) {
 	var stats *AppStats
 	var heldStats *AppStats // stats of the name the process list gave
+	unanswered := 0         // sessions in a row whose REAQ went unanswered
 	key := fmt.Sprintf("%s/%s/%d", src.Addr(), serial, pid)
 	defer d.logs.forget(key)
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		s := &Session{
-			Serial: serial, PID: pid,
+			Serial: serial, PID: pid, API: api, UnansweredProbes: unanswered,
 			Open: func(ctx context.Context) (io.ReadWriteCloser, error) {
 				return src.OpenJDWP(ctx, serial, pid)
 			},
@@ -560,6 +574,11 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, pid
 		if ctx.Err() != nil {
 			break
 		}
+		if errors.Is(err, ErrProbeUnanswered) {
+			unanswered++
+		} else if stats != nil && stats.Snapshot().Windows > 0 {
+			unanswered = 0
+		}
 		if time.Since(began) > 2*d.cfg.BackoffMax {
 			attempt = 0 // it ran well for a while
 		}
@@ -572,7 +591,23 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, pid
 		case errors.Is(err, ErrUnsupported):
 			log.Info("allocation tracking not supported (no REAQ reply; Android 12+); re-probing later", zap.Duration("reprobe", d.cfg.Reprobe))
 			wait = d.cfg.Reprobe
+		case errors.Is(err, ErrWaiting):
+			// Left free for the debugger it waits for; named from the
+			// process list if the session had no name yet.
+			if stats == nil {
+				if name, nerr := d.nameHeld(ctx, src, serial, api, pid); nerr == nil && d.cfg.Packages.Match(name) {
+					_, st := d.bind(serial, name)
+					st.update(func(s *AppStatus) { s.PID = pid })
+					stats, heldStats = st, st
+				}
+			}
+			if stats != nil {
+				stats.SetState(StateWaiting)
+			}
+			log.Info("the app waits for a debugger; leaving it free", zap.Duration("retry", d.cfg.WaitingRetry))
+			wait = d.cfg.WaitingRetry
 		case errors.Is(err, ErrHeld):
+			wait = max(wait, d.cfg.HeldRetry)
 			if stats == nil {
 				name, nerr := d.nameHeld(ctx, src, serial, api, pid)
 				switch {
@@ -611,7 +646,7 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, pid
 			}
 			d.logs.warn(log, key, "session ended; retrying", err)
 		}
-		if stats != nil && !errors.Is(err, ErrUnsupported) && !errors.Is(err, ErrHeld) {
+		if stats != nil && !errors.Is(err, ErrUnsupported) && !errors.Is(err, ErrHeld) && !errors.Is(err, ErrWaiting) {
 			stats.SetState(StateBackoff)
 		}
 		if !sleepCtx(ctx, wait) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,10 +27,31 @@ var (
 	// the process dies (then it is no error) or the link breaks. Sessions
 	// do not count it; the daemon does once it knows the process lives on.
 	ErrStreamEnded = errors.New("alloctrack: the JDWP stream ended")
-	// ErrHeld: the VM closed the connection during the handshake, as it
-	// does when another debugger (Android Studio) holds the app.
-	ErrHeld = errors.New("alloctrack: the app closed the JDWP connection during the handshake (another debugger holds it?)")
+	// ErrHeld: another debugger (Android Studio) holds the app. Dalvik and
+	// ART up to Android 8.1 accept a second connection and close it during
+	// the handshake; ART on Android 9 to 13 never reads it, so the
+	// handshake gets no echo at all until the holder leaves.
+	ErrHeld = errors.New("alloctrack: another debugger holds the app (its VM closed or never answered the JDWP handshake)")
+	// ErrProbeUnanswered: an Android 9–11 VM did not answer REAQ in
+	// time: a slow VM (its adbconnection thread still moving a report),
+	// retried with the usual backoff.
+	ErrProbeUnanswered = errors.New("alloctrack: no REAQ reply in time")
+	// ErrWaiting: the app waits for a debugger (started with "wait for
+	// debugger"): it sent WAIT, and DDM traffic does not count as one, so
+	// the session lets it go at once rather than keep it stuck.
+	ErrWaiting = errors.New("alloctrack: the app waits for a debugger (WAIT); left free for one")
 )
+
+// UnansweredProbeLimit is how many sessions in a row must find REAQ
+// unanswered on Android 9 to 11 before the VM counts as one without the
+// tracker (on Android 12+, or an API level not known, the first does).
+const UnansweredProbeLimit = 3
+
+// APIHangsHeld is the first API level (Android 9) whose ART leaves a
+// second JDWP client's handshake unanswered while another client holds
+// the app (adbconnection polls its control socket only while no client
+// is connected); Android 14's ART accepts and closes it again.
+const APIHangsHeld = 28
 
 // SessionConfig holds the timings of a session.
 type SessionConfig struct {
@@ -74,6 +96,15 @@ type Window struct {
 type Session struct {
 	Serial string
 	PID    int
+	// API is the device's API level (0: not known). It decides what a
+	// handshake without echo means (held, from Android 9) and whether a
+	// VM that does not answer REAQ is one without the tracker (Android
+	// 12, or not known) or merely slow.
+	API int
+	// UnansweredProbes is how many sessions of this process in a row met
+	// an unanswered REAQ before this one: on Android 9 to 11, the
+	// UnansweredProbeLimit-th in a row counts as a VM without the tracker.
+	UnansweredProbes int
 	// Open opens the process's JDWP stream (jdwp:<pid> through adb).
 	Open func(ctx context.Context) (io.ReadWriteCloser, error)
 	// Accept decides from the app name whether to track it (nil: all).
@@ -125,14 +156,15 @@ func (s *Session) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("%s: opening jdwp:%d: %w", StageConnect, s.PID, err)
 	}
 	names := make(chan string, 4)
-	conn, err := s.handshake(ctx, rwc, cfg, names)
+	var waiting atomic.Bool // the VM sent WAIT
+	conn, err := s.handshake(ctx, rwc, cfg, names, &waiting)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	client := ddms.NewClient(conn)
 
-	app, err := s.hello(ctx, client, cfg, names)
+	app, err := s.hello(ctx, client, cfg, names, &waiting)
 	if err != nil {
 		return err
 	}
@@ -152,8 +184,15 @@ func (s *Session) Run(ctx context.Context) (err error) {
 			return nil
 		}
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ddms.ErrEmptyReply) {
-			stats.SetState(StateUnsupported)
-			return ErrUnsupported
+			// Android 12+ VMs answer REAQ with nothing (or, with libjdwp
+			// loaded, an empty reply). Below that the tracker exists: a
+			// slow answer is retried, unless it keeps happening.
+			if s.API == 0 || s.API >= APIHeapprofd || s.UnansweredProbes+1 >= UnansweredProbeLimit {
+				stats.SetState(StateUnsupported)
+				return ErrUnsupported
+			}
+			stats.CountError(StageProbe)
+			return fmt.Errorf("%s: %w (%d in a row): %w", StageProbe, ErrProbeUnanswered, s.UnansweredProbes+1, err)
 		}
 		stats.CountError(StageProbe)
 		return fmt.Errorf("%s: %w", StageProbe, err)
@@ -269,7 +308,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 
 // handshake opens JDWP on the stream. A VM that closes the stream during
 // the handshake is held by another debugger.
-func (s *Session) handshake(ctx context.Context, rwc io.ReadWriteCloser, cfg SessionConfig, names chan<- string) (*jdwp.Conn, error) {
+func (s *Session) handshake(ctx context.Context, rwc io.ReadWriteCloser, cfg SessionConfig, names chan<- string, waiting *atomic.Bool) (*jdwp.Conn, error) {
 	hctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
 	defer cancel()
 	conn, err := jdwp.Open(hctx, rwc, jdwp.Options{
@@ -280,37 +319,64 @@ func (s *Session) handshake(ctx context.Context, rwc io.ReadWriteCloser, cfg Ses
 				return
 			}
 			ch, err := ddms.DecodeChunk(p.Data)
-			if err != nil || ch.Type != ddms.APNM {
+			if err != nil {
 				return
 			}
-			if a, err := ddms.DecodeAppName(ch.Data); err == nil {
-				name := a.Name
-				if a.PackageName != "" && (name == "" || name == PreInitialized) {
-					name = a.PackageName
-				}
-				select {
-				case names <- name:
-				default:
+			switch ch.Type {
+			case ddms.WAIT:
+				waiting.Store(true)
+			case ddms.APNM:
+				if name := appName(ch.Data); name != "" {
+					select {
+					case names <- name:
+					default:
+					}
 				}
 			}
 		},
 	})
 	if err != nil {
-		if closedByPeer(err) {
+		switch {
+		case closedByPeer(err):
 			return nil, fmt.Errorf("%s: %w (%v)", StageHello, ErrHeld, err)
+		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && (s.API >= APIHangsHeld || s.API == 0):
+			// adb said OKAY and our handshake was written; a VM that
+			// leaves it unread is held (Android 9+).
+			return nil, fmt.Errorf("%s: %w (no handshake echo within %v)", StageHello, ErrHeld, cfg.RequestTimeout)
 		}
 		return nil, fmt.Errorf("%s: JDWP handshake: %w", StageHello, err)
 	}
 	return conn, nil
 }
 
+// appName is the name an APNM gives, "" when it names no app yet: a VM
+// says "" before ActivityThread.attach and "<pre-initialized>" from then
+// until the app is bound (as the process name and, from Android 10, as
+// the package name too).
+func appName(b []byte) string {
+	a, err := ddms.DecodeAppName(b)
+	if err != nil {
+		return ""
+	}
+	for _, n := range []string{a.Name, a.PackageName} {
+		if n != "" && n != PreInitialized {
+			return n
+		}
+	}
+	return ""
+}
+
 // PreInitialized is the name a VM reports before its app is named.
 const PreInitialized = "<pre-initialized>"
 
-func (s *Session) hello(ctx context.Context, c *ddms.Client, cfg SessionConfig, names <-chan string) (string, error) {
+func (s *Session) hello(ctx context.Context, c *ddms.Client, cfg SessionConfig, names <-chan string, waiting *atomic.Bool) (string, error) {
 	hctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
 	h, err := c.Hello(hctx)
 	cancel()
+	if waiting.Load() {
+		// The VM sends WAIT while it handles HELO, before the reply.
+		return "", ErrWaiting
+	}
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", StageHello, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,7 +44,7 @@ func newFixture(t *testing.T, api int, app sim.AppConfig, cfg alloctrack.Session
 	f := &fixture{dev: d, vm: vm, counters: alloctrack.NewCounters(alloctrack.AggregateConfig{TopClasses: 1000, TopSites: 10000}),
 		stats: alloctrack.NewAppStats("s1", app.PID)}
 	f.session = &alloctrack.Session{
-		Serial: "s1", PID: app.PID,
+		Serial: "s1", PID: app.PID, API: api,
 		Open: func(ctx context.Context) (io.ReadWriteCloser, error) {
 			return d.OpenService("jdwp:" + strconv.Itoa(app.PID))
 		},
@@ -240,6 +241,102 @@ func TestSessionWaitsForAppName(t *testing.T) {
 	waitFor(t, "a window", func() bool { return f.windows() >= 1 })
 	if n := <-named; n != "com.late" {
 		t.Fatalf("bound to %q, want com.late (from APNM)", n)
+	}
+}
+
+// TestSessionWaitingAppIsLeftFree: an app waiting for a debugger sends
+// WAIT from its HELO handler; the session leaves at once (no tracking,
+// nothing more sent) and the VM is free: a debugger's handshake is
+// answered at once.
+func TestSessionWaitingAppIsLeftFree(t *testing.T) {
+	for _, api := range []int{26, 30} {
+		f := newFixture(t, api, sim.AppConfig{Package: "com.wait", WaitingForDebugger: true}, alloctrack.SessionConfig{RequestTimeout: 2 * time.Second})
+		if err := f.session.Run(context.Background()); !errors.Is(err, alloctrack.ErrWaiting) {
+			t.Fatalf("API %d: err = %v, want ErrWaiting", api, err)
+		}
+		if tr := f.vm.Trace(); !slices.Equal(tr, []string{"HELO"}) {
+			t.Errorf("API %d: the waiting app was sent %q", api, tr)
+		}
+		// The VM sees the session's stream close a moment later.
+		var err error
+		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			var c net.Conn
+			if c, err = f.dev.OpenService("jdwp:321"); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			var conn *jdwp.Conn
+			conn, err = jdwp.Open(ctx, c, jdwp.Options{})
+			cancel()
+			if err == nil {
+				conn.Close()
+				break
+			}
+		}
+		if err != nil {
+			t.Fatalf("API %d: a debugger after the session left: %v", api, err)
+		}
+	}
+}
+
+// TestSessionAPNMBeforeEcho: a VM of Android 5 to 11 may send an APNM
+// before its handshake echo; the session still starts, and tracks.
+func TestSessionAPNMBeforeEcho(t *testing.T) {
+	f := newFixture(t, 29, sim.AppConfig{Package: "com.early"}, alloctrack.SessionConfig{Window: 50 * time.Millisecond})
+	f.vm.SetFaults(sim.Faults{APNMBeforeEcho: true})
+	f.run(t)
+	waitFor(t, "a window", func() bool { return f.windows() >= 1 })
+}
+
+// TestSessionHeld: a VM another debugger holds closes a second client
+// during the handshake up to Android 8.1, and leaves its handshake
+// unanswered from Android 9; both are ErrHeld, never a hello error.
+func TestSessionHeld(t *testing.T) {
+	for _, api := range []int{26, 29, 0} {
+		vmAPI := api
+		if vmAPI == 0 {
+			vmAPI = 30 // a device that did not say its API level
+		}
+		f := newFixture(t, vmAPI, sim.AppConfig{}, alloctrack.SessionConfig{RequestTimeout: 300 * time.Millisecond})
+		f.session.API = api
+		f.vm.SetFaults(sim.Faults{DebuggerAttached: true})
+		if err := f.session.Run(context.Background()); !errors.Is(err, alloctrack.ErrHeld) {
+			t.Errorf("API %d: err = %v, want ErrHeld", api, err)
+		}
+	}
+	// Below Android 9 a handshake without echo is no sign of a holder.
+	f := newFixture(t, 27, sim.AppConfig{}, alloctrack.SessionConfig{RequestTimeout: 300 * time.Millisecond})
+	f.session.Open = func(ctx context.Context) (io.ReadWriteCloser, error) {
+		a, b := net.Pipe()
+		go io.Copy(io.Discard, b)
+		t.Cleanup(func() { b.Close() })
+		return a, nil
+	}
+	if err := f.session.Run(context.Background()); err == nil || errors.Is(err, alloctrack.ErrHeld) {
+		t.Errorf("API 27, no echo: err = %v, want a hello error", err)
+	}
+}
+
+// TestSessionSlowProbe: an unanswered REAQ means "no tracker" at once
+// only on Android 12+ (or an API level not known); on Android 9 to 11 it
+// is a slow VM, an error to retry, unless the sessions before met the
+// same UnansweredProbeLimit-1 times in a row.
+func TestSessionSlowProbe(t *testing.T) {
+	for _, c := range []struct {
+		api, before int
+		unsupported bool
+	}{{30, 0, false}, {28, 1, false}, {30, alloctrack.UnansweredProbeLimit - 1, true}, {31, 0, true}, {0, 0, true}} {
+		vmAPI := max(c.api, 30)
+		f := newFixture(t, vmAPI, sim.AppConfig{}, alloctrack.SessionConfig{RequestTimeout: 200 * time.Millisecond})
+		f.session.API, f.session.UnansweredProbes = c.api, c.before
+		f.vm.SetFaults(sim.Faults{HangREAQ: 1})
+		err := f.session.Run(context.Background())
+		if errors.Is(err, alloctrack.ErrUnsupported) != c.unsupported || !c.unsupported && !errors.Is(err, alloctrack.ErrProbeUnanswered) {
+			t.Errorf("API %d after %d: err = %v, want unsupported %v", c.api, c.before, err, c.unsupported)
+		}
+		if !c.unsupported && f.stats.Snapshot().State == alloctrack.StateUnsupported {
+			t.Errorf("API %d: shown unsupported", c.api)
+		}
 	}
 }
 

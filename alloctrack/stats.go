@@ -14,6 +14,7 @@ const (
 	StateFiltered    = "filtered"    // excluded by --package
 	StateBackoff     = "backoff"     // waiting to retry after an error
 	StateHeld        = "held"        // another debugger holds the app
+	StateWaiting     = "waiting"     // the app waits for a debugger; left free for it
 )
 
 // Error stages counted per app.

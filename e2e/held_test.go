@@ -39,8 +39,8 @@ func attachDebugger(t *testing.T, srv *adbtest.Server, serial string, pid int) n
 
 // TestHeldBeforeFirstSeen: a second debugger holds one app on each device
 // (Android 5.0 with toolbox ps, Android 11 with toybox ps) through the real
-// adb server before the daemon starts. The daemon's handshake is refused,
-// so the VM never names the app; the daemon names it from the device's
+// adb server before the daemon starts. The daemon's handshake is refused
+// (Android 5) or never answered (Android 11), so the VM never names the app; the daemon names it from the device's
 // process list, shows it as held with its pid (and counts no unnamed
 // error), and tracks it once the debugger lets go.
 func TestHeldBeforeFirstSeen(t *testing.T) {
@@ -55,7 +55,7 @@ func TestHeldBeforeFirstSeen(t *testing.T) {
 		heldApps = append(heldApps, r.app(d.Serial(), "com.example.app2"))
 		freeApps = append(freeApps, r.app(d.Serial(), "com.example.app1"))
 	}
-	r.d = startDaemon(t, r.adb.Addr())
+	r.d = startDaemon(t, r.adb.Addr(), "--held.retry", "2s")
 
 	r.d.waitState(t, freeApps, "tracking", 20*time.Second)
 	took := r.d.waitState(t, heldApps, "held", 20*time.Second)
@@ -71,8 +71,9 @@ func TestHeldBeforeFirstSeen(t *testing.T) {
 		if n := sc.value("alloctrack_device_errors_total", "serial", a.serial, "stage", "hello"); n != 0 {
 			t.Errorf("%v: alloctrack_device_errors_total{stage=\"hello\"} %v, want 0: the held app was named", a, n)
 		}
-		if st := heldVMs[i].Stats(); st.Refused == 0 || st.Connections != 1 {
-			t.Errorf("%v: the VM refused %d connections and served %d; want some refused and only the debugger's served", a, st.Refused, st.Connections)
+		// Android 5 refuses a second client; Android 11 leaves it unread.
+		if st := heldVMs[i].Stats(); st.Refused+st.Queued+st.Stale == 0 || st.Connections != 1 {
+			t.Errorf("%v: the VM refused %d connections, left %d unread and served %d; want some refused or unread and only the debugger's served", a, st.Refused, st.Queued+st.Stale, st.Connections)
 		}
 	}
 

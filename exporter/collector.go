@@ -17,7 +17,7 @@ type Source interface {
 // AppStates are the app states the collector reports, one series each.
 var AppStates = []string{
 	alloctrack.StateConnecting, alloctrack.StateTracking, alloctrack.StateUnsupported,
-	alloctrack.StateBackoff, alloctrack.StateHeld, alloctrack.StateExited, alloctrack.StateDisconnected,
+	alloctrack.StateBackoff, alloctrack.StateHeld, alloctrack.StateWaiting, alloctrack.StateExited, alloctrack.StateDisconnected,
 }
 
 // HeapprofdStates are the further states of apps watched through

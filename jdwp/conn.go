@@ -67,9 +67,14 @@ type waiter struct {
 }
 
 // Open performs the client handshake on rwc and starts the connection.
-// On a failed handshake rwc is closed.
+// Command packets the VM sends before its echo go to opts.OnCommand. On a
+// failed handshake rwc is closed.
 func Open(ctx context.Context, rwc io.ReadWriteCloser, opts Options) (*Conn, error) {
-	if err := ClientHandshake(ctx, rwc); err != nil {
+	max := opts.MaxPacketSize
+	if max <= 0 {
+		max = DefaultMaxPacketSize
+	}
+	if err := ClientHandshakeEarly(ctx, rwc, max, opts.OnCommand); err != nil {
 		rwc.Close()
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -507,5 +508,44 @@ func TestOwnedRepliesNobodyTakesAreGivenBack(t *testing.T) {
 	}
 	if bufs.Lent() != 0 || bufs.Reading() != 0 {
 		t.Fatalf("%d buffers lent, %d reads under way after the stream ended", bufs.Lent(), bufs.Reading())
+	}
+}
+
+// TestHandshakeEarlyPackets: an ART 5-11 VM may send a DDM packet (an
+// APNM) before its handshake echo; the packet is delivered and the
+// connection opens. A reply, a short length or too many packets before
+// the echo are still a bad handshake.
+func TestHandshakeEarlyPackets(t *testing.T) {
+	apnm := AppendPacket(nil, &Packet{ID: 0x40000001, CommandSet: 0xc7, Command: 1, Data: []byte("APNM\x00\x00\x00\x04abcd")})
+	var got []Packet
+	rw := &struct {
+		io.Reader
+		io.Writer
+	}{bytes.NewReader(append(append(slices.Clone(apnm), apnm...), Handshake...)), io.Discard}
+	if err := ClientHandshakeEarly(context.Background(), rw, 1<<20, func(p Packet) { got = append(got, p) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].CommandSet != 0xc7 || got[0].Command != 1 || string(got[0].Data) != "APNM\x00\x00\x00\x04abcd" || got[1].ID != 0x40000001 {
+		t.Fatalf("early packets %+v", got)
+	}
+	reply := AppendPacket(nil, &Packet{ID: 1, Flags: FlagReply, Data: []byte("0123456789")})
+	var many []byte
+	for range MaxEarlyPackets + 1 {
+		many = append(many, apnm...)
+	}
+	for name, in := range map[string][]byte{
+		"a reply before the echo":  append(reply, Handshake...),
+		"a short length":           append([]byte{0, 0, 0, 3, 0, 0, 0, 1, 0, 0xc7, 1, 0, 0, 0}, Handshake...),
+		"too many packets":         append(many, Handshake...),
+		"a packet over the limit":  append([]byte{0x7f, 0, 0, 0, 0, 0, 0, 1, 0, 0xc7, 1, 0, 0, 0}, Handshake...),
+		"a packet cut before echo": apnm[:20],
+	} {
+		rw := &struct {
+			io.Reader
+			io.Writer
+		}{bytes.NewReader(in), io.Discard}
+		if err := ClientHandshakeEarly(context.Background(), rw, 1<<20, nil); err == nil {
+			t.Errorf("%s: handshake succeeded", name)
+		}
 	}
 }

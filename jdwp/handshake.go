@@ -3,6 +3,7 @@ package jdwp
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 )
@@ -10,22 +11,57 @@ import (
 // Handshake is the 14 ASCII bytes each side of a JDWP connection sends first.
 const Handshake = "JDWP-Handshake"
 
+// MaxEarlyPackets is how many command packets a VM may send before its
+// handshake echo (see ClientHandshake) before the peer counts as broken.
+const MaxEarlyPackets = 16
+
 // ClientHandshake writes the handshake in one write and waits for the echo.
 // The context bounds the wait when rw supports deadlines (net.Conn does).
+// It is ClientHandshakeEarly without a receiver for early packets.
 func ClientHandshake(ctx context.Context, rw io.ReadWriter) error {
+	return ClientHandshakeEarly(ctx, rw, DefaultMaxPacketSize, nil)
+}
+
+// ClientHandshakeEarly writes the handshake and waits for the echo,
+// taking up to MaxEarlyPackets command packets that come before it: ART
+// from Android 5 to 11 may send a packet it published while the connection
+// was being set up (an APNM as the app starts) ahead of its echo, a race
+// fixed only in Android 12. Each goes to early (if not nil), in order.
+// Anything else that is not the echo is ErrBadHandshake.
+//
+//	before the echo:  length u32 | id u32 | flags u8 (0: command) | set u8 | cmd u8 | data
+//	the echo:         "JDWP-Handshake" (14 bytes)
+func ClientHandshakeEarly(ctx context.Context, rw io.ReadWriter, maxPacket int, early func(Packet)) error {
 	stop := watchContext(ctx, rw)
 	defer stop()
 	if _, err := rw.Write([]byte(Handshake)); err != nil {
 		return ctxErr(ctx, fmt.Errorf("jdwp: writing handshake: %w", err))
 	}
 	var buf [len(Handshake)]byte
-	if _, err := io.ReadFull(rw, buf[:]); err != nil {
-		return ctxErr(ctx, fmt.Errorf("jdwp: reading handshake echo: %w", err))
+	for n := 0; ; n++ {
+		if _, err := io.ReadFull(rw, buf[:]); err != nil {
+			return ctxErr(ctx, fmt.Errorf("jdwp: reading handshake echo: %w", err))
+		}
+		if bytes.Equal(buf[:], []byte(Handshake)) {
+			return nil
+		}
+		length := binary.BigEndian.Uint32(buf[0:4])
+		flags := buf[8]
+		if n == MaxEarlyPackets || flags != 0 || length < uint32(len(Handshake)) {
+			return fmt.Errorf("%w: peer sent %q (after %d packets before the echo)", ErrBadHandshake, buf[:], n)
+		}
+		if maxPacket > 0 && uint64(length) > uint64(maxPacket) {
+			return fmt.Errorf("%w: packet before the echo: %w", ErrBadHandshake, &PacketTooLargeError{Length: length, Max: maxPacket})
+		}
+		data := make([]byte, int(length)-HeaderLen)
+		copy(data, buf[HeaderLen:])
+		if _, err := io.ReadFull(rw, data[len(buf)-HeaderLen:]); err != nil {
+			return ctxErr(ctx, fmt.Errorf("jdwp: reading a packet before the handshake echo: %w", err))
+		}
+		if early != nil {
+			early(Packet{ID: binary.BigEndian.Uint32(buf[4:8]), Flags: flags, CommandSet: buf[9], Command: buf[10], Data: data})
+		}
 	}
-	if !bytes.Equal(buf[:], []byte(Handshake)) {
-		return fmt.Errorf("%w: peer sent %q", ErrBadHandshake, buf[:])
-	}
-	return nil
 }
 
 // ServerHandshake reads the client's handshake and echoes it, as a VM does.

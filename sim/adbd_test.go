@@ -243,11 +243,11 @@ func TestAdbdTrackJDWP(t *testing.T) {
 	}
 }
 
-// TestAdbdSecondDebugger: a second JDWP connection to a held app is
-// closed at once; the first keeps working.
+// TestAdbdSecondDebugger: below Android 9 a second JDWP connection to a
+// held app is closed at once; the first keeps working.
 func TestAdbdSecondDebugger(t *testing.T) {
 	srv := adbtest.StartServer(t)
-	r := newADBRig(t, srv, 30, AppConfig{PID: 777})
+	r := newADBRig(t, srv, 27, AppConfig{PID: 777})
 	addr := r.forward(t, 777)
 	c, _, err := openJDWP(t, addr)
 	if err != nil {

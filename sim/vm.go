@@ -1,8 +1,9 @@
 package sim
 
 import (
-	"context"
+	"bytes"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -53,11 +54,20 @@ type Faults struct {
 	// arrived, as a slow link does (requests sent together are delayed
 	// together).
 	Latency time.Duration
-	// DebuggerAttached makes the VM accept and at once close every new JDWP
-	// connection, as when Android Studio holds it.
+	// DebuggerAttached makes the VM behave as one another debugger
+	// (Android Studio) holds: below API 28 it accepts and at once closes
+	// every new JDWP connection; on API 28 to 33 it leaves the handshake
+	// unanswered until the holder leaves (see ServeJDWP).
 	DebuggerAttached bool
+	// APNMBeforeEcho makes a VM of API 21 to 30 send an APNM (its current
+	// name) before echoing the handshake of the next connections, as ART 5
+	// to 11 may when it publishes a chunk while a connection is set up.
+	APNMBeforeEcho bool
 	// HangREAL: REAL requests never answered.
 	HangREAL int
+	// HangREAQ: REAQ requests never answered, as by a VM too slow to
+	// answer in time (the adbconnection thread still moving a report).
+	HangREAQ int
 	// DropREAL: REAL replies cut in the middle, then the connection closed.
 	DropREAL int
 	// CorruptREAL: reports with an out-of-range class index.
@@ -77,17 +87,21 @@ type Faults struct {
 
 // Stats count what a VM was sent.
 type Stats struct {
-	Connections  int            // JDWP connections served (handshake done)
-	Refused      int            // connections closed at once (second debugger, bad handshake)
-	Chunks       map[string]int // DDM requests by chunk type
-	NonDDM       int            // JDWP commands that were not DDM: should stay 0
-	Enables      int            // REAE 1 received
-	Disables     int            // REAE 0 received
-	ReportsSent  int            // REAL replies sent whole
-	TrackingOn   bool
-	Allocations  uint64 // every allocation made, tracked or not
-	RecordsKept  int    // records now in the tracker
-	WindowsEnded int
+	Connections int // JDWP connections served (handshake done)
+	Refused     int // connections closed at once (second debugger, bad handshake)
+	// Queued are connections a held VM (API 28 to 33) left unread now;
+	// Stale those it took after the holder left, to find their client
+	// gone (each costs a real VM an EPIPE, and an fd meanwhile).
+	Queued, Stale int
+	Chunks        map[string]int // DDM requests by chunk type
+	NonDDM        int            // JDWP commands that were not DDM: should stay 0
+	Enables       int            // REAE 1 received
+	Disables      int            // REAE 0 received
+	ReportsSent   int            // REAL replies sent whole
+	TrackingOn    bool
+	Allocations   uint64 // every allocation made, tracked or not
+	RecordsKept   int    // records now in the tracker
+	WindowsEnded  int
 	// AllocationsAtFirstEnable and AllocationsAtLastReport are Allocations
 	// when tracking was first turned on and when the last whole report was
 	// built: what was allocated between them is what a client could have
@@ -114,6 +128,8 @@ type VM struct {
 	mu             sync.Mutex
 	alive          bool
 	named          bool
+	attached       bool // ActivityThread.attach ran: "<pre-initialized>" from here until named
+	staleWaiting   int  // queued connections whose clients left while the VM was held
 	client         net.Conn
 	wmu            sync.Mutex // serialises writes to client
 	faults         Faults
@@ -202,6 +218,7 @@ func NewVM(cfg AppConfig, api int) *VM {
 		start:          time.Now(),
 		alive:          true,
 		named:          cfg.NameAfter <= 0,
+		attached:       cfg.NameAfter <= 0,
 		rng:            rng,
 		zipf:           rand.NewZipf(rng, prog.w.Skew, 1, uint64(len(prog.sites)-1)),
 		ring:           make([]record, cfg.MaxEntries),
@@ -219,6 +236,10 @@ func NewVM(cfg AppConfig, api int) *VM {
 		vm.hpSampled = make([]alloctrack.Count, len(prog.sites))
 	}
 	if cfg.NameAfter > 0 {
+		// A starting app: HELO says "" until ActivityThread.attach, which
+		// sends APNM("<pre-initialized>"); binding the application sends
+		// the real name.
+		time.AfterFunc(cfg.NameAfter/2, vm.attach)
 		time.AfterFunc(cfg.NameAfter, vm.name)
 	}
 	return vm
@@ -269,6 +290,7 @@ func (vm *VM) Tracking() bool {
 func (vm *VM) SetFaults(f Faults) {
 	vm.mu.Lock()
 	vm.faults = f
+	vm.freedLocked()
 	vm.mu.Unlock()
 }
 
@@ -336,13 +358,47 @@ func (vm *VM) dropClient() {
 	}
 }
 
+// attach is ActivityThread.attach: the app is "<pre-initialized>" now,
+// and a connected client is told so (from Android 10 as the package name
+// too).
+func (vm *VM) attach() {
+	vm.mu.Lock()
+	if vm.attached || !vm.alive {
+		vm.mu.Unlock()
+		return
+	}
+	vm.attached = true
+	c := vm.client
+	vm.mu.Unlock()
+	if c != nil {
+		a := &ddms.AppName{Name: PreInitialized, UserID: vm.cfg.UserID}
+		if vm.cfg.API >= 29 {
+			a.PackageName, a.Optional = PreInitialized, 2
+		}
+		vm.writeChunk(c, vm.nextPacketID(), false, ddms.APNM, ddms.EncodeAppName(a))
+	}
+}
+
+// helloName is the name HELO gives: "" before attach.
+func (vm *VM) helloName() (name, pkg string) {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	switch {
+	case !vm.attached:
+		return "", ""
+	case !vm.named:
+		return PreInitialized, PreInitialized
+	}
+	return vm.cfg.Package, vm.cfg.Package
+}
+
 func (vm *VM) name() {
 	vm.mu.Lock()
 	if vm.named || !vm.alive {
 		vm.mu.Unlock()
 		return
 	}
-	vm.named = true
+	vm.named, vm.attached = true, true
 	c := vm.client
 	vm.mu.Unlock()
 	if c != nil {
@@ -498,11 +554,42 @@ func (vm *VM) reportLocked() []byte {
 }
 
 // ServeJDWP serves one JDWP connection as the app's VM: one client at a
-// time; a second is accepted and closed at once.
+// time. A second is accepted and closed at once below API 28 (Dalvik, and
+// ART's JDWP thread up to 8.1); on API 28 to 33 ART's adbconnection reads
+// its control socket only while no client is connected, so the second
+// connection waits, unread, until the holder leaves, and is then taken
+// (ART's commit a9ba4e358e changed this in Android 14).
 func (vm *VM) ServeJDWP(c net.Conn) {
 	defer c.Close()
 	vm.mu.Lock()
-	if !vm.alive || vm.client != nil || vm.faults.DebuggerAttached {
+	held := vm.client != nil || vm.faults.DebuggerAttached
+	if vm.alive && held && vm.cfg.API >= 28 && vm.cfg.API <= 33 {
+		vm.stats.Queued++
+		vm.mu.Unlock()
+		qc, st := vm.queue(c)
+		vm.mu.Lock()
+		switch st {
+		case queueGone:
+			// The client left while the VM was held: the fd stays queued
+			// until the VM is free, and is then found stale.
+			vm.staleWaiting++
+			vm.mu.Unlock()
+			return
+		case queueStale:
+			vm.stats.Queued--
+			vm.stats.Stale++
+			vm.mu.Unlock()
+			return
+		case queueKilled:
+			vm.stats.Queued--
+			vm.mu.Unlock()
+			return
+		}
+		vm.stats.Queued--
+		c = qc
+		held = vm.client != nil || vm.faults.DebuggerAttached
+	}
+	if !vm.alive || held {
 		vm.stats.Refused++
 		vm.mu.Unlock()
 		return
@@ -513,6 +600,7 @@ func (vm *VM) ServeJDWP(c net.Conn) {
 		vm.mu.Lock()
 		if vm.client == c {
 			vm.client = nil
+			vm.freedLocked()
 		}
 		vm.mu.Unlock()
 	}()
@@ -525,11 +613,7 @@ func (vm *VM) ServeJDWP(c net.Conn) {
 	}
 	vm.mu.Lock()
 	vm.stats.Connections++
-	wait := vm.cfg.WaitingForDebugger
 	vm.mu.Unlock()
-	if wait {
-		vm.writeChunk(c, vm.nextPacketID(), false, ddms.WAIT, ddms.EncodeWait(ddms.WaitForDebugger))
-	}
 	// A reader stamps each packet's arrival, so that injected latency
 	// delays delivery (packets sent together arrive together) rather than
 	// adding up per packet.
@@ -550,6 +634,7 @@ func (vm *VM) ServeJDWP(c net.Conn) {
 		vm.mu.Lock()
 		if vm.client == c {
 			vm.client = nil
+			vm.freedLocked()
 		}
 		if vm.unconfirmed != nil {
 			vm.inDoubt = append(vm.inDoubt, *vm.unconfirmed)
@@ -567,6 +652,84 @@ func (vm *VM) ServeJDWP(c net.Conn) {
 	}
 }
 
+type queueState int
+
+const (
+	queueTaken  queueState = iota // the VM is free and took it
+	queueStale                    // the VM is free, and the client had gone
+	queueGone                     // the client went while the VM was held
+	queueKilled                   // the process died
+)
+
+// queue holds a connection a held VM does not read: its bytes are kept
+// as they come, and once the VM is free (no client, no other debugger)
+// it is taken with them, if its client is still there.
+func (vm *VM) queue(c net.Conn) (net.Conn, queueState) {
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	gone := make(chan struct{})
+	go func() {
+		b := make([]byte, 512)
+		for {
+			n, err := c.Read(b)
+			mu.Lock()
+			buf.Write(b[:n])
+			mu.Unlock()
+			if err != nil {
+				close(gone)
+				return
+			}
+		}
+	}()
+	free := func() bool {
+		vm.mu.Lock()
+		defer vm.mu.Unlock()
+		return vm.client == nil && !vm.faults.DebuggerAttached
+	}
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-vm.killed:
+			return nil, queueKilled
+		case <-gone:
+			if free() {
+				return nil, queueStale
+			}
+			return nil, queueGone
+		case <-t.C:
+		}
+		if !free() {
+			continue
+		}
+		// Stop the reader and hand over what it read.
+		c.SetReadDeadline(time.Now())
+		<-gone
+		c.SetReadDeadline(time.Time{})
+		mu.Lock()
+		defer mu.Unlock()
+		return &prefixConn{Conn: c, r: io.MultiReader(bytes.NewReader(buf.Bytes()), c)}, queueTaken
+	}
+}
+
+// freedLocked accounts for a VM that may have become free: the
+// connections whose clients left while it was held are found stale.
+func (vm *VM) freedLocked() {
+	if vm.client == nil && !vm.faults.DebuggerAttached && vm.staleWaiting > 0 {
+		vm.stats.Queued -= vm.staleWaiting
+		vm.stats.Stale += vm.staleWaiting
+		vm.staleWaiting = 0
+	}
+}
+
+// prefixConn is a connection whose first bytes were read already.
+type prefixConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (p *prefixConn) Read(b []byte) (int, error) { return p.r.Read(b) }
+
 // handshake reads the client's handshake. From API 28 the 14 bytes must
 // arrive in one read, as ART's adbconnection plugin requires.
 func (vm *VM) handshake(c net.Conn) bool {
@@ -578,10 +741,26 @@ func (vm *VM) handshake(c net.Conn) bool {
 		if err != nil || n != len(buf) || string(buf) != jdwp.Handshake {
 			return false
 		}
-		_, err = c.Write(buf)
-		return err == nil
+	} else if _, err := io.ReadFull(c, buf); err != nil || string(buf) != jdwp.Handshake {
+		return false
 	}
-	return jdwp.ServerHandshake(context.Background(), c) == nil
+	vm.mu.Lock()
+	early := vm.faults.APNMBeforeEcho && vm.cfg.API >= 21 && vm.cfg.API <= 30
+	vm.mu.Unlock()
+	if early {
+		name, pkg := vm.helloName()
+		a := &ddms.AppName{Name: name, UserID: vm.cfg.UserID}
+		if vm.cfg.API >= 29 {
+			a.PackageName, a.Optional = pkg, 2
+		}
+		if vm.writeChunk(c, vm.nextPacketID(), false, ddms.APNM, ddms.EncodeAppName(a)) != nil {
+			return false
+		}
+	}
+	vm.wmu.Lock()
+	defer vm.wmu.Unlock()
+	_, err := c.Write(buf)
+	return err == nil
 }
 
 // writeChunk writes one packet carrying a chunk: a reply to id, or a
@@ -670,6 +849,16 @@ func (vm *VM) handle(c net.Conn, p *jdwp.Packet, at time.Time) bool {
 	switch ch.Type {
 	case ddms.HELO:
 		h := vm.hello()
+		vm.mu.Lock()
+		wait := vm.cfg.WaitingForDebugger
+		vm.mu.Unlock()
+		if wait {
+			// DdmHandleHello.handleHELO: a VM in waitForDebugger says so
+			// before its reply.
+			if err := vm.writeChunk(c, vm.nextPacketID(), false, ddms.WAIT, ddms.EncodeWait(ddms.WaitForDebugger)); err != nil {
+				return false
+			}
+		}
 		return vm.writeChunk(c, p.ID, true, ddms.HELO, ddms.EncodeHello(h)) == nil
 	case ddms.FEAT:
 		return vm.writeChunk(c, p.ID, true, ddms.FEAT, ddms.EncodeFeatures(features)) == nil
@@ -687,7 +876,10 @@ func (vm *VM) handle(c net.Conn, p *jdwp.Packet, at time.Time) bool {
 		}
 		return vm.writeEmptyReply(c, p.ID, 0) == nil
 	case ddms.REAQ:
-		if api >= 31 {
+		vm.mu.Lock()
+		hang := take(&vm.faults.HangREAQ)
+		vm.mu.Unlock()
+		if api >= 31 || hang {
 			return true // Android 12+: no reply on the DDM-only path
 		}
 		return vm.writeChunk(c, p.ID, true, ddms.REAQ, ddms.EncodeBool(vm.Tracking())) == nil
@@ -708,15 +900,14 @@ var features = []string{
 
 func (vm *VM) hello() *ddms.Hello {
 	h := &ddms.Hello{
-		Version:     1,
-		PID:         uint32(vm.cfg.PID),
-		VMIdent:     "Dalvik v2.1.0",
-		AppName:     vm.AppName(),
-		UserID:      vm.cfg.UserID,
-		ABI:         "64-bit (x86_64)",
-		JVMFlags:    "CheckJNI=false",
-		PackageName: vm.cfg.Package,
+		Version:  1,
+		PID:      uint32(vm.cfg.PID),
+		VMIdent:  "Dalvik v2.1.0",
+		UserID:   vm.cfg.UserID,
+		ABI:      "64-bit (x86_64)",
+		JVMFlags: "CheckJNI=false",
 	}
+	h.AppName, h.PackageName = vm.helloName()
 	// The optional fields arrived over the years (an approximation by API
 	// level; the decoder takes whatever is present).
 	switch api := vm.cfg.API; {

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"testing"
@@ -308,8 +309,12 @@ func TestReplyBehaviourByAPI(t *testing.T) {
 	})
 }
 
-func TestSecondDebuggerIsClosed(t *testing.T) {
-	d, vm := newTestDevice(t, 30, AppConfig{})
+// TestSecondDebugger: below API 28 a second JDWP client is accepted and
+// closed at once; on API 28 to 33 its handshake is left unread until the
+// first client leaves (ART's adbconnection), and then taken: answered if
+// its client still waits, a stale fd if it gave up.
+func TestSecondDebugger(t *testing.T) {
+	d, vm := newTestDevice(t, 27, AppConfig{})
 	c, _ := dial(t, d, vm.PID())
 	if _, err := c.Hello(ctx5(t)); err != nil {
 		t.Fatal(err)
@@ -318,16 +323,56 @@ func TestSecondDebuggerIsClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = jdwp.Open(ctx5(t), s, jdwp.Options{})
-	if err == nil {
-		t.Fatal("second debugger got a handshake")
+	if _, err = jdwp.Open(ctx5(t), s, jdwp.Options{}); err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("API 27: second debugger: %v, want the connection closed", err)
 	}
-	// The first still works.
 	if _, err := c.Hello(ctx5(t)); err != nil {
 		t.Fatalf("first client broken: %v", err)
 	}
 	if vm.Stats().Refused != 1 {
 		t.Fatalf("refused %d", vm.Stats().Refused)
+	}
+
+	for _, api := range []int{28, 33} {
+		d, vm := newTestDevice(t, api, AppConfig{})
+		c, first := dial(t, d, vm.PID())
+		if _, err := c.Hello(ctx5(t)); err != nil {
+			t.Fatal(err)
+		}
+		// One client gives up; another waits.
+		s1, _ := d.OpenService("jdwp:" + itoa(vm.PID()))
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		_, err := jdwp.Open(ctx, s1, jdwp.Options{})
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("API %d: second debugger: %v, want no echo (a hang)", api, err)
+		}
+		s2, _ := d.OpenService("jdwp:" + itoa(vm.PID()))
+		opened := make(chan error, 1)
+		go func() {
+			conn, err := jdwp.Open(ctx5(t), s2, jdwp.Options{})
+			if err == nil {
+				_, err = ddms.NewClient(conn).Hello(ctx5(t))
+				conn.Close()
+			}
+			opened <- err
+		}()
+		time.Sleep(100 * time.Millisecond)
+		if st := vm.Stats(); st.Queued != 2 || st.Refused != 0 {
+			t.Fatalf("API %d: queued %d refused %d, want 2 queued", api, st.Queued, st.Refused)
+		}
+		first.Close()
+		if err := <-opened; err != nil {
+			t.Fatalf("API %d: the waiting client, once the first left: %v", api, err)
+		}
+		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if st := vm.Stats(); st.Stale == 1 && st.Queued == 0 {
+				break
+			}
+		}
+		if st := vm.Stats(); st.Stale != 1 || st.Queued != 0 {
+			t.Errorf("API %d: stale %d queued %d, want the client that gave up found stale", api, st.Stale, st.Queued)
+		}
 	}
 }
 
@@ -354,10 +399,14 @@ func TestSplitHandshakeDroppedFromAPI28(t *testing.T) {
 	}
 }
 
+// TestPreInitializedThenAPNM: a starting app says "" in HELO, then
+// "<pre-initialized>" in an APNM (ActivityThread.attach; from Android 10
+// as the package name too), then its name; WAIT comes from the HELO
+// handler, before the HELO reply.
 func TestPreInitializedThenAPNM(t *testing.T) {
 	d := NewDevice(DeviceConfig{Serial: "s", API: 30})
 	defer d.Close()
-	vm := NewVM(AppConfig{PID: 77, Package: "com.late", NameAfter: 300 * time.Millisecond, WaitingForDebugger: true}, 30)
+	vm := NewVM(AppConfig{PID: 77, Package: "com.late", NameAfter: 400 * time.Millisecond, WaitingForDebugger: true}, 30)
 	d.AddVM(vm)
 	s, err := d.OpenService("jdwp:77")
 	if err != nil {
@@ -373,7 +422,7 @@ func TestPreInitializedThenAPNM(t *testing.T) {
 		switch ch.Type {
 		case ddms.APNM:
 			a, _ := ddms.DecodeAppName(ch.Data)
-			got <- "APNM " + a.Name
+			got <- "APNM " + a.Name + "/" + a.PackageName
 		case ddms.WAIT:
 			got <- "WAIT"
 		}
@@ -383,10 +432,10 @@ func TestPreInitializedThenAPNM(t *testing.T) {
 	}
 	defer conn.Close()
 	h, err := ddms.NewClient(conn).Hello(ctx5(t))
-	if err != nil || h.AppName != PreInitialized {
+	if err != nil || h.AppName != "" {
 		t.Fatalf("HELO %+v %v", h, err)
 	}
-	for _, want := range []string{"WAIT", "APNM com.late"} {
+	for _, want := range []string{"WAIT", "APNM <pre-initialized>/<pre-initialized>", "APNM com.late/com.late"} {
 		select {
 		case g := <-got:
 			if g != want {
@@ -395,6 +444,29 @@ func TestPreInitializedThenAPNM(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("no %s", want)
 		}
+	}
+}
+
+// TestAPNMBeforeEcho: with the fault, a VM of API 21 to 30 writes an APNM
+// before its handshake echo; a client that reads exactly 14 bytes fails.
+func TestAPNMBeforeEcho(t *testing.T) {
+	for _, api := range []int{21, 30, 31} {
+		d, vm := newTestDevice(t, api, AppConfig{Package: "com.early"})
+		vm.SetFaults(Faults{APNMBeforeEcho: true})
+		s, err := d.OpenService("jdwp:" + itoa(vm.PID()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.SetDeadline(time.Now().Add(5 * time.Second))
+		s.Write([]byte(jdwp.Handshake))
+		buf := make([]byte, 14)
+		if _, err := io.ReadFull(s, buf); err != nil {
+			t.Fatal(err)
+		}
+		if early := string(buf) != jdwp.Handshake; early != (api <= 30) {
+			t.Errorf("API %d: first 14 bytes %q", api, buf)
+		}
+		s.Close()
 	}
 }
 

@@ -208,7 +208,7 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 	var writeErr error
 	var named string // the app's name by its VM's account
 	s := &alloctrack.Session{
-		Serial: serial, PID: pid,
+		Serial: serial, PID: pid, API: api,
 		Open: func(ctx context.Context) (io.ReadWriteCloser, error) { return client.OpenJDWP(ctx, serial, pid) },
 		Accept: func(app string) bool {
 			named = app
@@ -267,6 +267,8 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 			return fail(exitFailure, "pid %d on %s is %q by its VM's own account, not %s", pid, serial, named, *c.pkg)
 		case errors.Is(runErr, alloctrack.ErrHeld):
 			return fail(exitFailure, "another debugger (Android Studio?) holds pid %d on %s: close it and retry", pid, serial)
+		case errors.Is(runErr, alloctrack.ErrWaiting):
+			return fail(exitFailure, "pid %d on %s waits for a debugger (started with \"wait for debugger\"), and DDM does not count as one: attach a debugger or start the app without waiting, then retry", pid, serial)
 		case errors.Is(runErr, alloctrack.ErrUnsupported):
 			return fail(exitFailure, "pid %d on %s does not answer the allocation tracker (Android 12 and later, API %d): allocation tracking over DDM is not available there; try --backend heapprofd", pid, serial, api)
 		case errors.Is(runErr, adb.ErrServiceClosed):
@@ -323,7 +325,7 @@ func findApp(ctx context.Context, client *adb.Client, serial, pkg string, api in
 	// Several debuggable processes of that name: ask each VM its name.
 	var notes []string
 	for _, p := range debuggable {
-		name, err := vmName(ctx, client, serial, p, cfg)
+		name, err := vmName(ctx, client, serial, p, api, cfg)
 		switch {
 		case err != nil:
 			notes = append(notes, fmt.Sprintf("pid %d: %v", p, err))
@@ -340,10 +342,10 @@ func findApp(ctx context.Context, client *adb.Client, serial, pkg string, api in
 
 // vmName asks the VM of pid its app name (HELO, or APNM while it is not
 // yet named) and leaves again before anything is tracked.
-func vmName(ctx context.Context, client *adb.Client, serial string, pid int, cfg alloctrack.SessionConfig) (string, error) {
+func vmName(ctx context.Context, client *adb.Client, serial string, pid, api int, cfg alloctrack.SessionConfig) (string, error) {
 	var name string
 	s := &alloctrack.Session{
-		Serial: serial, PID: pid,
+		Serial: serial, PID: pid, API: api,
 		Open:   func(ctx context.Context) (io.ReadWriteCloser, error) { return client.OpenJDWP(ctx, serial, pid) },
 		Accept: func(app string) bool { name = app; return false },
 		Config: cfg,
@@ -354,6 +356,8 @@ func vmName(ctx context.Context, client *adb.Client, serial string, pid int, cfg
 		return name, nil
 	case errors.Is(err, alloctrack.ErrHeld):
 		return "", errors.New("another debugger holds it")
+	case errors.Is(err, alloctrack.ErrWaiting):
+		return "", errors.New("it waits for a debugger")
 	case err == nil:
 		return "", ctx.Err()
 	}

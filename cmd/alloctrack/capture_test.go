@@ -590,7 +590,7 @@ func TestCaptureErrors(t *testing.T) {
 					[]string{"app com.nope is not running on " + s1}},
 				{"pid not debuggable", []string{"--serial", s1, "--pid", "4242"}, "", exitFailure,
 					[]string{"pid 4242 on " + s1 + " is not a debuggable process"}},
-				{"held by a debugger", []string{"--serial", s1, "--package", "com.example.held"}, heldDir, exitFailure,
+				{"held by a debugger", []string{"--serial", s1, "--package", "com.example.held", "--request.timeout", "1s"}, heldDir, exitFailure,
 					[]string{"another debugger", strconv.Itoa(held.PID())}},
 				{"android 12 over ddm", []string{"--serial", s2, "--package", "com.example.app1", "--request.timeout", "1s", "--backend", "ddm"}, "", exitFailure,
 					[]string{"Android 12", "API 31"}},
@@ -637,8 +637,10 @@ func TestCaptureErrors(t *testing.T) {
 					}
 				}
 			}
-			if st := held.Stats(); st.Refused == 0 || st.Connections != 0 {
-				t.Errorf("held app: %d connections refused, %d served; want some refused and none served", st.Refused, st.Connections)
+			// Held on API 28+: the VM leaves the connection unread (queued,
+			// then stale once the client gave up); below, it refuses it.
+			if st := held.Stats(); st.Refused+st.Queued+st.Stale == 0 || st.Connections != 0 {
+				t.Errorf("held app: %d connections refused, %d left unread, %d served; want some refused or unread and none served", st.Refused, st.Queued+st.Stale, st.Connections)
 			}
 			// The failed session still leaves a summary naming the error.
 			b, err := os.ReadFile(filepath.Join(heldDir, "summary.json"))

@@ -56,6 +56,8 @@ type serveCmd struct {
 	reportsPerDev   *int
 	reportsFlight   *int
 	reprobe         *time.Duration
+	heldRetry       *time.Duration
+	waitingRetry    *time.Duration
 	shutdownTimeout *time.Duration
 	backend         *string
 	hpInterval      *uint64
@@ -87,6 +89,8 @@ func newServeCmd(app *kingpin.Application) *serveCmd {
 	c.reportsPerDev = f("reports.per-device", "Concurrent report transfers per device (USB bandwidth).").Default("2").Int()
 	c.reportsFlight = f("reports.in-flight", "Reports read at once across all devices: each holds a whole report (up to about 9 MB) in memory, and that many report buffers, plus 4 for reports still being counted, are kept for reuse between windows. A VM building its report takes no turn.").Default("8").Int()
 	c.reprobe = f("reprobe.interval", "How often an app without tracking support is probed again.").Default("30m").Duration()
+	c.heldRetry = f("held.retry", "How long an app another debugger (Android Studio) holds is left alone before it is tried again. On Android 9 to 13 every try leaves one unread connection queued in the app until the debugger lets go, so keep it long.").Default("5m").Duration()
+	c.waitingRetry = f("waiting.retry", "How long an app waiting for a debugger (it sent WAIT) is left alone before it is tried again.").Default("1m").Duration()
 	c.shutdownTimeout = f("shutdown.timeout", "On SIGINT/SIGTERM, how long to wait while every app's tracking is turned off. A second signal exits at once.").Default("10s").Duration()
 	c.backend = enum(f("backend", "How apps are watched: auto (the VM's allocation tracker over JDWP on devices below API 31, perfetto's heapprofd sampling from API 31, Android 12, on), ddm (the allocation tracker everywhere; Android 12+ apps show as unsupported), or heapprofd (heapprofd everywhere). Heapprofd numbers are samples and estimates; see the README."), "backend", "auto", "ddm", "auto", "heapprofd")
 	c.hpInterval = f("heapprofd.sampling-interval", "Mean bytes allocated between two heapprofd samples. 1 samples every allocation: exact counts, at the cost of a stack unwind in the app on every allocation, which slows an allocation-heavy app many times over.").Default("4096").Uint64()
@@ -109,7 +113,7 @@ func (c *serveCmd) validate() error {
 		return fmt.Errorf("--top.classes and --top.sites must be at least 1")
 	case *c.topExpiry < 0:
 		return fmt.Errorf("--top.expiry must not be negative")
-	case *c.requestTimeout <= 0 || *c.reportTimeout <= 0 || *c.reprobe <= 0 || *c.shutdownTimeout <= 0:
+	case *c.requestTimeout <= 0 || *c.reportTimeout <= 0 || *c.reprobe <= 0 || *c.shutdownTimeout <= 0 || *c.heldRetry <= 0 || *c.waitingRetry <= 0:
 		return fmt.Errorf("timeouts and intervals must be positive")
 	case *c.reportsPerDev < 1:
 		return fmt.Errorf("--reports.per-device must be at least 1")
@@ -215,6 +219,8 @@ func (c *serveCmd) run(stderr io.Writer) int {
 		ReportsPerDevice: *c.reportsPerDev,
 		ReportsInFlight:  *c.reportsFlight,
 		Reprobe:          *c.reprobe,
+		HeldRetry:        *c.heldRetry,
+		WaitingRetry:     *c.waitingRetry,
 		Backend:          *c.backend,
 		Heapprofd: alloctrack.HeapprofdConfig{
 			SamplingInterval: *c.hpInterval, StopTimeout: *c.shutdownTimeout,
