@@ -228,6 +228,12 @@ func TestHeapprofdRestartCleansUp(t *testing.T) {
 		return len(s) == 1 && len(f) == 1, fmt.Sprintf("sessions %v files %v", s, f)
 	})
 	before, beforeFiles := ours()
+	// The apps pause across the kill and the clean-up, so that what the
+	// simulator sampled before the next daemon's session is fixed: the
+	// next daemon must count exactly what comes after.
+	for _, vm := range vms {
+		vm.Pause(true)
+	}
 	first.stopping = true // killed on purpose: its cleanup need not stop it
 	first.proc.kill()
 
@@ -258,6 +264,31 @@ func TestHeapprofdRestartCleansUp(t *testing.T) {
 	if !strings.Contains(second.out.String(), "stopped perfetto sessions and removed trace files an earlier run left") {
 		t.Errorf("the clean-up was not logged")
 	}
+	// The earlier session is gone, with its last dump: what the simulator
+	// sampled up to here is the first daemon's. Then the apps allocate
+	// again, and the second daemon counts exactly the rest.
+	mine := []tracked{{r.app("sim-1", vms[0].ProcessName()), "sim-1"}, {r.app("sim-1", vms[1].ProcessName()), "sim-1"}}
+	base := map[app]uint64{}
+	for _, a := range mine {
+		base[a.app] = r.vm(t, a.farmSerial, a.pkg).HeapprofdTruth().Sampled.Total.Allocations
+	}
+	for _, vm := range vms {
+		vm.Pause(false)
+	}
+	time.Sleep(3 * window)
+	for _, a := range mine {
+		r.vm(t, a.farmSerial, a.pkg).Pause(true)
+	}
+	waitFor(t, 30*time.Second, "the second daemon's samples equal the simulator's since the clean-up", func() (bool, string) {
+		sc := second.metrics(t)
+		for _, a := range mine {
+			want := r.vm(t, a.farmSerial, a.pkg).HeapprofdTruth().Sampled.Total.Allocations - base[a.app]
+			if n := sc.value("alloctrack_app_sampled_allocations_total", a.labels()...); n != float64(want) || want == 0 {
+				return false, fmt.Sprintf("%v: daemon %v, simulator %v since the clean-up", a.app, n, want)
+			}
+		}
+		return true, ""
+	})
 	if code := second.shutdown(t); code != 0 {
 		t.Errorf("daemon exit status %d", code)
 	}

@@ -12,8 +12,13 @@ import (
 const Handshake = "JDWP-Handshake"
 
 // MaxEarlyPackets is how many command packets a VM may send before its
-// handshake echo (see ClientHandshake) before the peer counts as broken.
-const MaxEarlyPackets = 16
+// handshake echo (see ClientHandshakeEarly) before the peer counts as
+// broken, and MaxEarlyPacketSize how large each may be (an APNM is some
+// tens of bytes).
+const (
+	MaxEarlyPackets    = 16
+	MaxEarlyPacketSize = 64 << 10
+)
 
 // ClientHandshake writes the handshake in one write and waits for the echo.
 // The context bounds the wait when rw supports deadlines (net.Conn does).
@@ -50,7 +55,10 @@ func ClientHandshakeEarly(ctx context.Context, rw io.ReadWriter, maxPacket int, 
 		if n == MaxEarlyPackets || flags != 0 || length < uint32(len(Handshake)) {
 			return fmt.Errorf("%w: peer sent %q (after %d packets before the echo)", ErrBadHandshake, buf[:], n)
 		}
-		if maxPacket > 0 && uint64(length) > uint64(maxPacket) {
+		if maxPacket <= 0 || maxPacket > MaxEarlyPacketSize {
+			maxPacket = MaxEarlyPacketSize
+		}
+		if uint64(length) > uint64(maxPacket) {
 			return fmt.Errorf("%w: packet before the echo: %w", ErrBadHandshake, &PacketTooLargeError{Length: length, Max: maxPacket})
 		}
 		data := make([]byte, int(length)-HeaderLen)

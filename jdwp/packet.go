@@ -14,8 +14,10 @@ const HeaderLen = 11
 const FlagReply = 0x80
 
 // DefaultMaxPacketSize bounds the length a peer may declare for one packet
-// when Options.MaxPacketSize is zero.
-const DefaultMaxPacketSize = 64 << 20
+// when Options.MaxPacketSize is zero: above the largest allocation report
+// a VM sends (65,535 entries at debug.allocTracker.stackDepth 128, its
+// maximum, come to about 68 MB; docs/ddm-devices.md).
+const DefaultMaxPacketSize = 128 << 20
 
 // Errors callers branch on.
 var (
