@@ -551,3 +551,46 @@ func TestDaemonReportBuffers(t *testing.T) {
 		t.Fatalf("%d bytes of report buffers still in use after the daemon stopped", b.InUse)
 	}
 }
+
+// TestDaemonNeverCrashesDalvik: Dalvik (Android 4.4) frees its ring when
+// tracking is turned off, and a REAL after that kills the app. Through
+// windows, an app restart and a second daemon taking over from the first,
+// no session sends a REAL that is not after its own REAE 1.
+func TestDaemonNeverCrashesDalvik(t *testing.T) {
+	w := sim.DefaultWorkload()
+	w.Rate = 2000
+	farm := newFarm(sim.FarmConfig{Devices: 1, AppsPerDevice: 2, APIs: []int{19}, Workload: w})
+	serial := farm.Devices()[0].Serial()
+	r := startDaemon(t, farm, daemonConfig())
+	eventually(t, "windows of both apps", func() bool {
+		return r.tracking(serial, "com.example.app1", 3) && r.tracking(serial, "com.example.app2", 3)
+	})
+	if _, err := farm.RestartApp(serial, onlyPID(t, farm, serial, "com.example.app1")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "windows of the restarted app", func() bool { return r.tracking(serial, "com.example.app1", 6) })
+	r.stop()
+	// A second daemon over the same host server: its sessions find
+	// tracking off (the first turned it off) and start anew.
+	d2 := alloctrack.NewDaemon(daemonConfig(), []alloctrack.Source{source.New(r.addr)}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d2.Run(ctx) }()
+	eventually(t, "the second daemon's windows", func() bool {
+		for _, a := range d2.Snapshot().Apps {
+			if a.Package == "com.example.app2" && a.Windows >= 3 {
+				return true
+			}
+		}
+		return false
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, vm := range farm.VMs(serial, "") {
+		if vm.Stats().Crashed {
+			t.Errorf("pid %d (%s) crashed: a REAL came after REAE 0 without a REAE 1", vm.PID(), vm.ProcessName())
+		}
+	}
+}

@@ -95,6 +95,7 @@ type Stats struct {
 	Queued, Stale int
 	Chunks        map[string]int // DDM requests by chunk type
 	NonDDM        int            // JDWP commands that were not DDM: should stay 0
+	Crashed       bool           // a Dalvik VM died of a REAL after REAE 1 then REAE 0
 	Enables       int            // REAE 1 received
 	Disables      int            // REAE 0 received
 	ReportsSent   int            // REAL replies sent whole
@@ -125,29 +126,32 @@ type VM struct {
 	prog  *program
 	start time.Time
 
-	mu             sync.Mutex
-	alive          bool
-	named          bool
-	attached       bool // ActivityThread.attach ran: "<pre-initialized>" from here until named
-	staleWaiting   int  // queued connections whose clients left while the VM was held
-	client         net.Conn
-	wmu            sync.Mutex // serialises writes to client
-	faults         Faults
-	stats          Stats
-	rng            *rand.Rand
-	zipf           *rand.Zipf
-	last           time.Time // generated up to here
-	carry          float64
-	paused         bool
-	tracking       bool
-	ring           []record
-	head           int // next write position in ring
-	n              int // records in ring
-	truth          *truthAcc
-	reported       *truthAcc
-	windows        []Truth
-	total          *truthAcc
-	closedReported *truthAcc // Reported of every closed window
+	mu           sync.Mutex
+	alive        bool
+	named        bool
+	attached     bool // ActivityThread.attach ran: "<pre-initialized>" from here until named
+	staleWaiting int  // queued connections whose clients left while the VM was held
+	// dalvikRingFreed: Dalvik (API < 21) turned tracking off after it was
+	// on, which frees its ring; a REAL now crashes the app.
+	dalvikRingFreed bool
+	client          net.Conn
+	wmu             sync.Mutex // serialises writes to client
+	faults          Faults
+	stats           Stats
+	rng             *rand.Rand
+	zipf            *rand.Zipf
+	last            time.Time // generated up to here
+	carry           float64
+	paused          bool
+	tracking        bool
+	ring            []record
+	head            int // next write position in ring
+	n               int // records in ring
+	truth           *truthAcc
+	reported        *truthAcc
+	windows         []Truth
+	total           *truthAcc
+	closedReported  *truthAcc // Reported of every closed window
 	// unconfirmed is the last report sent on the connection until the
 	// client's next REAL or REAQ shows it arrived (the daemon asks
 	// nothing more of a session before a report's reply is in); inDoubt
@@ -821,7 +825,9 @@ func (vm *VM) handle(c net.Conn, p *jdwp.Packet, at time.Time) bool {
 	}
 	ch, err := ddms.DecodeChunk(p.Data)
 	if err != nil {
-		return vm.writeChunk(c, p.ID, true, ddms.FAIL, ddms.EncodeFail(&ddms.FailError{Code: 1, Message: err.Error()})) == nil
+		// Real VMs never answer FAIL: ART 9+ ignores a short or oversized
+		// chunk (adbconnection), older VMs send an empty reply.
+		return vm.noAnswer(c, p.ID)
 	}
 
 	vm.mu.Lock()
@@ -864,11 +870,18 @@ func (vm *VM) handle(c net.Conn, p *jdwp.Packet, at time.Time) bool {
 		return vm.writeChunk(c, p.ID, true, ddms.FEAT, ddms.EncodeFeatures(features)) == nil
 	case ddms.REAE:
 		on, err := ddms.DecodeBool("REAE", ch.Data)
-		if err != nil {
-			return vm.writeChunk(c, p.ID, true, ddms.FAIL, ddms.EncodeFail(&ddms.FailError{Code: 1, Message: err.Error()})) == nil
+		if err != nil || api >= 31 {
+			// Android 12 removed the handler: no effect, and no answer.
+			return vm.noAnswer(c, p.ID)
 		}
 		vm.mu.Lock()
 		vm.advanceLocked(time.Now())
+		if !on && vm.tracking && vm.cfg.API < 21 {
+			vm.dalvikRingFreed = true
+		}
+		if on {
+			vm.dalvikRingFreed = false
+		}
 		vm.setTrackingLocked(on)
 		vm.mu.Unlock()
 		if api >= 28 {
@@ -887,10 +900,32 @@ func (vm *VM) handle(c net.Conn, p *jdwp.Packet, at time.Time) bool {
 		if api >= 31 {
 			return true
 		}
+		vm.mu.Lock()
+		crash := vm.dalvikRingFreed
+		vm.mu.Unlock()
+		if crash {
+			// Dalvik frees its ring when tracking is turned off, and
+			// REAL then reads through a NULL pointer (AllocTracker.cpp):
+			// the app dies.
+			vm.mu.Lock()
+			vm.stats.Crashed = true
+			vm.mu.Unlock()
+			vm.Kill()
+			return false
+		}
 		return vm.serveREAL(c, p.ID)
 	}
-	return vm.writeChunk(c, p.ID, true, ddms.FAIL,
-		ddms.EncodeFail(&ddms.FailError{Code: 1, Message: "unsupported chunk type " + ch.Type.String()})) == nil
+	return vm.noAnswer(c, p.ID)
+}
+
+// noAnswer is what a real VM does with a chunk it has no handler for:
+// ART 9+ on the DDM-only path sends nothing; Dalvik and ART up to 8.1
+// send an empty reply. None sends FAIL.
+func (vm *VM) noAnswer(c net.Conn, id uint32) bool {
+	if vm.cfg.API >= 28 {
+		return true
+	}
+	return vm.writeEmptyReply(c, id, 0) == nil
 }
 
 var features = []string{

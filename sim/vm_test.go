@@ -700,3 +700,46 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestNoFailReplies: real VMs never answer FAIL. An unknown chunk gets an
+// empty reply up to Android 8.1 and nothing from Android 9; REAE has no
+// effect on Android 12+.
+func TestNoFailReplies(t *testing.T) {
+	for _, api := range []int{27, 30} {
+		d, vm := newTestDevice(t, api, AppConfig{})
+		c, _ := dial(t, d, vm.PID())
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		b, err := c.Request(ctx, ddms.TypeOf("XXXX"), nil)
+		cancel()
+		switch {
+		case api < 28 && !errors.Is(err, ddms.ErrEmptyReply):
+			t.Errorf("API %d: unknown chunk: %q %v, want an empty reply", api, b, err)
+		case api >= 28 && !errors.Is(err, context.DeadlineExceeded):
+			t.Errorf("API %d: unknown chunk: %q %v, want no reply", api, b, err)
+		}
+	}
+	d, vm := newTestDevice(t, 31, AppConfig{})
+	c, _ := dial(t, d, vm.PID())
+	if err := c.SetAllocTracking(true); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if vm.Tracking() {
+		t.Error("REAE 1 turned tracking on in an Android 12 VM")
+	}
+}
+
+// TestDalvikREALAfterDisableCrashes: Dalvik frees its ring when tracking
+// is turned off; a REAL then kills the app. ART keeps its records.
+func TestDalvikREALAfterDisableCrashes(t *testing.T) {
+	for _, api := range []int{19, 21} {
+		d, vm := newTestDevice(t, api, AppConfig{})
+		c, _ := dial(t, d, vm.PID())
+		c.SetAllocTracking(true)
+		c.SetAllocTracking(false)
+		_, err := c.Allocations(ctx5(t))
+		if crashed := vm.Stats().Crashed; crashed != (api < 21) || crashed == (err == nil) {
+			t.Errorf("API %d: crashed %v, REAL %v", api, crashed, err)
+		}
+	}
+}
