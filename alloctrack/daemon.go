@@ -139,6 +139,9 @@ type DaemonConfig struct {
 	// before it is tried again (default 5 min): on Android 9 to 13 each
 	// try leaves a connection queued, unread, in the app's VM.
 	HeldRetry time.Duration
+	// TurnOffOrphans turns tracking off in apps the package filters
+	// exclude when it was left on (nobody reads it, and it slows the app).
+	TurnOffOrphans bool
 	// WaitingRetry is how long an app waiting for a debugger is left
 	// alone before it is tried again (default 1 min).
 	WaitingRetry time.Duration
@@ -251,6 +254,7 @@ type Daemon struct {
 	devices map[string]*deviceEntry // by server + "/" + serial
 	apps    map[appKey]*appEntry
 	devErrs map[string]map[string]uint64 // serial -> stage -> count, before an app is named
+	orphans map[string]map[int]string    // serial -> pid -> app: filtered apps whose tracker was left on
 	ready   atomic.Bool
 }
 
@@ -271,6 +275,7 @@ func NewDaemon(cfg DaemonConfig, sources []Source, log *zap.Logger) *Daemon {
 		devices: map[string]*deviceEntry{},
 		apps:    map[appKey]*appEntry{},
 		devErrs: map[string]map[string]uint64{},
+		orphans: map[string]map[int]string{},
 	}
 }
 
@@ -548,6 +553,7 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, pid
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		s := &Session{
 			Serial: serial, PID: pid, API: api, UnansweredProbes: unanswered,
+			CheckFiltered: true, TurnOffOrphan: d.cfg.TurnOffOrphans,
 			Open: func(ctx context.Context) (io.ReadWriteCloser, error) {
 				return src.OpenJDWP(ctx, serial, pid)
 			},
@@ -585,7 +591,17 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, pid
 		wait := d.backoff(attempt)
 		switch {
 		case errors.Is(err, ErrFiltered):
-			log.Debug("app excluded by the package filter")
+			var fe *FilteredError
+			switch {
+			case errors.As(err, &fe) && fe.Stopped:
+				log.Info("an app the package filters exclude had its allocation tracker left on (by an earlier, wider run?); turned it off", zap.String("package", fe.App))
+			case errors.As(err, &fe) && fe.TrackingOn:
+				log.Warn("an app the package filters exclude has its allocation tracker left on (by an earlier, wider run?), slowing it; --orphans.turn-off would turn it off", zap.String("package", fe.App))
+				d.setOrphan(serial, pid, fe.App)
+				defer d.setOrphan(serial, pid, "")
+			default:
+				log.Debug("app excluded by the package filter")
+			}
 			<-ctx.Done()
 			return
 		case errors.Is(err, ErrUnsupported):
@@ -668,6 +684,23 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, pid
 	}
 }
 
+// setOrphan records (app != "") or forgets a filtered process whose
+// tracker was left on.
+func (d *Daemon) setOrphan(serial string, pid int, app string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m := d.orphans[serial]
+	if app == "" {
+		delete(m, pid)
+		return
+	}
+	if m == nil {
+		m = map[int]string{}
+		d.orphans[serial] = m
+	}
+	m[pid] = app
+}
+
 // nameHeld names a process from the device's process list. A process
 // that has not been named yet ("<pre-initialized>") has no name.
 func (d *Daemon) nameHeld(ctx context.Context, src Source, serial string, api, pid int) (string, error) {
@@ -689,6 +722,9 @@ type DeviceStatus struct {
 	API                   int
 	Model                 string            // ro.product.model; "" until read
 	Errors                map[string]uint64 // by stage, before an app is named
+	// OrphanedTrackers counts apps the package filters exclude whose
+	// allocation tracker was found left on.
+	OrphanedTrackers int
 }
 
 // ServerStatus describes an adb server.
@@ -725,7 +761,7 @@ func (d *Daemon) Snapshot() Snapshot {
 		s.Servers = append(s.Servers, ServerStatus{Addr: addr, Up: e.up, Errors: e.errors})
 	}
 	for _, e := range d.devices {
-		ds := DeviceStatus{Server: e.server, Serial: e.serial, State: e.state, API: e.api, Model: e.model, Errors: map[string]uint64{}}
+		ds := DeviceStatus{Server: e.server, Serial: e.serial, State: e.state, API: e.api, Model: e.model, Errors: map[string]uint64{}, OrphanedTrackers: len(d.orphans[e.serial])}
 		for k, v := range d.devErrs[e.serial] {
 			ds.Errors[k] = v
 		}

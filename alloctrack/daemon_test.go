@@ -3,6 +3,9 @@ package alloctrack_test
 import (
 	"context"
 	"fmt"
+	"github.com/alloctrack/alloctrack/ddms"
+	"github.com/alloctrack/alloctrack/jdwp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -593,4 +596,81 @@ func TestDaemonNeverCrashesDalvik(t *testing.T) {
 			t.Errorf("pid %d (%s) crashed: a REAL came after REAE 0 without a REAE 1", vm.PID(), vm.ProcessName())
 		}
 	}
+}
+
+// setTracking turns a VM's tracker on or off and leaves; left on, it is
+// what a client that died leaves: no VM turns it off when its client goes.
+func setTracking(t *testing.T, dev *sim.Device, vm *sim.VM, on bool) {
+	t.Helper()
+	c, err := dev.OpenService("jdwp:" + strconv.Itoa(vm.PID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := jdwp.Open(ctx, c, jdwp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := ddms.NewClient(conn)
+	if err := cl.SetAllocTracking(on); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := cl.AllocTracking(ctx); err != nil || got != on {
+		t.Fatalf("tracking %v %v, want %v", got, err, on)
+	}
+	conn.Close()
+}
+
+// TestDaemonOrphanedTrackers: an app the package filters exclude whose
+// tracker an earlier, wider run left on is asked once (REAQ), counted in
+// the device's OrphanedTrackers and left alone; with TurnOffOrphans its
+// tracker is turned off.
+func TestDaemonOrphanedTrackers(t *testing.T) {
+	for _, turnOff := range []bool{false, true} {
+		farm := newFarm(sim.FarmConfig{Devices: 1, AppsPerDevice: 1, APIs: []int{30}})
+		dev := farm.Devices()[0]
+		skip, err := farm.AddApp(dev.Serial(), sim.AppConfig{Package: "com.example.skip"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		setTracking(t, dev, skip, true)
+		eventually(t, "the VM free again", func() bool { return skip.Stats().Connections == 1 })
+		cfg := daemonConfig()
+		cfg.TurnOffOrphans = turnOff
+		if cfg.Packages, err = alloctrack.NewFilter(nil, []string{`com\.example\.skip`}); err != nil {
+			t.Fatal(err)
+		}
+		r := startDaemon(t, farm, cfg)
+		eventually(t, "app1 tracking", func() bool { return r.tracking(dev.Serial(), "com.example.app1", 1) })
+		if turnOff {
+			eventually(t, "the orphaned tracker turned off", func() bool { return !skip.Tracking() })
+		} else {
+			eventually(t, "the orphaned tracker counted", func() bool { dv, _ := r.device(dev.Serial()); return dv.OrphanedTrackers == 1 })
+			if !skip.Tracking() {
+				t.Error("the orphaned tracker was turned off without TurnOffOrphans")
+			}
+		}
+		if st := skip.Stats(); st.Chunks["REAL"] != 0 || st.Chunks["REAQ"] != 1+1+btoi(turnOff) {
+			// One REAQ from leaveTrackingOn, one from the daemon, and the
+			// confirming one after REAE 0.
+			t.Errorf("turn off %v: the excluded app was sent %v", turnOff, st.Chunks)
+		}
+		if _, ok := r.app(dev.Serial(), "com.example.skip"); ok {
+			t.Error("the excluded app has stats")
+		}
+		if !turnOff {
+			// The daemon's stop checks that no app is left tracking: the
+			// orphan was not its own.
+			farm.KillApp(dev.Serial(), skip.PID())
+		}
+		r.stop()
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -101,6 +101,11 @@ type Session struct {
 	// VM that does not answer REAQ is one without the tracker (Android
 	// 12, or not known) or merely slow.
 	API int
+	// CheckFiltered: an app Accept turns away is still asked once whether
+	// its tracker is on (REAQ; not on Android 12+, where nothing answers):
+	// no VM turns tracking off when its client leaves, so an earlier, wider
+	// run may have left it on. TurnOffOrphan then turns it off.
+	CheckFiltered, TurnOffOrphan bool
 	// UnansweredProbes is how many sessions of this process in a row met
 	// an unanswered REAQ before this one: on Android 9 to 11, the
 	// UnansweredProbeLimit-th in a row counts as a VM without the tracker.
@@ -169,7 +174,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 		return err
 	}
 	if s.Accept != nil && !s.Accept(app) {
-		return ErrFiltered
+		return s.checkFiltered(ctx, client, cfg, app)
 	}
 	counters, stats := s.Bind(app)
 	stats.update(func(st *AppStatus) { st.PID, st.AppName, st.Package = s.PID, app, app })
@@ -347,6 +352,48 @@ func (s *Session) handshake(ctx context.Context, rwc io.ReadWriteCloser, cfg Ses
 		return nil, fmt.Errorf("%s: JDWP handshake: %w", StageHello, err)
 	}
 	return conn, nil
+}
+
+// FilteredError is the error of a session whose app Accept turned away:
+// it matches ErrFiltered, and says whether the app's tracker was found on
+// (an orphan: nobody reads it) and whether it was turned off.
+type FilteredError struct {
+	App                 string
+	TrackingOn, Stopped bool
+}
+
+func (e *FilteredError) Error() string {
+	switch {
+	case e.Stopped:
+		return fmt.Sprintf("alloctrack: %s is excluded by the package filter; its allocation tracker was left on and is now off", e.App)
+	case e.TrackingOn:
+		return fmt.Sprintf("alloctrack: %s is excluded by the package filter, and its allocation tracker was left on", e.App)
+	}
+	return fmt.Sprintf("alloctrack: %s is excluded by the package filter", e.App)
+}
+
+func (e *FilteredError) Is(target error) bool { return target == ErrFiltered }
+
+// checkFiltered ends the session of an app the filter turns away, asking
+// first whether its tracker was left on (see CheckFiltered).
+func (s *Session) checkFiltered(ctx context.Context, c *ddms.Client, cfg SessionConfig, app string) error {
+	fe := &FilteredError{App: app}
+	if !s.CheckFiltered || s.API == 0 || s.API >= APIHeapprofd {
+		return fe
+	}
+	pctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
+	on, err := c.AllocTracking(pctx)
+	cancel()
+	if err != nil || !on {
+		return fe
+	}
+	fe.TrackingOn = true
+	if s.TurnOffOrphan {
+		if err := s.disable(ctx, c, cfg); err == nil {
+			fe.Stopped = true
+		}
+	}
+	return fe
 }
 
 // appName is the name an APNM gives, "" when it names no app yet: a VM

@@ -58,11 +58,12 @@ var (
 var (
 	app = []string{"serial", "package"}
 
-	descServerUp     = desc("adb_server_up", "Whether the adb server answered track-devices (1) or not (0).", "server")
-	descServerErrors = desc("adb_server_errors_total", "Times the connection to the adb server failed or ended.", "server")
-	descDeviceState  = desc("device_state", "Device state as adb reports it: 1 for the current state.", "server", "serial", "state")
-	descDeviceAPI    = desc("device_api_level", "Android API level of the device (ro.build.version.sdk); absent until read.", "server", "serial")
-	descDeviceErrors = desc("device_errors_total", "Errors on a device before an app was named, by stage.", "serial", "stage")
+	descServerUp      = desc("adb_server_up", "Whether the adb server answered track-devices (1) or not (0).", "server")
+	descServerErrors  = desc("adb_server_errors_total", "Times the connection to the adb server failed or ended.", "server")
+	descDeviceState   = desc("device_state", "Device state as adb reports it: 1 for the current state.", "server", "serial", "state")
+	descDeviceAPI     = desc("device_api_level", "Android API level of the device (ro.build.version.sdk); absent until read.", "server", "serial")
+	descDeviceErrors  = desc("device_errors_total", "Errors on a device before an app was named, by stage.", "serial", "stage")
+	descDeviceOrphans = desc("device_orphaned_trackers", "Apps the package filters exclude whose allocation tracker was found left on (by an earlier, wider run): it slows them, and nobody reads it. --orphans.turn-off turns such trackers off.", "server", "serial")
 
 	descAppState      = desc("app_state", "App session state: 1 for the current state. unsupported means Android 12+ watched with --backend ddm (no allocation tracker over DDM); apps watched through heapprofd also have starting, unprofileable (the device's track-app says the app is neither debuggable nor profileable), rejected (another profiler held the app, told when a session stops) and perfetto-refused (the device's tracing service refused the session: it allows 5 adb shell sessions at once).", "serial", "package", "state")
 	descAppTracking   = desc("app_tracking", "Whether allocation tracking is on for the app (1) or not (0).", app...)
@@ -131,7 +132,7 @@ var _ prometheus.Collector = (*Collector)(nil)
 // Describe sends every descriptor.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		descServerUp, descServerErrors, descDeviceState, descDeviceAPI, descDeviceErrors,
+		descServerUp, descServerErrors, descDeviceState, descDeviceAPI, descDeviceErrors, descDeviceOrphans,
 		descAppState, descAppTracking, descAppPID, descWindows, descOverflowed, descWindowSeconds,
 		descRTT, descReportBytes, descLastEntries, descAppErrors, descAppAllocs, descAppBytes,
 		descClassAllocs, descClassBytes, descSiteAllocs, descSiteBytes, descSiteInfo,
@@ -187,6 +188,7 @@ func (c *Collector) collectLight(ch chan<- prometheus.Metric, s alloctrack.Snaps
 		if d.API > 0 {
 			ch <- m(descDeviceAPI, gauge, float64(d.API), d.Server, d.Serial)
 		}
+		ch <- m(descDeviceOrphans, gauge, float64(d.OrphanedTrackers), d.Server, d.Serial)
 		if !seenDevErr[d.Serial] { // a serial seen through two servers counts once
 			seenDevErr[d.Serial] = true
 			for stage, n := range d.Errors {

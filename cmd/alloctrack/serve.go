@@ -58,6 +58,7 @@ type serveCmd struct {
 	reprobe         *time.Duration
 	heldRetry       *time.Duration
 	waitingRetry    *time.Duration
+	turnOffOrphans  *bool
 	shutdownTimeout *time.Duration
 	backend         *string
 	hpInterval      *uint64
@@ -91,6 +92,7 @@ func newServeCmd(app *kingpin.Application) *serveCmd {
 	c.reprobe = f("reprobe.interval", "How often an app without tracking support is probed again.").Default("30m").Duration()
 	c.heldRetry = f("held.retry", "How long an app another debugger (Android Studio) holds is left alone before it is tried again. On Android 9 to 13 every try leaves one unread connection queued in the app until the debugger lets go, so keep it long.").Default("5m").Duration()
 	c.waitingRetry = f("waiting.retry", "How long an app waiting for a debugger (it sent WAIT) is left alone before it is tried again.").Default("1m").Duration()
+	c.turnOffOrphans = f("orphans.turn-off", "Turn allocation tracking off in apps the package filters exclude when it was found left on (by an earlier run with wider filters; no VM turns it off when its client leaves). Without it such apps are counted in alloctrack_device_orphaned_trackers and left alone.").Bool()
 	c.shutdownTimeout = f("shutdown.timeout", "On SIGINT/SIGTERM, how long to wait while every app's tracking is turned off. A second signal exits at once.").Default("10s").Duration()
 	c.backend = enum(f("backend", "How apps are watched: auto (the VM's allocation tracker over JDWP on devices below API 31, perfetto's heapprofd sampling from API 31, Android 12, on), ddm (the allocation tracker everywhere; Android 12+ apps show as unsupported), or heapprofd (heapprofd everywhere). Heapprofd numbers are samples and estimates; see the README."), "backend", "auto", "ddm", "auto", "heapprofd")
 	c.hpInterval = f("heapprofd.sampling-interval", "Mean bytes allocated between two heapprofd samples. 1 samples every allocation: exact counts, at the cost of a stack unwind in the app on every allocation, which slows an allocation-heavy app many times over.").Default("4096").Uint64()
@@ -221,6 +223,7 @@ func (c *serveCmd) run(stderr io.Writer) int {
 		Reprobe:          *c.reprobe,
 		HeldRetry:        *c.heldRetry,
 		WaitingRetry:     *c.waitingRetry,
+		TurnOffOrphans:   *c.turnOffOrphans,
 		Backend:          *c.backend,
 		Heapprofd: alloctrack.HeapprofdConfig{
 			SamplingInterval: *c.hpInterval, StopTimeout: *c.shutdownTimeout,
