@@ -340,6 +340,26 @@ func TestSessionSlowProbe(t *testing.T) {
 	}
 }
 
+// TestSessionReportTooLargeStillDisables: a report over the packet limit
+// ends the session with the error, yet the connection stays in step, so
+// tracking is turned off on the way out.
+func TestSessionReportTooLargeStillDisables(t *testing.T) {
+	wl := sim.DefaultWorkload()
+	wl.Rate = 5000
+	f := newFixture(t, 30, sim.AppConfig{Workload: wl}, alloctrack.SessionConfig{Window: 100 * time.Millisecond, MaxPacketSize: 2000})
+	err := f.session.Run(context.Background())
+	var tl *jdwp.PacketTooLargeError
+	if !errors.As(err, &tl) {
+		t.Fatalf("err = %v, want a PacketTooLargeError", err)
+	}
+	if f.vm.Tracking() {
+		t.Error("tracking left on after a report over the limit")
+	}
+	if st := f.vm.Stats(); st.Disables == 0 {
+		t.Errorf("no REAE 0 sent: %+v", st.Chunks)
+	}
+}
+
 func TestSessionCorruptReportIsCountedAndSkipped(t *testing.T) {
 	wl := sim.DefaultWorkload()
 	wl.Rate = 2000

@@ -64,6 +64,9 @@ type waiter struct {
 	// the waiters, to read its reply; the reader then gives the data
 	// back itself. Guarded by Conn.mu.
 	abandoned bool
+	// err, set before ch is closed, fails this request alone (its reply
+	// was larger than the limit and was skipped).
+	err error
 }
 
 // Open performs the client handshake on rwc and starts the connection.
@@ -106,6 +109,29 @@ func (c *Conn) readLoop() {
 	for {
 		p, n, err := readHeader(c.rwc, c.max)
 		var w *waiter
+		var tooLarge *PacketTooLargeError
+		if errors.As(err, &tooLarge) {
+			// Skip the packet's data and go on: the stream stays in step,
+			// so the session can still turn tracking off. The request it
+			// answers fails with the error.
+			if _, derr := io.CopyN(io.Discard, c.rwc, int64(n)); derr == nil {
+				if p.IsReply() {
+					c.mu.Lock()
+					if w := c.waiters[p.ID]; w != nil {
+						delete(c.waiters, p.ID)
+						w.err = tooLarge
+						if !w.abandoned {
+							close(w.ch)
+						}
+					}
+					c.mu.Unlock()
+				}
+				c.dropped.Add(1)
+				continue
+			} else {
+				err = fmt.Errorf("%w (skipping it: %w)", tooLarge, derr)
+			}
+		}
 		if err == nil {
 			if p.IsReply() {
 				// The waiter is taken before the data is read, so that
@@ -242,6 +268,9 @@ func (c *Conn) start(cmdSet, cmd uint8, data []byte, owned bool) (wait func(cont
 		select {
 		case p, ok := <-w.ch:
 			if !ok {
+				if w.err != nil {
+					return nil, w.err
+				}
 				return nil, c.Err()
 			}
 			if p.ErrorCode != 0 {

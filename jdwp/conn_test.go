@@ -284,20 +284,58 @@ func TestPeerCloseKeepsFirstError(t *testing.T) {
 	}
 }
 
-func TestTooLargePacketEndsConnection(t *testing.T) {
+// TestTooLargeReplyIsSkipped: a reply over the limit is read past, not
+// kept: its request fails with *PacketTooLargeError and the connection
+// goes on (so a session can still turn tracking off). A stream that ends
+// inside the skipped data ends the connection with that error.
+func TestTooLargeReplyIsSkipped(t *testing.T) {
 	client, vmSide := net.Pipe()
 	defer vmSide.Close()
-	go ServerHandshake(context.Background(), vmSide)
+	go func() {
+		if err := ServerHandshake(context.Background(), vmSide); err != nil {
+			return
+		}
+		for i := 0; ; i++ {
+			p, err := ReadPacket(vmSide, 0)
+			if err != nil {
+				return
+			}
+			data := []byte("ok")
+			if i == 0 {
+				data = make([]byte, 245) // 256 bytes with the header
+			}
+			vmSide.Write(AppendPacket(nil, &Packet{ID: p.ID, Flags: FlagReply, Data: data}))
+		}
+	}()
 	c, err := Open(context.Background(), client, Options{MaxPacketSize: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	go vmSide.Write([]byte{0, 0, 1, 0, 0, 0, 0, 1, 0x80, 0, 0})
-	<-c.Done()
+	_, err = c.Request(ctx5(t), 1, 1, nil)
 	var tl *PacketTooLargeError
-	if !errors.As(c.Err(), &tl) || tl.Length != 256 || tl.Max != 100 {
-		t.Fatalf("Err() = %v", c.Err())
+	if !errors.As(err, &tl) || tl.Length != 256 || tl.Max != 100 {
+		t.Fatalf("first request: %v, want PacketTooLargeError{256, 100}", err)
+	}
+	if b, err := c.Request(ctx5(t), 1, 1, nil); err != nil || string(b) != "ok" {
+		t.Fatalf("second request: %q %v", b, err)
+	}
+
+	client2, vm2 := net.Pipe()
+	defer vm2.Close()
+	go ServerHandshake(context.Background(), vm2)
+	c2, err := Open(context.Background(), client2, Options{MaxPacketSize: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	go func() {
+		vm2.Write([]byte{0, 0, 1, 0, 0, 0, 0, 1, 0x80, 0, 0, 1, 2, 3})
+		vm2.Close()
+	}()
+	<-c2.Done()
+	if !errors.As(c2.Err(), &tl) || tl.Length != 256 {
+		t.Fatalf("cut inside the skipped data: Err() = %v", c2.Err())
 	}
 }
 
@@ -548,4 +586,10 @@ func TestHandshakeEarlyPackets(t *testing.T) {
 			t.Errorf("%s: handshake succeeded", name)
 		}
 	}
+}
+
+func ctx5(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	t.Cleanup(cancel)
+	return ctx
 }

@@ -95,9 +95,6 @@ func ParseHeader(h *[HeaderLen]byte, max int, p *Packet) (dataLen int, err error
 	if max <= 0 {
 		max = DefaultMaxPacketSize
 	}
-	if uint64(length) > uint64(max) {
-		return 0, &PacketTooLargeError{Length: length, Max: max}
-	}
 	p.ID = binary.BigEndian.Uint32(h[4:8])
 	p.Flags = h[8]
 	if p.IsReply() {
@@ -106,6 +103,10 @@ func ParseHeader(h *[HeaderLen]byte, max int, p *Packet) (dataLen int, err error
 	} else {
 		p.CommandSet, p.Command = h[9], h[10]
 		p.ErrorCode = 0
+	}
+	if uint64(length) > uint64(max) {
+		// The header is filled in: a reader may skip the data and go on.
+		return int(length) - HeaderLen, &PacketTooLargeError{Length: length, Max: max}
 	}
 	return int(length) - HeaderLen, nil
 }
