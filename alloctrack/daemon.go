@@ -446,6 +446,13 @@ func (d *Daemon) runDevice(ctx context.Context, src Source, e *deviceEntry, log 
 		e.model = strings.TrimSpace(v)
 		d.mu.Unlock()
 	}
+	d.mu.Lock()
+	api0 := e.api
+	d.mu.Unlock()
+	reportCap := 0
+	if api0 >= 24 && api0 <= 28 {
+		reportCap = d.reportCap(pctx, src, e.serial)
+	}
 	cancel()
 
 	d.mu.Lock()
@@ -471,7 +478,7 @@ func (d *Daemon) runDevice(ctx context.Context, src Source, e *deviceEntry, log 
 				runs[pid] = r
 				go func() {
 					defer close(r.done)
-					d.runPID(rctx, src, e.serial, api, pid, slots, log.With(zap.Int("pid", pid)))
+					d.runPID(rctx, src, e.serial, api, reportCap, pid, slots, log.With(zap.Int("pid", pid)))
 				}()
 			}
 		}
@@ -544,7 +551,7 @@ func (d *Daemon) bind(serial, app string) (*Counters, *AppStats) {
 // cannot say its name, so the device's process list names it instead: it
 // is then shown as held, under that name, and tracked once the debugger
 // lets go.
-func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, pid int, slots chan struct{}, log *zap.Logger) {
+func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, reportCap, pid int, slots chan struct{}, log *zap.Logger) {
 	var stats *AppStats
 	var heldStats *AppStats // stats of the name the process list gave
 	unanswered := 0         // sessions in a row whose REAQ went unanswered
@@ -552,7 +559,7 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, pid
 	defer d.logs.forget(key)
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		s := &Session{
-			Serial: serial, PID: pid, API: api, UnansweredProbes: unanswered,
+			Serial: serial, PID: pid, API: api, UnansweredProbes: unanswered, ReportCap: reportCap,
 			CheckFiltered: true, TurnOffOrphan: d.cfg.TurnOffOrphans,
 			Open: func(ctx context.Context) (io.ReadWriteCloser, error) {
 				return src.OpenJDWP(ctx, serial, pid)
@@ -682,6 +689,37 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, pid
 			stats.SetStateIf(pid, StateDisconnected)
 		}
 	}
+}
+
+// reportCap reads how many entries a full report holds on an ART 7–9
+// device: dalvik.vm.allocTrackerMax caps the records kept and
+// dalvik.vm.recentAllocMax (at most that) those reported, as ART's
+// AllocRecordObjectMap::SetProperties reads them (runtime/gc/
+// allocation_record.cc); 0 when neither is set (65,535).
+func (d *Daemon) reportCap(ctx context.Context, src Source, serial string) int {
+	prop := func(name string) int {
+		v, err := src.Prop(ctx, serial, name)
+		if err != nil {
+			return 0
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n <= 0 {
+			return 0
+		}
+		return n
+	}
+	allocMax, recent := prop("dalvik.vm.allocTrackerMax"), prop("dalvik.vm.recentAllocMax")
+	c := 0
+	if allocMax > 0 {
+		c = allocMax
+	}
+	if recent > 0 && (allocMax == 0 || recent <= allocMax) {
+		c = recent
+	}
+	if c >= MaxEntries {
+		return 0
+	}
+	return c
 }
 
 // setOrphan records (app != "") or forgets a filtered process whose

@@ -674,3 +674,23 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// TestDaemonRecentAllocMax: on ART 7 to 9 dalvik.vm.recentAllocMax caps a
+// report below 65,535 entries; the daemon reads it, so a full report at
+// that size counts as overflowed and the window shortens.
+func TestDaemonRecentAllocMax(t *testing.T) {
+	w := sim.DefaultWorkload()
+	w.Rate = 60000 // about 6,000 allocations a 100 ms window
+	farm := newFarm(sim.FarmConfig{Devices: 1, AppsPerDevice: 1, APIs: []int{26}, Workload: w,
+		Device: func(_ int, c *sim.DeviceConfig) { c.Props = map[string]string{"dalvik.vm.recentAllocMax": "2000"} }})
+	serial := farm.Devices()[0].Serial()
+	if vm := farm.Devices()[0].VMs()[0]; vm.Config().MaxEntries != 2000 {
+		t.Fatalf("the simulated VM keeps %d records, want 2000", vm.Config().MaxEntries)
+	}
+	cfg := daemonConfig()
+	r := startDaemon(t, farm, cfg)
+	eventually(t, "overflowed windows counted", func() bool {
+		a, ok := r.app(serial, "com.example.app1")
+		return ok && a.Overflowed >= 2 && a.Window < cfg.Session.Window
+	})
+}

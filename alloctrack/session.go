@@ -101,6 +101,10 @@ type Session struct {
 	// VM that does not answer REAQ is one without the tracker (Android
 	// 12, or not known) or merely slow.
 	API int
+	// ReportCap is how many entries a full report of this VM holds
+	// (0: MaxEntries, 65,535): ART 7 to 9 honour dalvik.vm.allocTrackerMax
+	// and dalvik.vm.recentAllocMax, so a report can be full with fewer.
+	ReportCap int
 	// CheckFiltered: an app Accept turns away is still asked once whether
 	// its tracker is on (REAQ; not on Android 12+, where nothing answers):
 	// no VM turns tracking off when its client leaves, so an earlier, wider
@@ -273,7 +277,11 @@ func (s *Session) Run(ctx context.Context) (err error) {
 		} else {
 			counters.AddWindow(w.Report, w.Start, w.End)
 			n := len(w.Report.Allocations)
-			over := w.Report.Overflowed()
+			reportCap := MaxEntries
+			if s.ReportCap > 0 && s.ReportCap < MaxEntries {
+				reportCap = s.ReportCap
+			}
+			over := n >= reportCap
 			log.Debug("report counted", zap.Int("allocations", n), zap.Bool("overflowed", over), zap.Duration("rtt", w.RTT))
 			stats.update(func(st *AppStatus) {
 				st.Windows++
@@ -287,7 +295,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 			case over:
 				window = max(window/2, cfg.MinWindow)
 				log.Debug("report overflowed; shorter window", zap.Duration("window", window))
-			case n < MaxEntries/4 && window < cfg.Window:
+			case n < reportCap/4 && window < cfg.Window:
 				window = min(window*3/2, cfg.Window)
 			}
 		}

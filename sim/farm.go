@@ -80,6 +80,27 @@ func NewFarm(cfg FarmConfig) *Farm {
 	return f
 }
 
+// RecentRecords is how many of the newest records a report of a VM at
+// api holds, given the device's properties: 65,535, unless ART 7 to 9
+// honour dalvik.vm.allocTrackerMax (the records kept) and
+// dalvik.vm.recentAllocMax (those reported, at most the former), read in
+// AllocRecordObjectMap::SetProperties (art runtime/gc/allocation_record.cc).
+func RecentRecords(api int, props map[string]string) int {
+	const def = 65535
+	if api < 24 || api > 28 {
+		return def
+	}
+	allocMax, recent := 0, def
+	if v, err := strconv.Atoi(props["dalvik.vm.allocTrackerMax"]); err == nil && v > 0 {
+		allocMax = v
+		recent = min(recent, v)
+	}
+	if v, err := strconv.Atoi(props["dalvik.vm.recentAllocMax"]); err == nil && v > 0 && (allocMax == 0 || v <= allocMax) {
+		recent = v
+	}
+	return min(recent, def)
+}
+
 // ErrNoDevice is returned for an unknown serial.
 var ErrNoDevice = errors.New("sim: no such device")
 
@@ -119,6 +140,9 @@ func (f *Farm) AddApp(serial string, cfg AppConfig) (*VM, error) {
 	f.mu.Unlock()
 	if d.VM(cfg.PID) != nil {
 		return nil, fmt.Errorf("sim: pid %d already runs on %s", cfg.PID, serial)
+	}
+	if cfg.MaxEntries == 0 {
+		cfg.MaxEntries = RecentRecords(d.Config().API, d.Props())
 	}
 	vm := NewVM(cfg, d.Config().API)
 	d.AddVM(vm)
