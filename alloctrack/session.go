@@ -42,6 +42,12 @@ var (
 	ErrWaiting = errors.New("alloctrack: the app waits for a debugger (WAIT); left free for one")
 )
 
+// RTTFloor is how many report round trips a window lasts at least: the
+// round trip is time the tracker is blind (what the app allocates then is
+// cleared with the window) and, while the VM builds the report, its
+// allocating threads wait; 20 keeps that near 5 % of the app's time.
+const RTTFloor = 20
+
 // UnansweredProbeLimit is how many sessions in a row must find REAQ
 // unanswered on Android 9 to 11 before the VM counts as one without the
 // tracker (on Android 12+, or an API level not known, the first does).
@@ -56,7 +62,7 @@ const APIHangsHeld = 28
 // SessionConfig holds the timings of a session.
 type SessionConfig struct {
 	Window         time.Duration // window length (default 10 s)
-	MinWindow      time.Duration // shortest window after overflows (default 1 s)
+	MinWindow      time.Duration // shortest window after overflows (default 3 s; never under RTTFloor round trips)
 	RequestTimeout time.Duration // handshake, HELO and the REAQ probe (default 5 s)
 	ReportTimeout  time.Duration // REAL reply (default 30 s)
 	NameTimeout    time.Duration // wait for APNM while "<pre-initialized>" (default 30 s)
@@ -71,7 +77,7 @@ func (c *SessionConfig) fill() {
 		}
 	}
 	def(&c.Window, 10*time.Second)
-	def(&c.MinWindow, time.Second)
+	def(&c.MinWindow, 3*time.Second)
 	if c.MinWindow > c.Window {
 		c.MinWindow = c.Window
 	}
@@ -298,6 +304,10 @@ func (s *Session) Run(ctx context.Context) (err error) {
 			case n < reportCap/4 && window < cfg.Window:
 				window = min(window*3/2, cfg.Window)
 			}
+			// Every window costs the app its report's round trip, blind
+			// and partly stalled (docs/ddm-devices.md): a window is at
+			// least RTTFloor round trips, so that this stays a small share.
+			window = min(max(window, RTTFloor*w.RTT), cfg.Window)
 		}
 		stats.update(func(st *AppStatus) { st.ReportBytes += uint64(len(w.Raw)) })
 		if s.OnWindow != nil {

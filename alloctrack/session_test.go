@@ -360,6 +360,26 @@ func TestSessionReportTooLargeStillDisables(t *testing.T) {
 	}
 }
 
+// TestSessionWindowFloor: overflowing reports shorten the window, but
+// never below RTTFloor report round trips (each is time the tracker is
+// blind and the app partly stalled).
+func TestSessionWindowFloor(t *testing.T) {
+	wl := sim.DefaultWorkload()
+	wl.Rate = 20000
+	f := newFixture(t, 30, sim.AppConfig{Workload: wl, MaxEntries: 500}, alloctrack.SessionConfig{Window: time.Second, MinWindow: 10 * time.Millisecond})
+	f.session.ReportCap = 500
+	f.vm.SetFaults(sim.Faults{Latency: 15 * time.Millisecond}) // a round trip of at least 15 ms
+	stop, _ := f.run(t)
+	waitFor(t, "4 overflowed windows", func() bool { return f.stats.Snapshot().Overflowed >= 4 })
+	st := f.stats.Snapshot()
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if minRTT := 15 * time.Millisecond; st.Window < alloctrack.RTTFloor*minRTT {
+		t.Errorf("window %v after %d overflows, below %d round trips of at least %v", st.Window, st.Overflowed, alloctrack.RTTFloor, minRTT)
+	}
+}
+
 func TestSessionCorruptReportIsCountedAndSkipped(t *testing.T) {
 	wl := sim.DefaultWorkload()
 	wl.Rate = 2000

@@ -71,7 +71,7 @@ var (
 	descWindows       = desc("windows_total", "Windows whose report was counted.", app...)
 	descOverflowed    = desc("overflowed_windows_total", "Windows whose report held 65,535 entries, so older allocations were lost.", app...)
 	descWindowSeconds = desc("window_seconds", "Current window length; shorter after overflowed windows.", app...)
-	descRTT           = desc("report_round_trip_seconds", "Time from REAL request to reply; the app's allocating threads stall while the VM builds it.", app...)
+	descRTT           = desc("report_round_trip_seconds", "Time from REAL request to reply: each window's blind time (what the app allocates meanwhile is cleared with the window; rate of the sum is the blind share), part of it a stall of the app's allocating threads while the VM builds the report.", app...)
 	descReportBytes   = desc("report_bytes_total", "Bytes of allocation reports received.", app...)
 	descLastEntries   = desc("last_report_entries", "Entries in the app's last report.", app...)
 	descAppErrors     = desc("app_errors_total", "Errors of the app's sessions, by stage.", "serial", "package", "stage")

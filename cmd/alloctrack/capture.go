@@ -52,7 +52,7 @@ func newCaptureCmd(app *kingpin.Application) *captureCmd {
 	c.duration = f("duration", "How long to record.").Default("30s").Duration()
 	c.out = f("out", "Directory to write into (created; must not hold a capture already).").Required().String()
 	c.window = f("window", "Window length: how often the report is fetched (shorter windows stall the app less).").Default("10s").Duration()
-	c.windowMin = f("window.min", "Shortest window after reports overflow (default: 1s, or --window if shorter).").Duration()
+	c.windowMin = f("window.min", "Shortest window after reports overflow (default: 3s, or --window if shorter); a window is never shorter than 20 report round trips.").Duration()
 	c.requestTimeout = f("request.timeout", "Timeout of the handshake, HELO and the REAQ probe.").Default("5s").Duration()
 	c.reportTimeout = f("report.timeout", "Timeout of a REAL request.").Default("30s").Duration()
 	c.top = f("top", "Classes and sites listed in summary.json.").Default("20").Int()

@@ -81,7 +81,7 @@ func newServeCmd(app *kingpin.Application) *serveCmd {
 	c.packages = f("package", "Track only apps whose name matches this regular expression (whole name); repeatable.").Strings()
 	c.packagesExclude = f("package.exclude", "Skip apps whose name matches this regular expression; repeatable.").Strings()
 	c.window = f("window", "Length of a tracking window: how often each app's report is fetched.").Default("10s").Duration()
-	c.windowMin = f("window.min", "Shortest window after reports overflow (65,535 entries); default 1s, or --window if shorter.").Duration()
+	c.windowMin = f("window.min", "Shortest window after reports overflow (65,535 entries, or the device's dalvik.vm.recentAllocMax); default 3s, or --window if shorter. A window is never shorter than 20 report round trips: each costs the app its round trip, blind and partly stalled.").Duration()
 	c.topClasses = f("top.classes", "Classes per app with a series of their own; the rest count as class=\"other\".").Default("100").Int()
 	c.topSites = f("top.sites", "Allocation sites per app with a series of their own; the rest count as site=\"other\".").Default("100").Int()
 	c.topExpiry = f("top.expiry", "Drop a class or site series idle this long, making room for others (0: never).").Default("1h").Duration()
