@@ -688,6 +688,7 @@ func TestDaemonRecentAllocMax(t *testing.T) {
 		t.Fatalf("the simulated VM keeps %d records, want 2000", vm.Config().MaxEntries)
 	}
 	cfg := daemonConfig()
+	cfg.Session.RTTFloor = 1 // windows of 100 ms are few round trips under -race
 	r := startDaemon(t, farm, cfg)
 	eventually(t, "overflowed windows counted", func() bool {
 		a, ok := r.app(serial, "com.example.app1")

@@ -61,8 +61,11 @@ const APIHangsHeld = 28
 
 // SessionConfig holds the timings of a session.
 type SessionConfig struct {
-	Window         time.Duration // window length (default 10 s)
-	MinWindow      time.Duration // shortest window after overflows (default 3 s; never under RTTFloor round trips)
+	Window    time.Duration // window length (default 10 s)
+	MinWindow time.Duration // shortest window after overflows (default 3 s; never under RTTFloor round trips)
+	// RTTFloor is how many report round trips a window lasts at least
+	// (default the RTTFloor constant, 20).
+	RTTFloor       int
 	RequestTimeout time.Duration // handshake, HELO and the REAQ probe (default 5 s)
 	ReportTimeout  time.Duration // REAL reply (default 30 s)
 	NameTimeout    time.Duration // wait for APNM while "<pre-initialized>" (default 30 s)
@@ -78,6 +81,9 @@ func (c *SessionConfig) fill() {
 	}
 	def(&c.Window, 10*time.Second)
 	def(&c.MinWindow, 3*time.Second)
+	if c.RTTFloor <= 0 {
+		c.RTTFloor = RTTFloor
+	}
 	if c.MinWindow > c.Window {
 		c.MinWindow = c.Window
 	}
@@ -307,7 +313,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 			// Every window costs the app its report's round trip, blind
 			// and partly stalled (docs/ddm-devices.md): a window is at
 			// least RTTFloor round trips, so that this stays a small share.
-			window = min(max(window, RTTFloor*w.RTT), cfg.Window)
+			window = min(max(window, time.Duration(cfg.RTTFloor)*w.RTT), cfg.Window)
 		}
 		stats.update(func(st *AppStatus) { st.ReportBytes += uint64(len(w.Raw)) })
 		if s.OnWindow != nil {

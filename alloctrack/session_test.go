@@ -144,7 +144,9 @@ func TestSessionOverflowShrinksWindow(t *testing.T) {
 	wl := sim.DefaultWorkload()
 	wl.Rate = 300000 // 120,000 allocations in a 400 ms window: the report overflows
 	f := newFixture(t, 30, sim.AppConfig{Workload: wl},
-		alloctrack.SessionConfig{Window: 400 * time.Millisecond, MinWindow: 50 * time.Millisecond})
+		// A floor of one round trip: the window may shrink well below
+		// 20 of them here, where a 65,535-entry round trip is long.
+		alloctrack.SessionConfig{Window: 400 * time.Millisecond, MinWindow: 50 * time.Millisecond, RTTFloor: 1})
 	f.run(t)
 	waitFor(t, "an overflowed window and a shorter window", func() bool {
 		st := f.stats.Snapshot()

@@ -23,7 +23,8 @@ const (
 	adbVersion    = 0x01000001 // data_check skipped
 
 	adbHeaderLen = 24
-	// AdbMaxPayload is the largest message payload Adbd accepts or sends.
+	// AdbMaxPayload is the largest message payload Adbd accepts or sends
+	// (Android 9+; earlier versions less, see AdbdMaxPayload).
 	AdbMaxPayload = 1 << 20
 	// adbMaxPayloadV1 bounds messages before the connection is made
 	// (CNXN, AUTH).
@@ -364,6 +365,20 @@ func (t *adbTransport) send(cmd, arg0, arg1 uint32, data []byte) error {
 	return t.write(b, cmd, arg0, arg1)
 }
 
+// AdbdMaxPayload is the largest payload the adbd of an Android version
+// sends or accepts (MAX_PAYLOAD in adb/adb.h of each release): 4 KiB up
+// to Android 6, 256 KiB on 7 and 8, 1 MiB from 9. It sets how many
+// messages, each acknowledged before the next, a report takes to move.
+func AdbdMaxPayload(api int) uint32 {
+	switch {
+	case api >= 28:
+		return AdbMaxPayload
+	case api >= 24:
+		return 256 << 10
+	}
+	return adbMaxPayloadV1
+}
+
 // run reads messages until the connection fails, then ends every stream
 // and waits for their goroutines.
 func (t *adbTransport) run() {
@@ -459,7 +474,7 @@ func (t *adbTransport) connect(m *adbMessage) bool {
 	}
 	t.mu.Lock()
 	t.connected = true
-	t.maxData = min(m.arg1, AdbMaxPayload)
+	t.maxData = min(m.arg1, AdbdMaxPayload(t.a.d.Config().API))
 	t.checksum = m.arg0 < adbVersion
 	maxData := t.maxData
 	t.mu.Unlock()

@@ -743,3 +743,29 @@ func TestDalvikREALAfterDisableCrashes(t *testing.T) {
 		}
 	}
 }
+
+// TestReportBuildBlocksAllocations: while the VM builds a report it holds
+// its tracker lock, so a thread that allocates meanwhile waits.
+func TestReportBuildBlocksAllocations(t *testing.T) {
+	d, vm := newTestDevice(t, 30, AppConfig{})
+	c, _ := dial(t, d, vm.PID())
+	c.SetAllocTracking(true)
+	if _, err := c.AllocTracking(ctx5(t)); err != nil {
+		t.Fatal(err)
+	}
+	vm.Allocate(65535)
+	build := time.Duration(65535*16) * ReportBuildPerFrame
+	blocked := make(chan time.Duration, 1)
+	go func() {
+		time.Sleep(build / 8)
+		start := time.Now()
+		vm.Allocate(1)
+		blocked <- time.Since(start)
+	}()
+	if _, err := c.Allocations(ctx5(t)); err != nil {
+		t.Fatal(err)
+	}
+	if b := <-blocked; b < build/4 {
+		t.Errorf("an allocation during a %v report build waited %v", build, b)
+	}
+}

@@ -216,6 +216,10 @@ func (c *serveCmd) run(stderr io.Writer) int {
 		Session: alloctrack.SessionConfig{
 			Window: *c.window, MinWindow: *c.windowMin,
 			RequestTimeout: *c.requestTimeout, ReportTimeout: *c.reportTimeout,
+			// On a stop, a report already asked for is awaited, then
+			// tracking turned off, each within half the shutdown timeout:
+			// old devices (4 KiB adbd payloads) take seconds to move one.
+			DisableTimeout: *c.shutdownTimeout / 2,
 		},
 		Aggregate:        alloctrack.AggregateConfig{TopClasses: *c.topClasses, TopSites: *c.topSites, Expiry: *c.topExpiry},
 		ReportsPerDevice: *c.reportsPerDev,
