@@ -382,6 +382,35 @@ func TestSessionWindowFloor(t *testing.T) {
 	}
 }
 
+// TestSessionDalvikFullRing: Dalvik keeps 65,536 records, and a full
+// report's u16 entry count wraps to 0; the session counts all 65,536 as
+// the VM reported them, as an overflowed window.
+func TestSessionDalvikFullRing(t *testing.T) {
+	wl := sim.DefaultWorkload()
+	wl.Rate = 0
+	f := newFixture(t, 19, sim.AppConfig{Workload: wl}, alloctrack.SessionConfig{Window: 300 * time.Millisecond, MinWindow: 300 * time.Millisecond})
+	var declared []int
+	f.session.OnWindow = func(w *alloctrack.Window) {
+		if w.Report != nil {
+			declared = append(declared, w.Report.DeclaredCount)
+		}
+	}
+	stop, _ := f.run(t)
+	waitFor(t, "tracking", f.vm.Tracking)
+	f.vm.Allocate(70000)
+	waitFor(t, "an overflowed window", func() bool { return f.stats.Snapshot().Overflowed >= 1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	st := f.stats.Snapshot()
+	if got, want := f.counters.Snapshot().Total, f.vm.TotalReported().Total; got != want || got.Allocations < sim.DalvikRecords {
+		t.Errorf("counted %+v, the VM reported %+v", got, want)
+	}
+	if !slices.Contains(declared, 0) {
+		t.Errorf("no report declared a wrapped count of 0: %v (last report %d entries)", declared, st.LastReportEntries)
+	}
+}
+
 func TestSessionCorruptReportIsCountedAndSkipped(t *testing.T) {
 	wl := sim.DefaultWorkload()
 	wl.Rate = 2000

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"testing"
@@ -21,7 +22,10 @@ import (
 //     says "<pre-initialized>", then its name), tracked under its real name
 //     with exact totals, and never under either placeholder;
 //   - an app waiting for a debugger (Android 11), shown waiting and left
-//     free, so that a debugger's handshake is answered at once.
+//     free, so that a debugger's handshake is answered at once;
+//   - a Dalvik app (Android 4.4) whose ring of 65,536 records fills, so its
+//     report's u16 count wraps to 0 and travels in 4 KiB adbd messages:
+//     counted exactly, as an overflowed window.
 func TestDDMAsDevicesBehave(t *testing.T) {
 	w := quietWorkload()
 	setup := func(f *sim.Farm) {
@@ -29,7 +33,7 @@ func TestDDMAsDevicesBehave(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r := attachFarm(t, sim.FarmConfig{Devices: 3, AppsPerDevice: 2, APIs: []int{26, 29, 30}, Workload: w}, setup)
+	r := attachFarm(t, sim.FarmConfig{Devices: 4, AppsPerDevice: 2, APIs: []int{26, 29, 30, 19}, Workload: w}, setup)
 	var debuggers []net.Conn
 	var held []tracked
 	for _, serial := range []string{"sim-1", "sim-2"} {
@@ -69,7 +73,14 @@ func TestDDMAsDevicesBehave(t *testing.T) {
 		c.Close()
 	}
 	r.d.waitState(t, appsOf(held), "tracking", 60*time.Second)
-	tracked := append(append(append([]tracked{}, held...), free...), late)
+	dalvik := tracked{r.app("sim-4", "com.example.app1"), "sim-4"}
+	r.d.waitState(t, []app{dalvik.app}, "tracking", 20*time.Second)
+	r.vm(t, "sim-4", "com.example.app1").Allocate(70000)
+	waitFor(t, 30*time.Second, "the Dalvik app's full ring counted", func() (bool, string) {
+		n := r.d.metrics(t).value("alloctrack_overflowed_windows_total", dalvik.labels()...)
+		return n >= 1, fmt.Sprintf("%v overflowed windows", n)
+	})
+	tracked := append(append(append([]tracked{}, held...), free...), late, dalvik)
 	allocate(t, r, tracked, rand.New(rand.NewPCG(7, 9)), 6)
 	quiesce(t, r, nil, tracked)
 	sc := r.d.metrics(t)

@@ -69,7 +69,7 @@ var (
 	descAppTracking   = desc("app_tracking", "Whether allocation tracking is on for the app (1) or not (0).", app...)
 	descAppPID        = desc("app_pid", "Process id of the app's newest process.", app...)
 	descWindows       = desc("windows_total", "Windows whose report was counted.", app...)
-	descOverflowed    = desc("overflowed_windows_total", "Windows whose report held 65,535 entries, so older allocations were lost.", app...)
+	descOverflowed    = desc("overflowed_windows_total", "Windows whose report was full (65,535 entries; 65,536 on Dalvik; fewer where ART 7-9 set dalvik.vm.recentAllocMax), so older allocations were lost.", app...)
 	descWindowSeconds = desc("window_seconds", "Current window length; shorter after overflowed windows.", app...)
 	descRTT           = desc("report_round_trip_seconds", "Time from REAL request to reply: each window's blind time (what the app allocates meanwhile is cleared with the window; rate of the sum is the blind share), part of it a stall of the app's allocating threads while the VM builds the report.", app...)
 	descReportBytes   = desc("report_bytes_total", "Bytes of allocation reports received.", app...)

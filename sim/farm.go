@@ -81,14 +81,15 @@ func NewFarm(cfg FarmConfig) *Farm {
 }
 
 // RecentRecords is how many of the newest records a report of a VM at
-// api holds, given the device's properties: 65,535, unless ART 7 to 9
-// honour dalvik.vm.allocTrackerMax (the records kept) and
-// dalvik.vm.recentAllocMax (those reported, at most the former), read in
-// AllocRecordObjectMap::SetProperties (art runtime/gc/allocation_record.cc).
+// api holds, given the device's properties, when ART 7 to 9 honour
+// dalvik.vm.allocTrackerMax (the records kept) and dalvik.vm.recentAllocMax
+// (those reported, at most the former), read in
+// AllocRecordObjectMap::SetProperties (art runtime/gc/allocation_record.cc);
+// 0 (the VM's own default) otherwise.
 func RecentRecords(api int, props map[string]string) int {
 	const def = 65535
 	if api < 24 || api > 28 {
-		return def
+		return 0
 	}
 	allocMax, recent := 0, def
 	if v, err := strconv.Atoi(props["dalvik.vm.allocTrackerMax"]); err == nil && v > 0 {
@@ -98,7 +99,10 @@ func RecentRecords(api int, props map[string]string) int {
 	if v, err := strconv.Atoi(props["dalvik.vm.recentAllocMax"]); err == nil && v > 0 && (allocMax == 0 || v <= allocMax) {
 		recent = v
 	}
-	return min(recent, def)
+	if recent >= def {
+		return 0
+	}
+	return recent
 }
 
 // ErrNoDevice is returned for an unknown serial.
@@ -142,7 +146,7 @@ func (f *Farm) AddApp(serial string, cfg AppConfig) (*VM, error) {
 		return nil, fmt.Errorf("sim: pid %d already runs on %s", cfg.PID, serial)
 	}
 	if cfg.MaxEntries == 0 {
-		cfg.MaxEntries = RecentRecords(d.Config().API, d.Props())
+		cfg.MaxEntries = RecentRecords(d.Config().API, d.Props()) // 0: the VM's own default
 	}
 	vm := NewVM(cfg, d.Config().API)
 	d.AddVM(vm)

@@ -207,8 +207,14 @@ func NewVM(cfg AppConfig, api int) *VM {
 	case cfg.Depth > 128:
 		cfg.Depth = 128
 	}
-	if cfg.MaxEntries <= 0 || cfg.MaxEntries > alloctrack.MaxEntries {
-		cfg.MaxEntries = alloctrack.MaxEntries
+	// Dalvik keeps 65,536 records, and a full report's u16 count wraps to
+	// 0 (vm/AllocTracker.cpp); ART reports at most 65,535.
+	ring := alloctrack.MaxEntries
+	if cfg.API < 21 {
+		ring = DalvikRecords
+	}
+	if cfg.MaxEntries <= 0 || cfg.MaxEntries > ring {
+		cfg.MaxEntries = ring
 	}
 	if cfg.Package == "" {
 		cfg.Package = "com.example.app"
@@ -802,6 +808,9 @@ func (vm *VM) nextPacketID() uint32 {
 	vm.vmPacketID++
 	return id
 }
+
+// DalvikRecords is the size of Dalvik's allocation ring (Android 4.4).
+const DalvikRecords = 65536
 
 // ReportBuildPerFrame is how long the simulated VM takes per recorded
 // frame to build a report, holding its tracker lock (a model, not a
