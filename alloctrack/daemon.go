@@ -427,6 +427,19 @@ var (
 	errDeviceGone = errors.New("the device is gone or no longer followed")
 )
 
+// jdwpListMayBeCut tells whether a track-jdwp update may have been cut:
+// adbd builds each update after the first in a 1,024-byte buffer, 4 bytes
+// of it for the length, and leaves out every pid line that no longer fits
+// (adb/jdwp_service.c in 4.4, daemon/jdwp_service.cpp in 10 and 11): a list
+// within a line (at most 8 bytes) of 1,020 may miss pids.
+func jdwpListMayBeCut(pids []int) bool {
+	n := 0
+	for _, p := range pids {
+		n += len(strconv.Itoa(p)) + 1
+	}
+	return n > 1020-8
+}
+
 type pidRun struct {
 	cancel context.CancelCauseFunc
 	done   chan struct{}
@@ -490,15 +503,34 @@ func (d *Daemon) runDevice(ctx context.Context, src Source, e *deviceEntry, log 
 		}
 	}
 	for attempt := 0; ctx.Err() == nil; attempt++ {
-		err := src.TrackJDWP(ctx, e.serial, func(pids []int) {
+		tctx, tcancel := context.WithCancel(ctx)
+		first, reopen := true, false
+		err := src.TrackJDWP(tctx, e.serial, func(pids []int) {
 			attempt = 0
+			if reopen {
+				return
+			}
+			if !first && jdwpListMayBeCut(pids) {
+				// adbd cuts later lists at 1,024 bytes; the first list of
+				// a new stream is whole.
+				reopen = true
+				tcancel()
+				return
+			}
+			first = false
 			mu.Lock()
 			defer mu.Unlock()
 			jdwpPIDs = pids
 			reconcile()
 		})
+		tcancel()
 		if ctx.Err() != nil {
 			break
+		}
+		if reopen {
+			log.Debug("track-jdwp update may be cut at 1,024 bytes; reopening it for a whole list", zap.Int("device_pids", len(jdwpPIDs)))
+			attempt = -1
+			continue
 		}
 		d.countDeviceError(e.serial, "track-jdwp")
 		d.logs.warn(log, "track-jdwp/"+e.server+"/"+e.serial, "track-jdwp ended; retrying", err)

@@ -695,3 +695,38 @@ func TestDaemonRecentAllocMax(t *testing.T) {
 		return ok && a.Overflowed >= 2 && a.Window < cfg.Session.Window
 	})
 }
+
+// TestDaemonTrackJDWPCut: adbd cuts track-jdwp updates after the first
+// at 1,024 bytes, leaving out the pids that do not fit. With 180 apps
+// (1,080 bytes of pids) an update misses some: the daemon reopens
+// track-jdwp for a whole list, so no app looks gone and a new one is
+// found.
+func TestDaemonTrackJDWPCut(t *testing.T) {
+	w := sim.DefaultWorkload()
+	w.Rate = 0
+	farm := newFarm(sim.FarmConfig{Devices: 1, AppsPerDevice: 180, Workload: w})
+	dev := farm.Devices()[0]
+	cfg := daemonConfig()
+	cfg.Session.Window = 2 * time.Second
+	r := startDaemon(t, farm, cfg)
+	count := func(state string) int {
+		n := 0
+		for _, a := range r.d.Snapshot().Apps {
+			if a.State == state {
+				n++
+			}
+		}
+		return n
+	}
+	eventually(t, "180 apps tracking", func() bool { return count(alloctrack.StateTracking) == 180 })
+	if _, err := farm.AddApp(dev.Serial(), sim.AppConfig{Package: "com.example.new", Workload: w}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the new app tracking", func() bool {
+		a, ok := r.app(dev.Serial(), "com.example.new")
+		return ok && a.State == alloctrack.StateTracking
+	})
+	if n := count(alloctrack.StateExited); n != 0 {
+		t.Errorf("%d apps shown exited after a cut track-jdwp update", n)
+	}
+}

@@ -324,6 +324,11 @@ func (d *Device) Close() {
 	}
 }
 
+// TrackJDWPUpdateMax is how many bytes of pid lines adbd puts in a
+// track-jdwp update after the first list (1,024 less the 4 hex digits of
+// length; adb/jdwp_service.c in 4.4, daemon/jdwp_service.cpp in 10 and 11).
+const TrackJDWPUpdateMax = 1020
+
 // serveTrackJDWP writes the pid list now and on every change, each list
 // framed as 4 hex digits of length and "<pid>\n" lines. A write from the
 // client, or its close, ends the service.
@@ -345,11 +350,21 @@ func (d *Device) serveTrackJDWP(c net.Conn) {
 		c.Close()
 	}()
 	last := ""
+	first := true
 	for {
+		// adbd sends the first list whole (bounded by its max payload),
+		// and builds each later one in a 1,024-byte buffer, 4 of them for
+		// the length: a line that does not fit is left out, and so is
+		// every line after it (adb's jdwp_service).
 		var b strings.Builder
 		for _, pid := range d.PIDs() {
-			fmt.Fprintf(&b, "%d\n", pid)
+			line := fmt.Sprintf("%d\n", pid)
+			if !first && b.Len()+len(line) > TrackJDWPUpdateMax {
+				break
+			}
+			b.WriteString(line)
 		}
+		first = false
 		if s := b.String(); s != last || last == "" {
 			if _, err := fmt.Fprintf(c, "%04x%s", len(s), s); err != nil {
 				return
