@@ -135,9 +135,11 @@ type DaemonConfig struct {
 	BackoffMin       time.Duration // first retry delay (default 1 s)
 	BackoffMax       time.Duration // retry delay cap (default 1 min)
 	Reprobe          time.Duration // re-probe of an unsupported app (default 30 min)
-	// HeldRetry is how long an app another debugger holds is left alone
-	// before it is tried again (default 5 min): on Android 9 to 13 each
-	// try leaves a connection queued, unread, in the app's VM.
+	// HeldRetry is how long a session waits on its connection to an app
+	// another debugger holds, on Android 9+ where the VM leaves it unread
+	// and takes it once the holder leaves (default 5 min; each new try
+	// would queue one more connection in the VM). Session.HeldWait takes
+	// it unless set.
 	HeldRetry time.Duration
 	// TurnOffOrphans turns tracking off in apps the package filters
 	// exclude when it was left on (nobody reads it, and it slows the app).
@@ -206,6 +208,9 @@ func (c *DaemonConfig) fill() {
 	}
 	if c.LogEvery <= 0 {
 		c.LogEvery = time.Minute
+	}
+	if c.Session.HeldWait <= 0 {
+		c.Session.HeldWait = c.HeldRetry
 	}
 	c.Session.fill()
 	c.Aggregate.fill()
@@ -588,10 +593,38 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, rep
 	var heldStats *AppStats // stats of the name the process list gave
 	unanswered := 0         // sessions in a row whose REAQ went unanswered
 	key := fmt.Sprintf("%s/%s/%d", src.Addr(), serial, pid)
+	// markHeld shows the process held: named from the process list if
+	// no session named it yet. It reports whether that name is excluded.
+	markHeld := func() (excluded bool) {
+		if stats == nil {
+			name, nerr := d.nameHeld(ctx, src, serial, api, pid)
+			switch {
+			case nerr != nil:
+				d.countDeviceError(serial, StageHello)
+				d.logs.warn(log, key, "another debugger holds the app, and the device's process list does not name it; retrying", nerr)
+			case !d.cfg.Packages.Match(name):
+				log.Debug("app held by another debugger excluded by the package filter", zap.String("package", name))
+				return true
+			default:
+				_, st := d.bind(serial, name)
+				st.update(func(s *AppStatus) { s.PID = pid })
+				stats, heldStats = st, st
+				log.Info("another debugger holds the app; named from the device's process list", zap.String("package", name))
+			}
+		}
+		if stats != nil {
+			stats.SetState(StateHeld)
+		}
+		return false
+	}
 	defer d.logs.forget(key)
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		s := &Session{
 			Serial: serial, PID: pid, API: api, UnansweredProbes: unanswered, ReportCap: reportCap,
+			OnHeld: func() {
+				markHeld()
+				log.Debug("the VM leaves our handshake unread: another debugger holds it; waiting on the connection", zap.Duration("for", d.cfg.HeldRetry))
+			},
 			CheckFiltered: true, TurnOffOrphan: d.cfg.TurnOffOrphans,
 			Open: func(ctx context.Context) (io.ReadWriteCloser, error) {
 				return src.OpenJDWP(ctx, serial, pid)
@@ -662,26 +695,11 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, rep
 			log.Info("the app waits for a debugger; leaving it free", zap.Duration("retry", d.cfg.WaitingRetry))
 			wait = d.cfg.WaitingRetry
 		case errors.Is(err, ErrHeld):
-			wait = max(wait, d.cfg.HeldRetry)
-			if stats == nil {
-				name, nerr := d.nameHeld(ctx, src, serial, api, pid)
-				switch {
-				case nerr != nil:
-					d.countDeviceError(serial, StageHello)
-					d.logs.warn(log, key, "another debugger holds the app, and the device's process list does not name it; retrying", nerr)
-				case !d.cfg.Packages.Match(name):
-					log.Debug("app held by another debugger excluded by the package filter", zap.String("package", name))
-					<-ctx.Done()
-					return
-				default:
-					_, st := d.bind(serial, name)
-					st.update(func(s *AppStatus) { s.PID = pid })
-					stats, heldStats = st, st
-					log.Info("another debugger holds the app; named from the device's process list", zap.String("package", name))
-				}
+			if markHeld() {
+				<-ctx.Done()
+				return
 			}
 			if stats != nil {
-				stats.SetState(StateHeld)
 				d.logs.warn(log, key, "another debugger holds the app; retrying", err)
 			}
 		case errors.Is(err, ErrStreamEnded):

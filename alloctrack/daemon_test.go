@@ -730,3 +730,40 @@ func TestDaemonTrackJDWPCut(t *testing.T) {
 		t.Errorf("%d apps shown exited after a cut track-jdwp update", n)
 	}
 }
+
+// TestDaemonWaitsOnHeldConnection: on Android 10 a VM another client
+// holds leaves the daemon's handshake unread, and takes that connection
+// once the holder leaves. The daemon shows the app held, keeps the one
+// connection waiting, and tracks on it as soon as the holder goes: no
+// second connection, none left stale.
+func TestDaemonWaitsOnHeldConnection(t *testing.T) {
+	farm := newFarm(sim.FarmConfig{Devices: 1, AppsPerDevice: 1, APIs: []int{29}})
+	dev := farm.Devices()[0]
+	vm := dev.VMs()[0]
+	c, err := dev.OpenService("jdwp:" + strconv.Itoa(vm.PID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	holder, err := jdwp.Open(ctx, c, jdwp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := daemonConfig()
+	cfg.HeldRetry = time.Minute
+	r := startDaemon(t, farm, cfg)
+	eventually(t, "the app held", func() bool {
+		a, ok := r.app(dev.Serial(), "com.example.app1")
+		return ok && a.State == alloctrack.StateHeld
+	})
+	time.Sleep(3 * cfg.Session.RequestTimeout)
+	if st := vm.Stats(); st.Queued != 1 {
+		t.Errorf("%d connections of the daemon queued in the VM, want 1", st.Queued)
+	}
+	holder.Close()
+	eventually(t, "tracking on the connection that waited", func() bool { return r.tracking(dev.Serial(), "com.example.app1", 1) })
+	if st := vm.Stats(); st.Connections != 2 || st.Stale != 0 || st.Queued != 0 {
+		t.Errorf("VM served %d connections, %d stale, %d queued; want the holder's and the daemon's one, none stale", st.Connections, st.Stale, st.Queued)
+	}
+}

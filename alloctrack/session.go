@@ -71,6 +71,9 @@ type SessionConfig struct {
 	NameTimeout    time.Duration // wait for APNM while "<pre-initialized>" (default 30 s)
 	DisableTimeout time.Duration // REAE 0 and its confirmation on the way out (default 2 s)
 	MaxPacketSize  int           // JDWP packet limit (default jdwp.DefaultMaxPacketSize)
+	// HeldWait is how long a session whose VM is held (see
+	// Session.OnHeld) waits on its connection (0: not at all).
+	HeldWait time.Duration
 }
 
 func (c *SessionConfig) fill() {
@@ -122,6 +125,11 @@ type Session struct {
 	// no VM turns tracking off when its client leaves, so an earlier, wider
 	// run may have left it on. TurnOffOrphan then turns it off.
 	CheckFiltered, TurnOffOrphan bool
+	// OnHeld, if set, is called when the VM leaves the handshake
+	// unanswered (another debugger holds it, Android 9+); the session then
+	// waits on the same connection for up to Config.HeldWait, since the VM
+	// takes it once the holder leaves.
+	OnHeld func()
 	// UnansweredProbes is how many sessions of this process in a row met
 	// an unanswered REAQ before this one: on Android 9 to 11, the
 	// UnansweredProbeLimit-th in a row counts as a VM without the tracker.
@@ -338,9 +346,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 // handshake opens JDWP on the stream. A VM that closes the stream during
 // the handshake is held by another debugger.
 func (s *Session) handshake(ctx context.Context, rwc io.ReadWriteCloser, cfg SessionConfig, names chan<- string, waiting *atomic.Bool) (*jdwp.Conn, error) {
-	hctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
-	defer cancel()
-	conn, err := jdwp.Open(hctx, rwc, jdwp.Options{
+	opts := jdwp.Options{
 		MaxPacketSize: cfg.MaxPacketSize,
 		Buffers:       s.Buffers,
 		OnCommand: func(p jdwp.Packet) {
@@ -363,19 +369,40 @@ func (s *Session) handshake(ctx context.Context, rwc io.ReadWriteCloser, cfg Ses
 				}
 			}
 		},
-	})
+	}
+	maxPacket := cfg.MaxPacketSize
+	if maxPacket <= 0 {
+		maxPacket = jdwp.DefaultMaxPacketSize
+	}
+	hctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
+	err := jdwp.ClientHandshakeEarly(hctx, rwc, maxPacket, opts.OnCommand)
+	cancel()
+	hangs := s.API >= APIHangsHeld || s.API == 0
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && hangs && s.OnHeld != nil && cfg.HeldWait > 0 {
+		// adb said OKAY and our handshake was written; a VM that leaves
+		// it unread is held (Android 9+). Our connection waits in its
+		// queue, and is taken when the holder leaves: wait on it rather
+		// than open another, which would queue one more.
+		s.OnHeld()
+		wctx, wcancel := context.WithTimeout(ctx, cfg.HeldWait)
+		err = jdwp.AwaitHandshakeEcho(wctx, rwc, maxPacket, opts.OnCommand)
+		wcancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			rwc.Close()
+			return nil, fmt.Errorf("%s: %w (no handshake echo within %v)", StageHello, ErrHeld, cfg.RequestTimeout+cfg.HeldWait)
+		}
+	}
 	if err != nil {
+		rwc.Close()
 		switch {
 		case closedByPeer(err):
 			return nil, fmt.Errorf("%s: %w (%v)", StageHello, ErrHeld, err)
-		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && (s.API >= APIHangsHeld || s.API == 0):
-			// adb said OKAY and our handshake was written; a VM that
-			// leaves it unread is held (Android 9+).
+		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && hangs:
 			return nil, fmt.Errorf("%s: %w (no handshake echo within %v)", StageHello, ErrHeld, cfg.RequestTimeout)
 		}
 		return nil, fmt.Errorf("%s: JDWP handshake: %w", StageHello, err)
 	}
-	return conn, nil
+	return jdwp.NewConn(rwc, opts), nil
 }
 
 // FilteredError is the error of a session whose app Accept turned away:

@@ -42,9 +42,28 @@ func ClientHandshakeEarly(ctx context.Context, rw io.ReadWriter, maxPacket int, 
 	if _, err := rw.Write([]byte(Handshake)); err != nil {
 		return ctxErr(ctx, fmt.Errorf("jdwp: writing handshake: %w", err))
 	}
+	return awaitEcho(ctx, rw, maxPacket, early)
+}
+
+// AwaitHandshakeEcho goes on waiting for the echo of a handshake already
+// written, after ClientHandshakeEarly gave up at its context's end with
+// nothing read: as for a VM that leaves a second client's connection
+// unread until the client holding it leaves (ART 9 to 13).
+func AwaitHandshakeEcho(ctx context.Context, rw io.ReadWriter, maxPacket int, early func(Packet)) error {
+	stop := watchContext(ctx, rw)
+	defer stop()
+	return awaitEcho(ctx, rw, maxPacket, early)
+}
+
+func awaitEcho(ctx context.Context, rw io.ReadWriter, maxPacket int, early func(Packet)) error {
 	var buf [len(Handshake)]byte
 	for n := 0; ; n++ {
-		if _, err := io.ReadFull(rw, buf[:]); err != nil {
+		if got, err := io.ReadFull(rw, buf[:]); err != nil {
+			if got > 0 {
+				// Part of an echo or packet was read: waiting on is no
+				// longer possible.
+				return fmt.Errorf("jdwp: reading handshake echo: %d of %d bytes: %w", got, len(buf), err)
+			}
 			return ctxErr(ctx, fmt.Errorf("jdwp: reading handshake echo: %w", err))
 		}
 		if bytes.Equal(buf[:], []byte(Handshake)) {
