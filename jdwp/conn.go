@@ -110,7 +110,7 @@ func (c *Conn) readLoop() {
 		p, n, err := readHeader(c.rwc, c.max)
 		var w *waiter
 		var tooLarge *PacketTooLargeError
-		if errors.As(err, &tooLarge) {
+		if err != nil && errors.As(err, &tooLarge) {
 			// Skip the packet's data and go on: the stream stays in step,
 			// so the session can still turn tracking off. The request it
 			// answers fails with the error.
