@@ -41,7 +41,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// --help prints and asks to terminate; kingpin would then go on parsing
 	// and complain that no command was given, so remember that it asked.
 	helped := false
-	app.Terminate(func(int) { helped = true })
+	app.Terminate(func(int) {
+		// kingpin runs the help flag's action more than once: print it once.
+		helped = true
+		app.UsageWriter(io.Discard)
+	})
 	app.HelpFlag.Short('h')
 
 	rep := newReportCmd(app)
