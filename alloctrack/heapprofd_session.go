@@ -377,7 +377,11 @@ func (s *HeapprofdSession) start(ctx context.Context) error {
 	}
 	if code != 0 {
 		msg := firstLine(errOut, out)
-		if flag == "--background-wait" && !strings.Contains(msg, "Can't pass") && !strings.Contains(msg, "config is invalid") {
+		// 127 and 126: the shell found no perfetto to run. Otherwise, with
+		// --background-wait, a failure after the config was taken is the
+		// service's (our config and options are perfetto's to refuse
+		// before that, with messages of their own).
+		if flag == "--background-wait" && code != 127 && code != 126 && !strings.Contains(msg, "Can't pass") && !strings.Contains(msg, "config is invalid") {
 			// The service refused it (too many sessions, the name in use)
 			// or could not start it.
 			s.rmFile(ctx)

@@ -274,3 +274,15 @@ func TestCleanHeapprofdWaitsForPerfetto(t *testing.T) {
 		}
 	}
 }
+
+// TestHeapprofdSessionNoPerfetto: a device whose shell finds no perfetto
+// is a start error, not a refusal, with and without --background-wait.
+func TestHeapprofdSessionNoPerfetto(t *testing.T) {
+	for _, api := range []int{31, 33} {
+		h := newHPDevice(t, api, 1, 0, func(c *sim.DeviceConfig) { c.NoPerfetto = true })
+		s, _ := h.session(300 * time.Millisecond)
+		if err := s.Run(context.Background()); alloctrack.ErrorStage(err) != alloctrack.StagePerfettoStart || errors.Is(err, alloctrack.ErrPerfettoRefused) {
+			t.Errorf("API %d: %v, want a perfetto-start error", api, err)
+		}
+	}
+}
