@@ -54,11 +54,15 @@ type Source interface {
 	TrackApp(ctx context.Context, serial string, fn func([]AppProcess)) error
 }
 
-// AppProcess is one process of a device's track-app list.
+// AppProcess is one process of a device's track-app list. Name and
+// WaitingForDebugger come from Android 15's adbd on; older ones leave
+// them zero.
 type AppProcess struct {
-	PID         int
-	Debuggable  bool
-	Profileable bool
+	PID                int
+	Debuggable         bool
+	Profileable        bool
+	Name               string
+	WaitingForDebugger bool
 }
 
 // ErrTrackAppUnsupported: the device's adbd has no track-app (before
@@ -430,6 +434,7 @@ func (d *Daemon) waitDevices(addr string) {
 var (
 	errPIDGone    = errors.New("the process left the device's JDWP list")
 	errDeviceGone = errors.New("the device is gone or no longer followed")
+	errWaiting    = errors.New("the process waits for a debugger")
 )
 
 // jdwpListMayBeCut tells whether a track-jdwp update may have been cut:
@@ -484,12 +489,33 @@ func (d *Daemon) runDevice(ctx context.Context, src Source, e *deviceEntry, log 
 	runs := map[int]*pidRun{}
 	var mu sync.Mutex
 	var jdwpPIDs []int
+	waiting := map[int]string{} // pid -> name: waiting for a debugger, by track-app (Android 15+)
+	// On Android 12+ no process is connected to before track-app has
+	// answered (with its list, or by not being there).
+	appsKnown := api < APIHeapprofd
 	reconcile := func() {
+		if !appsKnown {
+			return
+		}
 		alive := map[int]bool{}
 		for _, pid := range jdwpPIDs {
 			alive[pid] = true
 		}
 		for pid := range alive {
+			if name, ok := waiting[pid]; ok {
+				// Left free for the debugger it waits for, without a
+				// connection at all.
+				if r := runs[pid]; r != nil {
+					r.cancel(errWaiting)
+					delete(runs, pid)
+				}
+				if name != "" && d.cfg.Packages.Match(name) {
+					_, st := d.bind(e.serial, name)
+					st.update(func(s *AppStatus) { s.PID = pid })
+					st.SetState(StateWaiting)
+				}
+				continue
+			}
 			if runs[pid] == nil {
 				rctx, cancel := context.WithCancelCause(ctx)
 				r := &pidRun{cancel: cancel, done: make(chan struct{})}
@@ -507,6 +533,41 @@ func (d *Daemon) runDevice(ctx context.Context, src Source, e *deviceEntry, log 
 			}
 		}
 	}
+	var tracking sync.WaitGroup
+	if api >= APIHeapprofd {
+		// Android 15's adbd says in track-app which processes wait for a
+		// debugger (and names them); older ones list no such flag.
+		tracking.Add(1)
+		go func() {
+			defer tracking.Done()
+			err := src.TrackApp(ctx, e.serial, func(list []AppProcess) {
+				mu.Lock()
+				defer mu.Unlock()
+				if ctx.Err() != nil {
+					return // the device's runs are being stopped
+				}
+				appsKnown = true
+				clear(waiting)
+				for _, a := range list {
+					if a.WaitingForDebugger {
+						waiting[a.PID] = a.Name
+					}
+				}
+				reconcile()
+			})
+			if ctx.Err() != nil {
+				return
+			}
+			if !errors.Is(err, ErrTrackAppUnsupported) {
+				log.Debug("track-app ended; apps waiting for a debugger are found by their WAIT", zap.Error(err))
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			appsKnown = true
+			reconcile()
+		}()
+	}
+	defer tracking.Wait()
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		tctx, tcancel := context.WithCancel(ctx)
 		first, reopen := true, false

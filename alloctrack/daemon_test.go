@@ -767,3 +767,27 @@ func TestDaemonWaitsOnHeldConnection(t *testing.T) {
 		t.Errorf("VM served %d connections, %d stale, %d queued; want the holder's and the daemon's one, none stale", st.Connections, st.Stale, st.Queued)
 	}
 }
+
+// TestDaemonTrackAppWaiting: on Android 15 track-app says which processes
+// wait for a debugger; with the DDM backend the daemon then does not
+// connect to them at all, and shows them waiting.
+func TestDaemonTrackAppWaiting(t *testing.T) {
+	farm := newFarm(sim.FarmConfig{Devices: 1, AppsPerDevice: 1, APIs: []int{35}})
+	dev := farm.Devices()[0]
+	waits, err := farm.AddApp(dev.Serial(), sim.AppConfig{Package: "com.example.waits", WaitingForDebugger: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := daemonConfig()
+	cfg.Backend = alloctrack.BackendDDM
+	r := startDaemon(t, farm, cfg)
+	eventually(t, "the waiting app shown waiting, the other probed", func() bool {
+		a, ok := r.app(dev.Serial(), "com.example.waits")
+		b, ok2 := r.app(dev.Serial(), "com.example.app1")
+		return ok && a.State == alloctrack.StateWaiting && ok2 && b.State == alloctrack.StateUnsupported
+	})
+	time.Sleep(300 * time.Millisecond)
+	if st := waits.Stats(); st.Connections != 0 || st.Refused+st.Queued+st.Stale != 0 {
+		t.Errorf("the app waiting for a debugger was connected to: %+v", st)
+	}
+}

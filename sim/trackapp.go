@@ -13,6 +13,11 @@ import (
 // unknown service is (docs/track-app.md).
 const APITrackApp = 31
 
+// APITrackAppDetails is the first API level whose adbd adds each
+// process's user, name, packages, uid and whether it waits for a debugger
+// to track-app (Android 15; docs/track-app.md).
+const APITrackAppDetails = 35
+
 // Limits on one track-app list (docs/track-app.md). adbd builds an update
 // in a 2048-byte buffer, 4 of which are the hex length, and leaves out
 // the processes that do not fit. The first list goes into a buffer of the
@@ -57,6 +62,23 @@ func (d *Device) appProcesses(max int) []byte {
 		e = protowire.AppendVarint(e, 1)
 		e = protowire.AppendTag(e, 4, protowire.BytesType)
 		e = protowire.AppendString(e, trackAppArch)
+		if d.cfg.API >= APITrackAppDetails {
+			// user_id 5, process_name 6, package_names 7,
+			// waiting_for_debugger 8, uid 9.
+			uid := uint64(vm.Config().UserID)
+			e = protowire.AppendTag(e, 5, protowire.VarintType)
+			e = protowire.AppendVarint(e, uid/100000)
+			e = protowire.AppendTag(e, 6, protowire.BytesType)
+			e = protowire.AppendString(e, vm.AppName())
+			e = protowire.AppendTag(e, 7, protowire.BytesType)
+			e = protowire.AppendString(e, vm.ProcessName())
+			if vm.Config().WaitingForDebugger {
+				e = protowire.AppendTag(e, 8, protowire.VarintType)
+				e = protowire.AppendVarint(e, 1)
+			}
+			e = protowire.AppendTag(e, 9, protowire.VarintType)
+			e = protowire.AppendVarint(e, uid)
+		}
 		n := len(out)
 		out = protowire.AppendTag(out, 1, protowire.BytesType)
 		out = protowire.AppendBytes(out, e)

@@ -62,7 +62,7 @@ func (a ADB) TrackApp(ctx context.Context, serial string, fn func([]alloctrack.A
 	err := a.Client.TrackApp(ctx, serial, func(list []adb.AppProcess) {
 		out := make([]alloctrack.AppProcess, len(list))
 		for i, p := range list {
-			out[i] = alloctrack.AppProcess{PID: p.PID, Debuggable: p.Debuggable, Profileable: p.Profileable}
+			out[i] = alloctrack.AppProcess{PID: p.PID, Debuggable: p.Debuggable, Profileable: p.Profileable, Name: p.ProcessName, WaitingForDebugger: p.WaitingForDebugger}
 		}
 		fn(out)
 	})
