@@ -100,10 +100,14 @@ func (c *SessionConfig) fill() {
 type Window struct {
 	Start, End time.Time
 	RTT        time.Duration // REAL request to reply
-	Raw        []byte        // the REAL payload
-	Report     *Report       // nil when the payload did not parse
-	ParseErr   error
-	packet     []byte // the reply's packet data, Raw's buffer
+	// Answer is REAL request to the first byte of its reply: the VM
+	// builds the report in this time, holding its tracker lock, so the
+	// app's allocating threads stall for up to this long.
+	Answer   time.Duration
+	Raw      []byte  // the REAL payload
+	Report   *Report // nil when the payload did not parse
+	ParseErr error
+	packet   []byte // the reply's packet data, Raw's buffer
 }
 
 // Session tracks allocations of one process until its context ends: it
@@ -310,6 +314,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 				}
 				st.LastReportEntries = n
 				st.RTT.Observe(w.RTT.Seconds())
+				st.Answer.Observe(w.Answer.Seconds())
 			})
 			switch {
 			case over:
@@ -517,7 +522,8 @@ func (s *Session) cycle(ctx context.Context, c *ddms.Client, cfg SessionConfig, 
 	// device's list, the device left, the daemon is stopping): dropping
 	// it would lose records the VM no longer has. Once ctx has ended, the
 	// wait is cut to DisableTimeout, as turning tracking off is.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ReportTimeout)
+	var first time.Time
+	rctx, cancel := context.WithTimeout(jdwp.WithFirstByte(context.WithoutCancel(ctx), &first), cfg.ReportTimeout)
 	defer cancel()
 	stopGrace := context.AfterFunc(ctx, func() { time.AfterFunc(cfg.DisableTimeout, cancel) })
 	defer stopGrace()
@@ -527,6 +533,9 @@ func (s *Session) cycle(ctx context.Context, c *ddms.Client, cfg SessionConfig, 
 		return nil, err
 	}
 	w := &Window{End: t0, RTT: s.now().Sub(t0), Raw: raw, packet: packet}
+	if !first.IsZero() {
+		w.Answer = first.Sub(t0)
+	}
 	w.Report, w.ParseErr = ParseReusing(raw, s.allocs.get())
 	return w, nil
 }

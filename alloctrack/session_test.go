@@ -411,6 +411,27 @@ func TestSessionDalvikFullRing(t *testing.T) {
 	}
 }
 
+// TestSessionAnswerTime: a window records the time to its report's first
+// byte, which holds the VM's build of the report (the app's stall), apart
+// from the whole round trip.
+func TestSessionAnswerTime(t *testing.T) {
+	wl := sim.DefaultWorkload()
+	wl.Rate = 0
+	f := newFixture(t, 30, sim.AppConfig{Workload: wl}, alloctrack.SessionConfig{Window: 200 * time.Millisecond, RTTFloor: 1})
+	stop, _ := f.run(t)
+	waitFor(t, "tracking", f.vm.Tracking)
+	f.vm.Allocate(alloctrack.MaxEntries)
+	waitFor(t, "a full window", func() bool { return f.stats.Snapshot().Overflowed >= 1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	st := f.stats.Snapshot()
+	build := time.Duration(alloctrack.MaxEntries*16) * sim.ReportBuildPerFrame
+	if st.Answer.Count != st.RTT.Count || st.Answer.Sum < build.Seconds() || st.Answer.Sum > st.RTT.Sum {
+		t.Errorf("answer %d windows %.3fs, round trips %d windows %.3fs; the full report took %v to build", st.Answer.Count, st.Answer.Sum, st.RTT.Count, st.RTT.Sum, build)
+	}
+}
+
 func TestSessionCorruptReportIsCountedAndSkipped(t *testing.T) {
 	wl := sim.DefaultWorkload()
 	wl.Rate = 2000

@@ -80,6 +80,7 @@ type AppStatus struct {
 	LastReportEntries        int
 	Errors                   map[string]uint64 // by stage
 	RTT                      Histogram         // REAL round trips, seconds
+	Answer                   Histogram         // REAL request to the reply's first byte, seconds (the app's stall, at most)
 	Since                    time.Time         // state since
 
 	// Backend is how the app is watched: BackendDDM or BackendHeapprofd
@@ -112,7 +113,7 @@ type HeapprofdStatus struct {
 
 // NewAppStats returns stats for the app with pid on a device.
 func NewAppStats(serial string, pid int) *AppStats {
-	return &AppStats{s: AppStatus{Serial: serial, PID: pid, State: StateConnecting, Errors: map[string]uint64{}, RTT: NewHistogram(RTTBuckets), Since: time.Now()}}
+	return &AppStats{s: AppStatus{Serial: serial, PID: pid, State: StateConnecting, Errors: map[string]uint64{}, RTT: NewHistogram(RTTBuckets), Answer: NewHistogram(RTTBuckets), Since: time.Now()}}
 }
 
 func (a *AppStats) update(f func(s *AppStatus)) {
@@ -154,5 +155,6 @@ func (a *AppStats) Snapshot() AppStatus {
 	s := a.s
 	s.Errors = maps.Clone(a.s.Errors)
 	s.RTT = a.s.RTT.clone()
+	s.Answer = a.s.Answer.clone()
 	return s
 }

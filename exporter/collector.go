@@ -71,6 +71,7 @@ var (
 	descWindows       = desc("windows_total", "Windows whose report was counted.", app...)
 	descOverflowed    = desc("overflowed_windows_total", "Windows whose report was full (65,535 entries; 65,536 on Dalvik; fewer where ART 7-9 set dalvik.vm.recentAllocMax), so older allocations were lost.", app...)
 	descWindowSeconds = desc("window_seconds", "Current window length; shorter after overflowed windows.", app...)
+	descAnswer        = desc("report_answer_seconds", "Time from REAL request to the first byte of its reply: the VM builds the report in it, holding its tracker lock, so the app's allocating threads stall for up to this long each window.", app...)
 	descRTT           = desc("report_round_trip_seconds", "Time from REAL request to reply: each window's blind time (what the app allocates meanwhile is cleared with the window; rate of the sum is the blind share), part of it a stall of the app's allocating threads while the VM builds the report.", app...)
 	descReportBytes   = desc("report_bytes_total", "Bytes of allocation reports received.", app...)
 	descLastEntries   = desc("last_report_entries", "Entries in the app's last report.", app...)
@@ -134,7 +135,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descServerUp, descServerErrors, descDeviceState, descDeviceAPI, descDeviceErrors, descDeviceOrphans,
 		descAppState, descAppTracking, descAppPID, descWindows, descOverflowed, descWindowSeconds,
-		descRTT, descReportBytes, descLastEntries, descAppErrors, descAppAllocs, descAppBytes,
+		descRTT, descAnswer, descReportBytes, descLastEntries, descAppErrors, descAppAllocs, descAppBytes,
 		descClassAllocs, descClassBytes, descSiteAllocs, descSiteBytes, descSiteInfo,
 		descSnapshotApps, descSnapshotSeries, descReportBuffers,
 		descSiteEstAllocs, descSiteEstBytes, descAppSampledAllocs, descAppSampledBytes, descAppEstAllocs, descAppEstBytes,
@@ -214,11 +215,16 @@ func (c *Collector) collectLight(ch chan<- prometheus.Metric, s alloctrack.Snaps
 		ch <- m(descWindowSeconds, gauge, a.Window.Seconds(), l...)
 		ch <- m(descReportBytes, counter, float64(a.ReportBytes), l...)
 		ch <- m(descLastEntries, gauge, float64(a.LastReportEntries), l...)
-		buckets := make(map[float64]uint64, len(a.RTT.Bounds))
-		for i, b := range a.RTT.Bounds {
-			buckets[b] = a.RTT.Counts[i]
+		for _, h := range []struct {
+			d *prometheus.Desc
+			h *alloctrack.Histogram
+		}{{descRTT, &a.RTT}, {descAnswer, &a.Answer}} {
+			buckets := make(map[float64]uint64, len(h.h.Bounds))
+			for i, b := range h.h.Bounds {
+				buckets[b] = h.h.Counts[i]
+			}
+			ch <- prometheus.MustNewConstHistogram(h.d, h.h.Count, h.h.Sum, buckets, l...)
 		}
-		ch <- prometheus.MustNewConstHistogram(descRTT, a.RTT.Count, a.RTT.Sum, buckets, l...)
 		for stage, n := range a.Errors {
 			ch <- m(descAppErrors, counter, float64(n), a.Serial, a.Package, stage)
 		}

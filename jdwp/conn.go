@@ -7,6 +7,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Request ids. ddmlib numbers its requests from 0x40000000; VMs number the
@@ -67,6 +68,17 @@ type waiter struct {
 	// err, set before ch is closed, fails this request alone (its reply
 	// was larger than the limit and was skipped).
 	err error
+	// first is when the reply's header arrived, set before ch is sent on.
+	first time.Time
+}
+
+type firstByteKey struct{}
+
+// WithFirstByte returns a context that, given to a request's wait, has
+// the time its reply's header arrived stored in *at: the peer's time to
+// answer, before the reply's data (possibly megabytes) is read.
+func WithFirstByte(ctx context.Context, at *time.Time) context.Context {
+	return context.WithValue(ctx, firstByteKey{}, at)
 }
 
 // Open performs the client handshake on rwc and starts the connection.
@@ -140,6 +152,9 @@ func (c *Conn) readLoop() {
 				w = c.waiters[p.ID]
 				delete(c.waiters, p.ID)
 				c.mu.Unlock()
+				if w != nil {
+					w.first = time.Now()
+				}
 			}
 			err = readData(c.rwc, &p, n, c.bufs, w != nil && w.owned, c.closing)
 		}
@@ -272,6 +287,9 @@ func (c *Conn) start(cmdSet, cmd uint8, data []byte, owned bool) (wait func(cont
 					return nil, w.err
 				}
 				return nil, c.Err()
+			}
+			if at, _ := ctx.Value(firstByteKey{}).(*time.Time); at != nil {
+				*at = w.first
 			}
 			if p.ErrorCode != 0 {
 				return p.Data, &ReplyError{Code: p.ErrorCode}
