@@ -772,7 +772,7 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, rep
 			d.logs.warn(log, key, "jdwp stream refused by the device; retrying", err)
 		default:
 			if stats == nil {
-				stage := strings.SplitN(fmt.Sprint(err), ":", 2)[0]
+				stage := ErrorStage(err)
 				if stage != StageConnect && stage != StageHello {
 					stage = StageHello
 				}

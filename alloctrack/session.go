@@ -186,7 +186,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 	rwc, err := s.Open(openCtx)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("%s: opening jdwp:%d: %w", StageConnect, s.PID, err)
+		return stageErr(StageConnect, "opening jdwp:%d: %w", s.PID, err)
 	}
 	names := make(chan string, 4)
 	var waiting atomic.Bool // the VM sent WAIT
@@ -225,10 +225,10 @@ func (s *Session) Run(ctx context.Context) (err error) {
 				return ErrUnsupported
 			}
 			stats.CountError(StageProbe)
-			return fmt.Errorf("%s: %w (%d in a row): %w", StageProbe, ErrProbeUnanswered, s.UnansweredProbes+1, err)
+			return stageErr(StageProbe, "%w (%d in a row): %w", ErrProbeUnanswered, s.UnansweredProbes+1, err)
 		}
 		stats.CountError(StageProbe)
-		return fmt.Errorf("%s: %w", StageProbe, err)
+		return stageErr(StageProbe, "%w", err)
 	}
 	defer func() {
 		derr := s.disable(ctx, client, cfg)
@@ -247,11 +247,11 @@ func (s *Session) Run(ctx context.Context) (err error) {
 		// Left on by an earlier client: its records are not ours.
 		log.Info("allocation tracking was already on; restarting it")
 		if err := client.SetAllocTracking(false); err != nil {
-			return fmt.Errorf("%s: %w", StageProbe, err)
+			return stageErr(StageProbe, "%w", err)
 		}
 	}
 	if err := client.SetAllocTracking(true); err != nil {
-		return fmt.Errorf("%s: %w", StageProbe, err)
+		return stageErr(StageProbe, "%w", err)
 	}
 	stats.SetState(StateTracking)
 	log.Info("tracking allocations", zap.Duration("window", cfg.Window))
@@ -267,7 +267,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 		case <-ctx.Done():
 			return nil
 		case <-conn.Done():
-			return fmt.Errorf("%s: %w: %w", StageReport, ErrStreamEnded, conn.Err())
+			return stageErr(StageReport, "%w: %w", ErrStreamEnded, conn.Err())
 		case <-s.Stop:
 			last = true
 		case <-timer.C:
@@ -288,10 +288,10 @@ func (s *Session) Run(ctx context.Context) (err error) {
 				return nil
 			}
 			if conn.Err() != nil {
-				return fmt.Errorf("%s: %w: %w", StageReport, ErrStreamEnded, err)
+				return stageErr(StageReport, "%w: %w", ErrStreamEnded, err)
 			}
 			stats.CountError(StageReport)
-			return fmt.Errorf("%s: %w", StageReport, err)
+			return stageErr(StageReport, "%w", err)
 		}
 		w.Start = start
 		start = w.End
@@ -394,18 +394,18 @@ func (s *Session) handshake(ctx context.Context, rwc io.ReadWriteCloser, cfg Ses
 		wcancel()
 		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			rwc.Close()
-			return nil, fmt.Errorf("%s: %w (no handshake echo within %v)", StageHello, ErrHeld, cfg.RequestTimeout+cfg.HeldWait)
+			return nil, stageErr(StageHello, "%w (no handshake echo within %v)", ErrHeld, cfg.RequestTimeout+cfg.HeldWait)
 		}
 	}
 	if err != nil {
 		rwc.Close()
 		switch {
 		case closedByPeer(err):
-			return nil, fmt.Errorf("%s: %w (%v)", StageHello, ErrHeld, err)
+			return nil, stageErr(StageHello, "%w (%v)", ErrHeld, err)
 		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && hangs:
-			return nil, fmt.Errorf("%s: %w (no handshake echo within %v)", StageHello, ErrHeld, cfg.RequestTimeout)
+			return nil, stageErr(StageHello, "%w (no handshake echo within %v)", ErrHeld, cfg.RequestTimeout)
 		}
-		return nil, fmt.Errorf("%s: JDWP handshake: %w", StageHello, err)
+		return nil, stageErr(StageHello, "JDWP handshake: %w", err)
 	}
 	return jdwp.NewConn(rwc, opts), nil
 }
@@ -481,7 +481,7 @@ func (s *Session) hello(ctx context.Context, c *ddms.Client, cfg SessionConfig, 
 		return "", ErrWaiting
 	}
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", StageHello, err)
+		return "", stageErr(StageHello, "%w", err)
 	}
 	app := h.AppName
 	if app == "" || app == PreInitialized {
@@ -491,7 +491,7 @@ func (s *Session) hello(ctx context.Context, c *ddms.Client, cfg SessionConfig, 
 		select {
 		case app = <-names:
 		case <-time.After(cfg.NameTimeout):
-			return "", fmt.Errorf("%s: app not named within %v (still %q)", StageHello, cfg.NameTimeout, h.AppName)
+			return "", stageErr(StageHello, "app not named within %v (still %q)", cfg.NameTimeout, h.AppName)
 		case <-ctx.Done():
 			return "", ctx.Err()
 		}

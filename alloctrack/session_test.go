@@ -563,3 +563,17 @@ func TestSessionGivesBackEveryReportBuffer(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionErrorStage: a session's error carries its stage as a value
+// (ErrorStage), with the stage still leading its text.
+func TestSessionErrorStage(t *testing.T) {
+	f := newFixture(t, 30, sim.AppConfig{}, alloctrack.SessionConfig{})
+	f.session.Open = func(context.Context) (io.ReadWriteCloser, error) { return nil, errors.New("no such device") }
+	err := f.session.Run(context.Background())
+	if alloctrack.ErrorStage(err) != alloctrack.StageConnect || !strings.HasPrefix(err.Error(), alloctrack.StageConnect+": ") {
+		t.Fatalf("err = %v (stage %q), want stage %q", err, alloctrack.ErrorStage(err), alloctrack.StageConnect)
+	}
+	if alloctrack.ErrorStage(errors.New("connect: plain text")) != "" {
+		t.Fatal("a stage read from an error's text")
+	}
+}
