@@ -125,8 +125,9 @@ type HeapprofdConfig struct {
 	// refused is gone by then (default 1 s).
 	StartCheck time.Duration
 	// StallWindows is how many windows a live perfetto's file may go
-	// without growing before the session counts as stalled (default 4;
-	// heapprofd writes a ProfilePacket every dump, even of idle apps).
+	// without growing, once heapprofd has written to it, before the
+	// session counts as stalled (default 4; heapprofd writes ProfilePackets
+	// every dump for each connected process, even an idle one).
 	StallWindows int
 }
 
@@ -315,7 +316,9 @@ func (s *HeapprofdSession) Run(ctx context.Context) (err error) {
 			s.countAll(StagePerfettoEnded)
 			return &SessionError{Stage: StagePerfettoEnded, Err: fmt.Errorf("%w (pid gone; the file has %d bytes)", ErrPerfettoEnded, s.offset)}
 		}
-		if grew {
+		// A session whose processes never connected (frozen, say) writes
+		// nothing at all: only one that wrote and then stopped is stalled.
+		if grew || s.dec.Stats().ProfilePackets == 0 {
 			s.idleRead = 0
 		} else if s.idleRead++; s.idleRead >= s.Config.StallWindows {
 			s.countAll(StagePerfettoStalled)
