@@ -286,3 +286,39 @@ func TestHeapprofdSessionNoPerfetto(t *testing.T) {
 		}
 	}
 }
+
+// TestHeapprofdSessionStalled: a session whose DISCARD buffer overran
+// once takes no more data while perfetto lives on; the file stops
+// growing, and the session ends with the perfetto-stalled stage, its
+// perfetto stopped and file removed.
+func TestHeapprofdSessionStalled(t *testing.T) {
+	h := newHPDevice(t, 33, 2, 2000, nil)
+	s, byPID := h.session(200 * time.Millisecond)
+	s.Config.StallWindows = 3
+	done := make(chan error, 1)
+	go func() { done <- s.Run(context.Background()) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(h.dev.PerfettoSessions()) == 0 || byPID[h.dev.VMs()[0].PID()].Stats.Snapshot().Heapprofd.Dumps == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no dump counted")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	h.dev.OverrunSessions()
+	select {
+	case err := <-done:
+		if alloctrack.ErrorStage(err) != alloctrack.StagePerfettoStalled || !errors.Is(err, alloctrack.ErrPerfettoStalled) {
+			t.Fatalf("Run: %v, want a perfetto-stalled error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a stalled session went on")
+	}
+	for pid, tg := range byPID {
+		if n := tg.Stats.Snapshot().Errors[alloctrack.StagePerfettoStalled]; n != 1 {
+			t.Errorf("pid %d: %d stalled errors", pid, n)
+		}
+	}
+	if n, files := h.leftovers(); n != 0 || len(files) != 0 {
+		t.Errorf("left: %d sessions, files %v", n, files)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/alloctrack/alloctrack/perfetto"
@@ -62,6 +63,7 @@ type perfettoProc struct {
 	targets map[int]*hpTarget
 	sig     chan string
 	done    chan struct{}
+	overrun atomic.Bool // the DISCARD buffer overran: nothing more is written
 }
 
 type hpTarget struct {
@@ -453,10 +455,26 @@ func (p *perfettoProc) dumpRound(now time.Time) {
 	p.w.WriteDumps(specs...)
 }
 
+// OverrunSessions makes every running perfetto session's buffer overrun
+// once: with the DISCARD fill policy the service then takes no more of
+// its data for good, while perfetto lives on (trace_buffer.cc), so the
+// file stops growing.
+func (d *Device) OverrunSessions() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, p := range d.perfettos {
+		p.overrun.Store(true)
+	}
+}
+
 // writeOut moves what the session wrote into its file: all of it when
 // flushed, else only whole chunks. It reports whether the file reached
 // max_file_size_bytes, which ends the session.
 func (p *perfettoProc) writeOut(flushed bool) (full bool) {
+	if p.overrun.Load() {
+		p.buf.Reset()
+		return false
+	}
 	n := p.buf.Len()
 	if !flushed {
 		n -= n % chunkSize
