@@ -322,3 +322,30 @@ func TestHeapprofdSessionStalled(t *testing.T) {
 		t.Errorf("left: %d sessions, files %v", n, files)
 	}
 }
+
+// TestHeapprofdSessionEndsAtMaxFileSize: the tracing service ends a
+// session whose file reaches max_file_size_bytes; the session notices its
+// perfetto gone and ends with the perfetto-ended stage, the file removed.
+func TestHeapprofdSessionEndsAtMaxFileSize(t *testing.T) {
+	h := newHPDevice(t, 31, 2, 5000, nil)
+	s, byPID := h.session(200 * time.Millisecond)
+	s.Config.MaxFileBytes = 4 << 10
+	done := make(chan error, 1)
+	go func() { done <- s.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		if alloctrack.ErrorStage(err) != alloctrack.StagePerfettoEnded || !errors.Is(err, alloctrack.ErrPerfettoEnded) {
+			t.Fatalf("Run: %v, want a perfetto-ended error", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the session went on past max_file_size_bytes")
+	}
+	for pid, tg := range byPID {
+		if n := tg.Stats.Snapshot().Errors[alloctrack.StagePerfettoEnded]; n != 1 {
+			t.Errorf("pid %d: %d perfetto-ended errors", pid, n)
+		}
+	}
+	if n, files := h.leftovers(); n != 0 || len(files) != 0 {
+		t.Errorf("left: %d sessions, files %v", n, files)
+	}
+}
