@@ -182,6 +182,18 @@ func (c *serveCmd) run(stderr io.Writer) int {
 		}
 	}()
 
+	if *c.simulate {
+		// A demo started by `go run` (the README's first command): go run
+		// ends on SIGTERM without passing it on, so the daemon follows its
+		// parent out instead of serving on alone.
+		go watchParent(ctx, os.Getppid, time.Second, func() {
+			select {
+			case sigs <- syscall.SIGTERM:
+			default:
+			}
+		})
+	}
+
 	extra := map[string]http.Handler{}
 	var links []web.LandingLinks
 	started := time.Now()
@@ -392,4 +404,24 @@ func viewURL(a net.Addr, tls bool) string {
 		host = "localhost"
 	}
 	return scheme + "://" + net.JoinHostPort(host, port) + "/"
+}
+
+// watchParent calls gone once the process's parent is no longer the one
+// it started under (it exited, and the process was handed to another),
+// looking every interval; it returns then, or when ctx ends.
+func watchParent(ctx context.Context, ppid func() int, every time.Duration, gone func()) {
+	first := ppid()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if ppid() != first {
+			gone()
+			return
+		}
+	}
 }

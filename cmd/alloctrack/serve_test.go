@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -149,4 +151,32 @@ func TestServeSimulatePrintsWebView(t *testing.T) {
 		t.Errorf("flame page: %d", code)
 	}
 	stop()
+}
+
+// TestWatchParent: the simulated demo follows its parent out (go run ends
+// on SIGTERM without passing it on): gone is called once the parent pid
+// changes, and not before.
+func TestWatchParent(t *testing.T) {
+	var ppid atomic.Int64
+	ppid.Store(4242)
+	gone := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		watchParent(ctx, func() int { return int(ppid.Load()) }, 5*time.Millisecond, func() { close(gone) })
+	}()
+	select {
+	case <-gone:
+		t.Fatal("gone while the parent lives")
+	case <-time.After(50 * time.Millisecond):
+	}
+	ppid.Store(1)
+	select {
+	case <-gone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the parent's end went unnoticed")
+	}
+	<-done
 }
