@@ -87,6 +87,10 @@ func (c *simCmd) run(stdout, stderr io.Writer) int {
 		}
 		_, port, _ := net.SplitHostPort(a.String())
 		fmt.Fprintf(stdout, "adb server (simulated) on %s: ANDROID_ADB_SERVER_PORT=%s adb devices -l\n", a, port)
+		if ds := farm.Devices(); len(ds) > 0 && len(ds[0].VMs()) > 0 {
+			fmt.Fprintf(stdout, "capture one app: alloctrack capture --adb.address %s --serial %s --package %s --duration 30s --out capture/\n",
+				a, ds[0].Serial(), ds[0].VMs()[0].ProcessName())
+		}
 	}
 	if *c.listen != "" {
 		host, port, err := net.SplitHostPort(*c.listen)
