@@ -324,6 +324,28 @@ func (d *Device) Close() {
 	}
 }
 
+// follow serves a tracking stream (track-jdwp, track-app): ch wakes on
+// every change of the device's processes, gone closes when the client
+// writes anything or closes the stream, and stop ends the watch.
+func (d *Device) follow(c net.Conn) (ch chan struct{}, gone <-chan struct{}, stop func()) {
+	ch = make(chan struct{}, 1)
+	d.mu.Lock()
+	d.watchers[ch] = struct{}{}
+	d.mu.Unlock()
+	g := make(chan struct{})
+	go func() {
+		defer close(g)
+		var b [1]byte
+		c.Read(b[:]) // any byte or an error ends the service
+		c.Close()
+	}()
+	return ch, g, func() {
+		d.mu.Lock()
+		delete(d.watchers, ch)
+		d.mu.Unlock()
+	}
+}
+
 // TrackJDWPUpdateMax is how many bytes of pid lines adbd puts in a
 // track-jdwp update after the first list (1,024 less the 4 hex digits of
 // length; adb/jdwp_service.c in 4.4, daemon/jdwp_service.cpp in 10 and 11).
@@ -333,22 +355,8 @@ const TrackJDWPUpdateMax = 1020
 // framed as 4 hex digits of length and "<pid>\n" lines. A write from the
 // client, or its close, ends the service.
 func (d *Device) serveTrackJDWP(c net.Conn) {
-	ch := make(chan struct{}, 1)
-	d.mu.Lock()
-	d.watchers[ch] = struct{}{}
-	d.mu.Unlock()
-	defer func() {
-		d.mu.Lock()
-		delete(d.watchers, ch)
-		d.mu.Unlock()
-	}()
-	gone := make(chan struct{})
-	go func() {
-		defer close(gone)
-		var b [1]byte
-		c.Read(b[:]) // any byte or an error ends the service
-		c.Close()
-	}()
+	ch, gone, stop := d.follow(c)
+	defer stop()
 	last := ""
 	first := true
 	for {

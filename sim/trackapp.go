@@ -94,22 +94,8 @@ func (d *Device) appProcesses(max int) []byte {
 // a binary AppProcesses message. A write from the client, or its close,
 // ends the service.
 func (d *Device) serveTrackApp(c net.Conn) {
-	ch := make(chan struct{}, 1)
-	d.mu.Lock()
-	d.watchers[ch] = struct{}{}
-	d.mu.Unlock()
-	defer func() {
-		d.mu.Lock()
-		delete(d.watchers, ch)
-		d.mu.Unlock()
-	}()
-	gone := make(chan struct{})
-	go func() {
-		defer close(gone)
-		var b [1]byte
-		c.Read(b[:]) // any byte or an error ends the service
-		c.Close()
-	}()
+	ch, gone, stop := d.follow(c)
+	defer stop()
 	var last []byte
 	for first, max := true, trackAppFirstMax; ; first, max = false, trackAppUpdateMax {
 		list := d.appProcesses(max)
