@@ -312,6 +312,10 @@ func (s *HeapprofdSession) Run(ctx context.Context) (err error) {
 		case err != nil:
 			return stageErr(StagePerfettoRead, "looking for perfetto %d: %w", s.bg, err)
 		case !alive:
+			// What it wrote between the read and its end.
+			if _, err := s.read(ctx); err != nil {
+				s.Log.Warn("reading the ended session's file", zap.Error(err))
+			}
 			s.bg = 0
 			s.countAll(StagePerfettoEnded)
 			return &SessionError{Stage: StagePerfettoEnded, Err: fmt.Errorf("%w (pid gone; the file has %d bytes)", ErrPerfettoEnded, s.offset)}
@@ -405,7 +409,11 @@ func (s *HeapprofdSession) start(ctx context.Context) error {
 		case <-time.After(s.Config.StartCheck):
 		}
 		alive, err := s.alive(ctx)
-		if err == nil && !alive {
+		if err == nil && !alive && !s.wroteAny(ctx) {
+			// Gone with nothing written: the service never started it. (A
+			// session that started and already ended, at max_file_size_bytes
+			// say, left data; the first read counts it, and the session
+			// ends as perfetto-ended.)
 			s.bg = 0
 			s.rmFile(ctx)
 			return &SessionError{Stage: StagePerfettoRefused, Err: fmt.Errorf("%w: perfetto %s printed a pid, and the process was gone within %v", ErrPerfettoRefused, flag, s.Config.StartCheck)}
@@ -461,6 +469,12 @@ func perfettoAlive(ctx context.Context, exec ExecFunc, pid int, path string) (bo
 		return false, fmt.Errorf("cat /proc/%d/cmdline exited %d: %s", pid, code, firstLine(errOut, out))
 	}
 	return bytes.Contains(out, []byte(path)), nil
+}
+
+// wroteAny tells whether the trace file holds at least one byte.
+func (s *HeapprofdSession) wroteAny(ctx context.Context) bool {
+	out, _, code, err := s.Exec(ctx, nil, "tail", "-c", "1", s.path)
+	return err == nil && code == 0 && len(out) > 0
 }
 
 // findOurs finds the pid of the perfetto writing our file.

@@ -326,10 +326,14 @@ func TestHeapprofdSessionStalled(t *testing.T) {
 // TestHeapprofdSessionEndsAtMaxFileSize: the tracing service ends a
 // session whose file reaches max_file_size_bytes; the session notices its
 // perfetto gone and ends with the perfetto-ended stage, the file removed.
+// On Android 12 (--background) the session fills its file before the
+// start check looks: a perfetto gone with data written started, and is
+// not called refused; what it wrote is counted.
 func TestHeapprofdSessionEndsAtMaxFileSize(t *testing.T) {
 	h := newHPDevice(t, 31, 2, 5000, nil)
 	s, byPID := h.session(200 * time.Millisecond)
-	s.Config.MaxFileBytes = 4 << 10
+	s.Config.MaxFileBytes = 16 << 10
+	s.Config.StartCheck = 3 * time.Second
 	done := make(chan error, 1)
 	go func() { done <- s.Run(context.Background()) }()
 	select {
@@ -344,6 +348,13 @@ func TestHeapprofdSessionEndsAtMaxFileSize(t *testing.T) {
 		if n := tg.Stats.Snapshot().Errors[alloctrack.StagePerfettoEnded]; n != 1 {
 			t.Errorf("pid %d: %d perfetto-ended errors", pid, n)
 		}
+	}
+	var samples uint64
+	for _, tg := range byPID {
+		samples += tg.Stats.Snapshot().Heapprofd.Samples
+	}
+	if samples == 0 {
+		t.Error("nothing counted from the file written before max_file_size_bytes")
 	}
 	if n, files := h.leftovers(); n != 0 || len(files) != 0 {
 		t.Errorf("left: %d sessions, files %v", n, files)
