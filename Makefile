@@ -42,7 +42,7 @@ fuzz:
 	$(GO) test ./jdwp       -run '^$$' -fuzz '^FuzzReadPacket$$'     -fuzztime $(FUZZTIME)
 	$(GO) test ./ddms       -run '^$$' -fuzz '^FuzzDecodeChunk$$'    -fuzztime $(FUZZTIME)
 	$(GO) test ./ddms       -run '^$$' -fuzz '^FuzzDecodePayloads$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./alloctrack -run '^$$' -fuzz '^FuzzParse$$'          -fuzztime $(FUZZTIME)
+	$(GO) test ./ddms/allocreport -run '^$$' -fuzz '^FuzzParse$$'    -fuzztime $(FUZZTIME)
 	$(GO) test ./perfetto   -run '^$$' -fuzz '^FuzzDecodeTrace$$'    -fuzztime $(FUZZTIME)
 	$(GO) test ./adb        -run '^$$' -fuzz '^FuzzParseAppProcesses$$' -fuzztime $(FUZZTIME)
 
@@ -52,7 +52,8 @@ fuzz:
 # with benchstat).
 BENCHCOUNT ?= 5
 bench:
-	$(GO) test ./alloctrack -run '^$$' -bench '^Benchmark(Parse(Max|MaxLargeTables|Real)(Reusing)?|CountersAdd)$$' -benchmem -count $(BENCHCOUNT)
+	$(GO) test ./ddms/allocreport -run '^$$' -bench '^BenchmarkParse(Max|MaxLargeTables|Real)(Reusing)?$$' -benchmem -count $(BENCHCOUNT)
+	$(GO) test ./alloctrack -run '^$$' -bench '^BenchmarkCountersAdd$$' -benchmem -count $(BENCHCOUNT)
 	$(GO) test ./exporter   -run '^$$' -bench '^BenchmarkMetricsRender$$' -benchmem -count $(BENCHCOUNT)
 
 # Parse speed against Google's ddmlib (needs a JDK and libandroid-ddms-java).

@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/alloctrack/alloctrack/ddms/allocreport"
+
 	"github.com/cespare/xxhash/v2"
 )
 
@@ -179,7 +181,7 @@ func IsFrameworkClass(class string) bool {
 
 // AppFrame returns the index of the first frame of st that is not in a
 // framework package, or 0 (the top frame) when all are; -1 when st is empty.
-func (r *Report) AppFrame(st Stack) int {
+func AppFrame(r *allocreport.Report, st allocreport.Stack) int {
 	for j, f := range st.All() {
 		if !IsFrameworkClass(r.Classes[f.Class]) {
 			return j
@@ -197,7 +199,7 @@ type siteHasher struct {
 	classes, methods, files []uint64
 }
 
-func newSiteHasher(r *Report) *siteHasher {
+func newSiteHasher(r *allocreport.Report) *siteHasher {
 	h := func(t []string) []uint64 {
 		out := make([]uint64, len(t))
 		for i, s := range t {
@@ -220,11 +222,16 @@ func frameHash(class, method, file uint64, line int16) uint64 {
 	return class ^ bits.RotateLeft64(method, 21) ^ bits.RotateLeft64(file, 42) ^ (uint64(uint16(line))+1)*0x9e3779b97f4a7c15
 }
 
-func (sh *siteHasher) site(a *Allocation, st Stack) uint64 {
+// sameWire tells whether st's frame bytes are b.
+func sameWire(st allocreport.Stack, b []byte) bool {
+	sb, _ := st.Wire()
+	return bytes.Equal(sb, b)
+}
+
+func (sh *siteHasher) site(a *allocreport.Allocation, st allocreport.Stack) uint64 {
 	h := mix(0x616c6c6f63, sh.classes[a.Class])
-	if st.stride == FrameLen {
+	if b, stride := st.Wire(); stride == allocreport.FrameLen {
 		// The common layout, straight from the frame bytes.
-		b := st.b
 		for j := 0; j+8 <= len(b); j += 8 {
 			v := binary.BigEndian.Uint64(b[j : j+8])
 			h = mix(h, frameHash(sh.classes[v>>48], sh.methods[v>>32&0xffff], sh.files[v>>16&0xffff], int16(v)))
@@ -241,7 +248,7 @@ func (sh *siteHasher) site(a *Allocation, st Stack) uint64 {
 // SiteHashNames returns the site hash of an allocation of class at frames
 // (top first), all names dotted as in Report.Classes, Methods and Files:
 // the hash Counters gives the same site in any report.
-func SiteHashNames(class string, frames []FrameName) uint64 {
+func SiteHashNames(class string, frames []allocreport.FrameName) uint64 {
 	h := mix(0x616c6c6f63, xxhash.Sum64String(class))
 	for _, f := range frames {
 		h = mix(h, frameHash(xxhash.Sum64String(f.Class), xxhash.Sum64String(f.Method), xxhash.Sum64String(f.File), f.Line))
@@ -259,20 +266,20 @@ func SiteID(h uint64) string {
 }
 
 // SiteHash returns the stable hash of allocation i's site.
-func (r *Report) SiteHash(i int) uint64 {
+func SiteHash(r *allocreport.Report, i int) uint64 {
 	a := &r.Allocations[i]
 	return newSiteHasher(r).site(a, r.Stack(a))
 }
 
-func (c *Counters) siteInfo(r *Report, a *Allocation, h uint64) SiteInfo {
+func (c *Counters) siteInfo(r *allocreport.Report, a *allocreport.Allocation, h uint64) SiteInfo {
 	st := r.Stack(a)
 	info := SiteInfo{ID: SiteID(h), Class: r.ClassName(a)}
-	if j := r.AppFrame(st); j >= 0 {
+	if j := AppFrame(r, st); j >= 0 {
 		info.Frame = r.FrameString(st.At(j))
 	}
 	info.Frames = make([]FrameRef, st.Len())
 	for j, f := range st.All() {
-		info.Frames[j] = r.Ref(f)
+		info.Frames[j] = FrameOf(r, f)
 	}
 	var b strings.Builder
 	for j, f := range st.All() {
@@ -347,7 +354,7 @@ func grow[T any](s []T, n int) []T {
 }
 
 // hashTables fills the scratch's name hashes of r's tables.
-func (sc *addScratch) hashTables(r *Report) *siteHasher {
+func (sc *addScratch) hashTables(r *allocreport.Report) *siteHasher {
 	for i, t := range [3][]string{r.Classes, r.Methods, r.Files} {
 		h := grow(sc.hashes[i], len(t))
 		for j, s := range t {
@@ -359,7 +366,7 @@ func (sc *addScratch) hashTables(r *Report) *siteHasher {
 }
 
 // aggregate sums r's allocations per class and per distinct site.
-func (sc *addScratch) aggregate(r *Report) (total Count) {
+func (sc *addScratch) aggregate(r *allocreport.Report) (total Count) {
 	sh := sc.hashTables(r)
 	sc.classes = grow(sc.classes, len(r.Classes))
 	n := len(r.Allocations)
@@ -391,14 +398,15 @@ func (sc *addScratch) aggregate(r *Report) (total Count) {
 				// Raw keys live only in this table: the runtime's hash
 				// (AES-based where the CPU has it) is several times
 				// cheaper than xxhash on stacks this short.
-				rh = maphash.Bytes(rawSeed, st.b) ^ uint64(a.Class)*0x9e3779b97f4a7c15
+				stb, _ := st.Wire()
+				rh = maphash.Bytes(rawSeed, stb) ^ uint64(a.Class)*0x9e3779b97f4a7c15
 				found := false
 				for j := rh & mask; ; j = (j + 1) & mask {
 					k := sc.raw[j]
 					if k == 0 {
 						break
 					}
-					if e := &sc.raws[k-1]; e.h == rh && e.class == a.Class && bytes.Equal(r.Stack(&r.Allocations[e.rep]).b, st.b) {
+					if e := &sc.raws[k-1]; e.h == rh && e.class == a.Class && sameWire(r.Stack(&r.Allocations[e.rep]), stb) {
 						sc.sites[e.site].n.add(a.Size)
 						found = true
 						break
@@ -497,7 +505,7 @@ func (sc *addScratch) selectHeaviest(idx []int32, m int) []int32 {
 // Add counts every allocation of r at time now, as a window that began
 // when the previous one ended (or at now, for the first). It keeps nothing
 // of r: admitted sites get their labels built from r's tables (new strings).
-func (c *Counters) Add(r *Report, now time.Time) {
+func (c *Counters) Add(r *allocreport.Report, now time.Time) {
 	c.mu.Lock()
 	start := c.last
 	c.mu.Unlock()
@@ -509,7 +517,7 @@ func (c *Counters) Add(r *Report, now time.Time) {
 
 // AddWindow counts every allocation of r, the report of the window from
 // start to now, and remembers the window for Recent.
-func (c *Counters) AddWindow(r *Report, start, now time.Time) {
+func (c *Counters) AddWindow(r *allocreport.Report, start, now time.Time) {
 	if len(r.Allocations) == 0 {
 		c.mu.Lock()
 		c.gen = countersGen.Add(1)
@@ -628,7 +636,7 @@ func (c *Counters) AddWindow(r *Report, start, now time.Time) {
 
 // addSite counts a report's site into its series, building its labels
 // when the series first counts, and into the window w.
-func (c *Counters) addSite(s *siteSeries, r *Report, sa *siteAgg, now time.Time, w *window) {
+func (c *Counters) addSite(s *siteSeries, r *allocreport.Report, sa *siteAgg, now time.Time, w *window) {
 	w.sites = append(w.sites, keyCount[uint64]{sa.h, sa.n})
 	if s.info.ID == "" {
 		// Labels are built once, when a series first counts: only

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/alloctrack/alloctrack/ddms/allocreport"
 )
 
 // The bookkeeping of classes and sites waiting for a series stays bounded
@@ -23,9 +25,9 @@ func TestCountersBookkeepingBounded(t *testing.T) {
 			site := 0
 			var peakCands, peakReps int
 			for rep := range 20 {
-				b := NewBuilder()
+				b := allocreport.NewBuilder()
 				for range 5_000 {
-					frames := []FrameName{
+					frames := []allocreport.FrameName{
 						{Class: "Ljava/util/ArrayList;", Method: "add", File: "ArrayList.java", Line: 457},
 						{Class: fmt.Sprintf("Lcom/example/M%d;", site/30000), Method: "run", File: "M.java", Line: int16(site % 30000)},
 					}
@@ -93,7 +95,7 @@ func TestCandidatesForgetLighterHalf(t *testing.T) {
 // 16 frames) into counters that already hold a steady state.
 func BenchmarkCountersAdd(b *testing.B) {
 	raw := maxReport(b)
-	r, err := Parse(raw)
+	r, err := allocreport.Parse(raw)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -113,7 +115,7 @@ func BenchmarkCountersAdd(b *testing.B) {
 // allocation in it. The maximum-size report has nearly every site distinct,
 // so nearly every site is a new candidate.
 func TestCountersAddAllocationBudget(t *testing.T) {
-	r, err := Parse(maxReport(t))
+	r, err := allocreport.Parse(maxReport(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,16 +139,16 @@ func TestCountersAddAllocationBudget(t *testing.T) {
 // BenchmarkCountersAddTypical counts a maximum-size report whose 65,535
 // allocations come from 200 sites, as an app's report usually does.
 func BenchmarkCountersAddTypical(b *testing.B) {
-	full, err := Parse(maxReport(b))
+	full, err := allocreport.Parse(maxReport(b))
 	if err != nil {
 		b.Fatal(err)
 	}
-	bld := NewBuilder()
-	for i := range MaxEntries {
+	bld := allocreport.NewBuilder()
+	for i := range allocreport.MaxEntries {
 		a := &full.Allocations[(i*7919)%200]
-		var frames []FrameName
+		var frames []allocreport.FrameName
 		for _, f := range full.Stack(a).All() {
-			frames = append(frames, FrameName{Class: full.RawClasses[f.Class], Method: full.RawMethods[f.Method], File: full.RawFiles[f.File], Line: f.Line})
+			frames = append(frames, allocreport.FrameName{Class: full.RawClasses[f.Class], Method: full.RawMethods[f.Method], File: full.RawFiles[f.File], Line: f.Line})
 		}
 		bld.Add(a.Size, a.Thread, full.RawClasses[a.Class], frames)
 	}
@@ -163,4 +165,14 @@ func BenchmarkCountersAddTypical(b *testing.B) {
 		c.Add(r, now)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(r.Allocations)), "ns/allocation")
+}
+
+// maxReport is the largest report a VM sends (allocreport.SyntheticMax).
+func maxReport(tb testing.TB) []byte {
+	tb.Helper()
+	b, err := allocreport.SyntheticMax()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
 }

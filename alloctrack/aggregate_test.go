@@ -10,12 +10,14 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/alloctrack/alloctrack/ddms/allocreport"
+
 	"github.com/alloctrack/alloctrack/alloctrack"
 )
 
 // fr is a frame by names: class as a descriptor ("Lcom/example/Foo;").
-func fr(class, method, file string, line int16) alloctrack.FrameName {
-	return alloctrack.FrameName{Class: class, Method: method, File: file, Line: line}
+func fr(class, method, file string, line int16) allocreport.FrameName {
+	return allocreport.FrameName{Class: class, Method: method, File: file, Line: line}
 }
 
 // al is n allocations of one site.
@@ -23,12 +25,12 @@ type al struct {
 	class  string // descriptor
 	size   uint32
 	n      int
-	frames []alloctrack.FrameName
+	frames []allocreport.FrameName
 }
 
-func build(t testing.TB, allocs ...al) *alloctrack.Report {
+func build(t testing.TB, allocs ...al) *allocreport.Report {
 	t.Helper()
-	b := alloctrack.NewBuilder()
+	b := allocreport.NewBuilder()
 	for _, a := range allocs {
 		for range a.n {
 			b.Add(a.size, 1, a.class, a.frames)
@@ -42,8 +44,8 @@ func build(t testing.TB, allocs ...al) *alloctrack.Report {
 }
 
 // appStack is a two-frame stack: a framework frame above an app frame.
-func appStack(method string, line int16) []alloctrack.FrameName {
-	return []alloctrack.FrameName{
+func appStack(method string, line int16) []allocreport.FrameName {
+	return []allocreport.FrameName{
 		fr("Ljava/util/ArrayList;", "add", "ArrayList.java", 457),
 		fr("Lcom/example/app/Feed;", method, "Feed.java", line),
 	}
@@ -83,7 +85,7 @@ func checkSums(t *testing.T, c alloctrack.AppCounts, want alloctrack.Count) {
 
 // randomReport draws allocations over nClasses classes and nSites sites
 // (site k allocates class k % nClasses), skewed towards low k.
-func randomReport(t testing.TB, rng *rand.Rand, n, nClasses, nSites int) (*alloctrack.Report, alloctrack.Count) {
+func randomReport(t testing.TB, rng *rand.Rand, n, nClasses, nSites int) (*allocreport.Report, alloctrack.Count) {
 	t.Helper()
 	var allocs []al
 	var total alloctrack.Count
@@ -163,7 +165,7 @@ func TestCountersAdmitByWeight(t *testing.T) {
 
 func TestCountersSiteIdentityByNames(t *testing.T) {
 	site := al{class: "Lcom/example/Item;", size: 24, n: 3, frames: appStack("load", 42)}
-	other := al{class: "[B", size: 100, n: 2, frames: []alloctrack.FrameName{
+	other := al{class: "[B", size: 100, n: 2, frames: []allocreport.FrameName{
 		fr("Lcom/example/Other;", "z", "Other.java", 7), fr("Ljava/lang/Thread;", "run", "Thread.java", 1),
 	}}
 	r1 := build(t, site, other)
@@ -171,19 +173,19 @@ func TestCountersSiteIdentityByNames(t *testing.T) {
 
 	// The same site again, in tables with duplicate entries, built as a VM
 	// may send them: frames refer to the second copy of each name.
-	r3 := &alloctrack.Report{
+	r3 := &allocreport.Report{
 		Classes: []string{"com.example.Item", "java.util.ArrayList", "com.example.Item", "java.util.ArrayList", "com.example.app.Feed"},
 		Methods: []string{"x", "add", "add", "load"},
 		Files:   []string{"Feed.java", "ArrayList.java", "ArrayList.java"},
 	}
 	for range 4 {
-		r3.Append(24, 1, 2, []alloctrack.Frame{{Class: 3, Method: 2, File: 2, Line: 457}, {Class: 4, Method: 3, File: 0, Line: 42}})
+		r3.Append(24, 1, 2, []allocreport.Frame{{Class: 3, Method: 2, File: 2, Line: 457}, {Class: 4, Method: 3, File: 0, Line: 42}})
 	}
 
-	idOf := func(r *alloctrack.Report, class string) string {
+	idOf := func(r *allocreport.Report, class string) string {
 		for i := range r.Allocations {
 			if r.ClassName(&r.Allocations[i]) == class {
-				return alloctrack.SiteID(r.SiteHash(i))
+				return alloctrack.SiteID(alloctrack.SiteHash(r, i))
 			}
 		}
 		t.Fatalf("no allocation of %s", class)
@@ -199,7 +201,7 @@ func TestCountersSiteIdentityByNames(t *testing.T) {
 
 	c := alloctrack.NewCounters(alloctrack.AggregateConfig{TopClasses: 10, TopSites: 10})
 	now := time.Unix(100, 0)
-	for _, r := range []*alloctrack.Report{r1, r2, r3} {
+	for _, r := range []*allocreport.Report{r1, r2, r3} {
 		c.Add(r, now)
 	}
 	got := c.Snapshot()
@@ -235,34 +237,34 @@ func TestCountersSiteFrame(t *testing.T) {
 	const appStr = "com.example.app.Feed.bind(Feed.java:12)"
 	tests := []struct {
 		name   string
-		frames []alloctrack.FrameName
+		frames []allocreport.FrameName
 		want   string
 	}{
-		{"app frame on top", []alloctrack.FrameName{app}, appStr},
-		{"below java.", []alloctrack.FrameName{fr("Ljava/lang/StringBuilder;", "toString", "StringBuilder.java", 400), app}, appStr},
-		{"below javax.", []alloctrack.FrameName{fr("Ljavax/crypto/Cipher;", "init", "Cipher.java", 1), app}, appStr},
-		{"below android.", []alloctrack.FrameName{fr("Landroid/os/Handler;", "dispatchMessage", "Handler.java", 99), app}, appStr},
-		{"below androidx.", []alloctrack.FrameName{fr("Landroidx/recyclerview/widget/RecyclerView;", "onLayout", "RecyclerView.java", 3), app}, appStr},
-		{"below dalvik.", []alloctrack.FrameName{fr("Ldalvik/system/VMRuntime;", "newNonMovableArray", "", -2), app}, appStr},
-		{"below libcore.", []alloctrack.FrameName{fr("Llibcore/io/Memory;", "peek", "Memory.java", 5), app}, appStr},
-		{"below sun.", []alloctrack.FrameName{fr("Lsun/misc/Unsafe;", "allocateInstance", "", -2), app}, appStr},
-		{"below com.android.internal.", []alloctrack.FrameName{fr("Lcom/android/internal/os/ZygoteInit;", "main", "ZygoteInit.java", 930), app}, appStr},
-		{"several framework frames", []alloctrack.FrameName{
+		{"app frame on top", []allocreport.FrameName{app}, appStr},
+		{"below java.", []allocreport.FrameName{fr("Ljava/lang/StringBuilder;", "toString", "StringBuilder.java", 400), app}, appStr},
+		{"below javax.", []allocreport.FrameName{fr("Ljavax/crypto/Cipher;", "init", "Cipher.java", 1), app}, appStr},
+		{"below android.", []allocreport.FrameName{fr("Landroid/os/Handler;", "dispatchMessage", "Handler.java", 99), app}, appStr},
+		{"below androidx.", []allocreport.FrameName{fr("Landroidx/recyclerview/widget/RecyclerView;", "onLayout", "RecyclerView.java", 3), app}, appStr},
+		{"below dalvik.", []allocreport.FrameName{fr("Ldalvik/system/VMRuntime;", "newNonMovableArray", "", -2), app}, appStr},
+		{"below libcore.", []allocreport.FrameName{fr("Llibcore/io/Memory;", "peek", "Memory.java", 5), app}, appStr},
+		{"below sun.", []allocreport.FrameName{fr("Lsun/misc/Unsafe;", "allocateInstance", "", -2), app}, appStr},
+		{"below com.android.internal.", []allocreport.FrameName{fr("Lcom/android/internal/os/ZygoteInit;", "main", "ZygoteInit.java", 930), app}, appStr},
+		{"several framework frames", []allocreport.FrameName{
 			fr("Ljava/util/HashMap;", "put", "HashMap.java", 1), fr("Landroid/view/View;", "draw", "View.java", 2), app,
 			fr("Lcom/example/app/Main;", "run", "Main.java", 3),
 		}, appStr},
-		{"all framework: top frame", []alloctrack.FrameName{
+		{"all framework: top frame", []allocreport.FrameName{
 			fr("Ljava/util/ArrayList;", "grow", "ArrayList.java", 237), fr("Landroid/os/Looper;", "loop", "Looper.java", 193),
 		}, "java.util.ArrayList.grow(ArrayList.java:237)"},
-		{"native top frame, all framework", []alloctrack.FrameName{fr("Ldalvik/system/VMRuntime;", "newNonMovableArray", "", -2)},
+		{"native top frame, all framework", []allocreport.FrameName{fr("Ldalvik/system/VMRuntime;", "newNonMovableArray", "", -2)},
 			"dalvik.system.VMRuntime.newNonMovableArray(Native Method)"},
-		{"unknown source app frame", []alloctrack.FrameName{fr("Ljava/lang/Object;", "clone", "", -1), fr("Lcom/example/Gen;", "make", "", -1)},
+		{"unknown source app frame", []allocreport.FrameName{fr("Ljava/lang/Object;", "clone", "", -1), fr("Lcom/example/Gen;", "make", "", -1)},
 			"com.example.Gen.make(Unknown Source)"},
 		// Prefixes are whole package names.
-		{"javafx is not java.", []alloctrack.FrameName{fr("Ljavafx/Foo;", "a", "Foo.java", 1), app}, "javafx.Foo.a(Foo.java:1)"},
-		{"androidx2 is not androidx.", []alloctrack.FrameName{fr("Landroidx2/Foo;", "a", "Foo.java", 1), app}, "androidx2.Foo.a(Foo.java:1)"},
-		{"com.android.launcher is an app", []alloctrack.FrameName{fr("Lcom/android/launcher3/Workspace;", "a", "W.java", 1), app}, "com.android.launcher3.Workspace.a(W.java:1)"},
-		{"kotlin is an app frame", []alloctrack.FrameName{fr("Lkotlin/collections/ArraysKt;", "toList", "_Arrays.kt", 9), app}, "kotlin.collections.ArraysKt.toList(_Arrays.kt:9)"},
+		{"javafx is not java.", []allocreport.FrameName{fr("Ljavafx/Foo;", "a", "Foo.java", 1), app}, "javafx.Foo.a(Foo.java:1)"},
+		{"androidx2 is not androidx.", []allocreport.FrameName{fr("Landroidx2/Foo;", "a", "Foo.java", 1), app}, "androidx2.Foo.a(Foo.java:1)"},
+		{"com.android.launcher is an app", []allocreport.FrameName{fr("Lcom/android/launcher3/Workspace;", "a", "W.java", 1), app}, "com.android.launcher3.Workspace.a(W.java:1)"},
+		{"kotlin is an app frame", []allocreport.FrameName{fr("Lkotlin/collections/ArraysKt;", "toList", "_Arrays.kt", 9), app}, "kotlin.collections.ArraysKt.toList(_Arrays.kt:9)"},
 		{"empty stack", nil, ""},
 	}
 	for _, tt := range tests {
@@ -306,7 +308,7 @@ func TestCountersStackLabel(t *testing.T) {
 		}
 	}
 	// A deep stack stops being formatted once over the cap.
-	var deep []alloctrack.FrameName
+	var deep []allocreport.FrameName
 	for i := range 255 {
 		deep = append(deep, fr("Lcom/example/Deep;", "recurse", "Deep.java", int16(i+1)))
 	}
@@ -327,7 +329,7 @@ func TestCountersStackLabel(t *testing.T) {
 // (client_golang's MustNewConstMetric panics otherwise). Java names need
 // not be ASCII.
 func TestCountersStackLabelIsValidUTF8(t *testing.T) {
-	frames := []alloctrack.FrameName{
+	frames := []allocreport.FrameName{
 		fr("Lcom/例子/应用/数据源;", "加载", "数据源.java", 12),
 		fr("Lcom/例子/应用/界面;", "显示", "界面.java", 34),
 	}
@@ -524,7 +526,7 @@ func TestCountersManyDistinctSites(t *testing.T) {
 
 func TestCountersConcurrent(t *testing.T) {
 	c := alloctrack.NewCounters(alloctrack.AggregateConfig{TopClasses: 3, TopSites: 5})
-	var reports []*alloctrack.Report
+	var reports []*allocreport.Report
 	var want alloctrack.Count
 	rng := rand.New(rand.NewPCG(5, 6))
 	for range 8 {
@@ -548,7 +550,7 @@ func TestSiteHashNamesMatchesReport(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	var allocs []al
 	for i := range 50 {
-		var frames []alloctrack.FrameName
+		var frames []allocreport.FrameName
 		for j := range rng.IntN(6) {
 			line := int16(rng.IntN(900))
 			if j == 0 && i%7 == 0 {
@@ -561,11 +563,11 @@ func TestSiteHashNamesMatchesReport(t *testing.T) {
 	r := build(t, allocs...)
 	for i := range r.Allocations {
 		a := &r.Allocations[i]
-		var names []alloctrack.FrameName
+		var names []allocreport.FrameName
 		for _, f := range r.Stack(a).All() {
-			names = append(names, alloctrack.FrameName{Class: r.Classes[f.Class], Method: r.Methods[f.Method], File: r.Files[f.File], Line: f.Line})
+			names = append(names, allocreport.FrameName{Class: r.Classes[f.Class], Method: r.Methods[f.Method], File: r.Files[f.File], Line: f.Line})
 		}
-		if got, want := alloctrack.SiteHashNames(r.ClassName(a), names), r.SiteHash(i); got != want {
+		if got, want := alloctrack.SiteHashNames(r.ClassName(a), names), alloctrack.SiteHash(r, i); got != want {
 			t.Fatalf("allocation %d: SiteHashNames %x, Report.SiteHash %x", i, got, want)
 		}
 	}
@@ -576,14 +578,14 @@ func TestSiteHashNamesMatchesReport(t *testing.T) {
 // report are its own.
 func TestCountersKeepNothingOfThePayload(t *testing.T) {
 	r0 := build(t,
-		al{"Lcom/例/Big;", 64, 3, []alloctrack.FrameName{fr("Lcom/例/App;", "run", "App.java", 12), fr("Ljava/lang/Thread;", "run", "Thread.java", 764)}},
-		al{"[B", 16, 5, []alloctrack.FrameName{fr("Lcom/x/Y;", "make", "Y.java", 3)}},
+		al{"Lcom/例/Big;", 64, 3, []allocreport.FrameName{fr("Lcom/例/App;", "run", "App.java", 12), fr("Ljava/lang/Thread;", "run", "Thread.java", 764)}},
+		al{"[B", 16, 5, []allocreport.FrameName{fr("Lcom/x/Y;", "make", "Y.java", 3)}},
 	)
-	payload, err := alloctrack.Encode(r0)
+	payload, err := allocreport.Encode(r0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := alloctrack.Parse(payload)
+	r, err := allocreport.Parse(payload)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -613,15 +615,15 @@ func TestCountersKeepNothingOfThePayload(t *testing.T) {
 // table of every report it came from alive.
 func TestCountersKeepNoNameTable(t *testing.T) {
 	r := build(t,
-		al{"Lcom/example/Big;", 64, 3, []alloctrack.FrameName{fr("Lcom/example/App;", "run", "App.java", 12)}},
-		al{"[B", 16, 5, []alloctrack.FrameName{fr("Lcom/x/Y;", "make", "Y.java", 3)}},
-		al{"Lcom/example/Rare;", 8, 1, []alloctrack.FrameName{fr("Lcom/x/Y;", "make", "Y.java", 4)}},
+		al{"Lcom/example/Big;", 64, 3, []allocreport.FrameName{fr("Lcom/example/App;", "run", "App.java", 12)}},
+		al{"[B", 16, 5, []allocreport.FrameName{fr("Lcom/x/Y;", "make", "Y.java", 3)}},
+		al{"Lcom/example/Rare;", 8, 1, []allocreport.FrameName{fr("Lcom/x/Y;", "make", "Y.java", 4)}},
 	)
-	payload, err := alloctrack.Encode(r)
+	payload, err := allocreport.Encode(r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, err = alloctrack.Parse(payload); err != nil {
+	if r, err = allocreport.Parse(payload); err != nil {
 		t.Fatal(err)
 	}
 	shared := map[*byte]string{}

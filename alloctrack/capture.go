@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/alloctrack/alloctrack/ddms/allocreport"
+
 	"github.com/alloctrack/alloctrack/perfetto"
 )
 
@@ -292,7 +294,7 @@ func (t *Tally) Summary(top int) ([]SummaryClass, []SummarySite) {
 // Input is a set of reports read from files or capture directories.
 type Input struct {
 	Name     string
-	Reports  []*Report
+	Reports  []*allocreport.Report
 	Files    []string      // one per report
 	Summary  *Summary      // from a capture directory's summary.json
 	Duration time.Duration // 0 when unknown (bare files)
@@ -385,7 +387,7 @@ func ReadInput(path string) (*Input, error) {
 		if err != nil {
 			return nil, err
 		}
-		in.Reports, in.Files = []*Report{r}, []string{path}
+		in.Reports, in.Files = []*allocreport.Report{r}, []string{path}
 		return in, nil
 	}
 	files, err := filepath.Glob(filepath.Join(path, "*.alloc"))
@@ -440,12 +442,12 @@ func ReadInput(path string) (*Input, error) {
 	return in, nil
 }
 
-func readReportFile(path string) (*Report, error) {
+func readReportFile(path string) (*allocreport.Report, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	r, err := Parse(b)
+	r, err := allocreport.Parse(b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

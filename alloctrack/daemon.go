@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/alloctrack/alloctrack/ddms/allocreport"
+
 	"go.uber.org/zap"
 
 	"github.com/alloctrack/alloctrack/jdwp"
@@ -827,7 +829,7 @@ func (d *Daemon) reportCap(ctx context.Context, src Source, serial string) int {
 	if recent > 0 && (allocMax == 0 || recent <= allocMax) {
 		c = recent
 	}
-	if c >= MaxEntries {
+	if c >= allocreport.MaxEntries {
 		return 0
 	}
 	return c

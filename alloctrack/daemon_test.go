@@ -3,13 +3,14 @@ package alloctrack_test
 import (
 	"context"
 	"fmt"
-	"github.com/alloctrack/alloctrack/ddms"
-	"github.com/alloctrack/alloctrack/jdwp"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/alloctrack/alloctrack/ddms"
+	"github.com/alloctrack/alloctrack/jdwp"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/alloctrack/alloctrack/ddms/allocreport"
+
 	"github.com/alloctrack/alloctrack/perfetto"
 )
 
@@ -101,9 +103,9 @@ func JavaFrames(st *perfetto.Stack) []FrameRef {
 // HeapprofdSiteHash is the site hash of a heapprofd stack's Java frames
 // (see JavaFrames): SiteHashNames with class "".
 func HeapprofdSiteHash(frames []FrameRef) uint64 {
-	names := make([]FrameName, len(frames))
+	names := make([]allocreport.FrameName, len(frames))
 	for i, f := range frames {
-		names[i] = FrameName{Class: f.Class, Method: f.Method, File: f.File, Line: int16(f.Line)}
+		names[i] = allocreport.FrameName{Class: f.Class, Method: f.Method, File: f.File, Line: int16(f.Line)}
 	}
 	return SiteHashNames("", names)
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alloctrack/alloctrack/ddms/allocreport"
+
 	"github.com/google/pprof/profile"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
@@ -131,8 +133,8 @@ func decodeDumps(t testing.TB, trace []byte) []*perfetto.Dump {
 
 // The sites of hpTrace by their Java frames.
 var (
-	siteBar  = alloctrack.SiteID(alloctrack.SiteHashNames("", []alloctrack.FrameName{{Class: "com.example.Foo", Method: "bar", Line: -1}, {Class: "com.example.Main", Method: "run", Line: -1}}))
-	siteList = alloctrack.SiteID(alloctrack.SiteHashNames("", []alloctrack.FrameName{{Class: "java.util.ArrayList", Method: "add", Line: -1}, {Class: "com.example.Main", Method: "run", Line: -1}}))
+	siteBar  = alloctrack.SiteID(alloctrack.SiteHashNames("", []allocreport.FrameName{{Class: "com.example.Foo", Method: "bar", Line: -1}, {Class: "com.example.Main", Method: "run", Line: -1}}))
+	siteList = alloctrack.SiteID(alloctrack.SiteHashNames("", []allocreport.FrameName{{Class: "java.util.ArrayList", Method: "add", Line: -1}, {Class: "com.example.Main", Method: "run", Line: -1}}))
 	siteNone = alloctrack.SiteID(alloctrack.SiteHashNames("", nil))
 )
 

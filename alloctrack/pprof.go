@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/alloctrack/alloctrack/ddms/allocreport"
+
 	"github.com/cespare/xxhash/v2"
 	"github.com/google/pprof/profile"
 
@@ -20,8 +22,8 @@ type FrameRef struct {
 // Function is the frame's function name: Class.method.
 func (f FrameRef) Function() string { return f.Class + "." + f.Method }
 
-// Ref returns frame f of r by names.
-func (r *Report) Ref(f Frame) FrameRef {
+// FrameOf returns frame f of r by names.
+func FrameOf(r *allocreport.Report, f allocreport.Frame) FrameRef {
 	return FrameRef{Class: r.Classes[f.Class], Method: r.Methods[f.Method], File: r.Files[f.File], Line: int(f.Line)}
 }
 
@@ -225,8 +227,8 @@ func (b *ProfileBuilder) AddSite(class string, frames []FrameRef, thread int, co
 }
 
 // AddReport adds every allocation of r, with its thread.
-func (b *ProfileBuilder) AddReport(r *Report) {
-	refs := map[Frame]FrameRef{}
+func (b *ProfileBuilder) AddReport(r *allocreport.Report) {
+	refs := map[allocreport.Frame]FrameRef{}
 	var frames []FrameRef
 	for i := range r.Allocations {
 		a := &r.Allocations[i]
@@ -234,7 +236,7 @@ func (b *ProfileBuilder) AddReport(r *Report) {
 		for _, f := range r.Stack(a).All() {
 			ref, ok := refs[f]
 			if !ok {
-				ref = r.Ref(f)
+				ref = FrameOf(r, f)
 				refs[f] = ref
 			}
 			frames = append(frames, ref)

@@ -12,14 +12,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alloctrack/alloctrack/ddms/allocreport"
+
 	"github.com/google/pprof/profile"
 )
 
 // realProfile builds the profile of the real report and checks that it
 // survives encoding.
-func realProfile(t *testing.T) (*Report, *profile.Profile, []byte) {
+func realProfile(t *testing.T) (*allocreport.Report, *profile.Profile, []byte) {
 	t.Helper()
-	r, err := Parse(readReal(t))
+	r, err := allocreport.Parse(readReal(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +113,7 @@ func TestProfileBuilderRealReport(t *testing.T) {
 	frames := map[FrameRef]bool{}
 	for i := range r.Allocations {
 		for _, f := range r.Stack(&r.Allocations[i]).All() {
-			frames[r.Ref(f)] = true
+			frames[FrameOf(r, f)] = true
 		}
 	}
 	addrs := map[uint64]uint64{}
@@ -324,4 +326,14 @@ func TestProfileBuilderEdges(t *testing.T) {
 	if len(p.Location) != 3 {
 		t.Errorf("%d locations, want 3 (an unused frame gets none)", len(p.Location))
 	}
+}
+
+// readReal reads the report recorded on a device (testdata/README.md).
+func readReal(t testing.TB) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "real", "geektime-chapter03-1544113611.real"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/alloctrack/alloctrack/ddms/allocreport"
+
 	"go.uber.org/zap"
 
 	"github.com/alloctrack/alloctrack/ddms"
@@ -104,8 +106,8 @@ type Window struct {
 	// builds the report in this time, holding its tracker lock, so the
 	// app's allocating threads stall for up to this long.
 	Answer   time.Duration
-	Raw      []byte  // the REAL payload
-	Report   *Report // nil when the payload did not parse
+	Raw      []byte              // the REAL payload
+	Report   *allocreport.Report // nil when the payload did not parse
 	ParseErr error
 	packet   []byte // the reply's packet data, Raw's buffer
 }
@@ -301,8 +303,8 @@ func (s *Session) Run(ctx context.Context) (err error) {
 		} else {
 			counters.AddWindow(w.Report, w.Start, w.End)
 			n := len(w.Report.Allocations)
-			reportCap := MaxEntries
-			if s.ReportCap > 0 && s.ReportCap < MaxEntries {
+			reportCap := allocreport.MaxEntries
+			if s.ReportCap > 0 && s.ReportCap < allocreport.MaxEntries {
 				reportCap = s.ReportCap
 			}
 			over := n >= reportCap
@@ -536,7 +538,7 @@ func (s *Session) cycle(ctx context.Context, c *ddms.Client, cfg SessionConfig, 
 	if !first.IsZero() {
 		w.Answer = first.Sub(t0)
 	}
-	w.Report, w.ParseErr = ParseReusing(raw, s.allocs.get())
+	w.Report, w.ParseErr = allocreport.ParseReusing(raw, s.allocs.get())
 	return w, nil
 }
 
@@ -576,7 +578,7 @@ type allocArrays struct {
 }
 
 type freeAllocs struct {
-	a     []Allocation
+	a     []allocreport.Allocation
 	since time.Time // when it was given back
 }
 
@@ -601,7 +603,7 @@ func (p *allocArrays) trimLocked() {
 }
 
 // get returns a free array (nil if there is none); its contents are stale.
-func (p *allocArrays) get() []Allocation {
+func (p *allocArrays) get() []allocreport.Allocation {
 	if p == nil {
 		return nil
 	}
@@ -620,7 +622,7 @@ func (p *allocArrays) get() []Allocation {
 
 // put takes back an array nothing refers to any more. Arrays too small to
 // be worth keeping are dropped, and so are any beyond keep.
-func (p *allocArrays) put(a []Allocation) {
+func (p *allocArrays) put(a []allocreport.Allocation) {
 	if p == nil || cap(a) < 1024 {
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/ddms/allocreport"
 	"github.com/alloctrack/alloctrack/jdwp"
 	"github.com/alloctrack/alloctrack/sim"
 )
@@ -420,13 +421,13 @@ func TestSessionAnswerTime(t *testing.T) {
 	f := newFixture(t, 30, sim.AppConfig{Workload: wl}, alloctrack.SessionConfig{Window: 200 * time.Millisecond, RTTFloor: 1})
 	stop, _ := f.run(t)
 	waitFor(t, "tracking", f.vm.Tracking)
-	f.vm.Allocate(alloctrack.MaxEntries)
+	f.vm.Allocate(allocreport.MaxEntries)
 	waitFor(t, "a full window", func() bool { return f.stats.Snapshot().Overflowed >= 1 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	st := f.stats.Snapshot()
-	build := time.Duration(alloctrack.MaxEntries*16) * sim.ReportBuildPerFrame
+	build := time.Duration(allocreport.MaxEntries*16) * sim.ReportBuildPerFrame
 	if st.Answer.Count != st.RTT.Count || st.Answer.Sum < build.Seconds() || st.Answer.Sum > st.RTT.Sum {
 		t.Errorf("answer %d windows %.3fs, round trips %d windows %.3fs; the full report took %v to build", st.Answer.Count, st.Answer.Sum, st.RTT.Count, st.RTT.Sum, build)
 	}

@@ -4,8 +4,9 @@ import (
 	"cmp"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
+
+	"github.com/alloctrack/alloctrack/ddms/allocreport"
 
 	"github.com/alloctrack/alloctrack/perfetto"
 )
@@ -62,35 +63,11 @@ func NewTally() *Tally {
 	return &Tally{Classes: map[string]*Count{}, sites: map[string]*Site{}}
 }
 
-// FrameString formats f as "pkg.Class.method(File.java:12)", with
-// "Native Method" and "Unknown Source" as Java prints them.
-func (r *Report) FrameString(f Frame) string {
-	var b strings.Builder
-	b.WriteString(r.Classes[f.Class])
-	b.WriteByte('.')
-	b.WriteString(r.Methods[f.Method])
-	b.WriteByte('(')
-	switch {
-	case f.Line == -2:
-		b.WriteString("Native Method")
-	case r.Files[f.File] == "":
-		b.WriteString("Unknown Source")
-	default:
-		b.WriteString(r.Files[f.File])
-		if f.Line >= 0 {
-			b.WriteByte(':')
-			b.WriteString(strconv.Itoa(int(f.Line)))
-		}
-	}
-	b.WriteByte(')')
-	return b.String()
-}
-
 // Add counts every allocation of r.
-func (t *Tally) Add(r *Report) {
+func (t *Tally) Add(r *allocreport.Report) {
 	// Frames repeat a lot; format each distinct (class, method, file, line)
 	// of this report once.
-	names := map[Frame]string{}
+	names := map[allocreport.Frame]string{}
 	var sh *siteHasher
 	var key strings.Builder
 	for i := range r.Allocations {
@@ -124,7 +101,7 @@ func (t *Tally) Add(r *Report) {
 				sh = newSiteHasher(r)
 			}
 			s = &Site{ID: SiteID(sh.site(a, stack)), Class: cls, Frames: frames}
-			if j := r.AppFrame(stack); j >= 0 {
+			if j := AppFrame(r, stack); j >= 0 {
 				s.AppFrame = frames[j]
 			}
 			t.sites[key.String()] = s

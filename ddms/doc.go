@@ -7,5 +7,5 @@
 // REAE, REAQ, REAL, HPIF, FAIL), turns a FAIL chunk into *FailError, and offers
 // a Client that talks to a small Transport interface rather than to a
 // particular JDWP implementation. It knows nothing of adb, logging or metrics;
-// the REAL report's own layout is decoded by package alloctrack.
+// the REAL report's own layout is decoded by package allocreport.
 package ddms

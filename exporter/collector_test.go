@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alloctrack/alloctrack/ddms/allocreport"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
@@ -281,11 +283,11 @@ func TestEveryAppStateIsExported(t *testing.T) {
 func TestCollectorNonASCIIStacks(t *testing.T) {
 	var bad []int
 	for pad := range 3 {
-		var frames []alloctrack.FrameName
+		var frames []allocreport.FrameName
 		for i := range 60 {
-			frames = append(frames, alloctrack.FrameName{Class: "Lcom/例子/应用/数据源;", Method: strings.Repeat("x", pad) + "加载", File: "数据源.java", Line: int16(i + 1)})
+			frames = append(frames, allocreport.FrameName{Class: "Lcom/例子/应用/数据源;", Method: strings.Repeat("x", pad) + "加载", File: "数据源.java", Line: int16(i + 1)})
 		}
-		b := alloctrack.NewBuilder()
+		b := allocreport.NewBuilder()
 		b.Add(16, 1, "Lcom/例子/应用/条目;", frames)
 		r, err := b.Report()
 		if err != nil {

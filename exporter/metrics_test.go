@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alloctrack/alloctrack/ddms/allocreport"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
@@ -183,8 +185,8 @@ func TestFastMetricsProtobuf(t *testing.T) {
 // go away leave no series behind.
 func TestFastMetricsFollowChanges(t *testing.T) {
 	c := alloctrack.NewCounters(alloctrack.AggregateConfig{})
-	b := alloctrack.NewBuilder()
-	b.Add(16, 1, "[B", []alloctrack.FrameName{{Class: "Lcom/x/A;", Method: "m", File: "A.java", Line: 3}})
+	b := allocreport.NewBuilder()
+	b.Add(16, 1, "[B", []allocreport.FrameName{{Class: "Lcom/x/A;", Method: "m", File: "A.java", Line: 3}})
 	r, err := b.Report()
 	if err != nil {
 		t.Fatal(err)

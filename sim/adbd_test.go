@@ -15,7 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/ddms/allocreport"
+
 	"github.com/alloctrack/alloctrack/ddms"
 	"github.com/alloctrack/alloctrack/internal/adbtest"
 	"github.com/alloctrack/alloctrack/jdwp"
@@ -292,12 +293,12 @@ func TestAdbdMaxReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := alloctrack.Parse(payload)
+	rep, err := allocreport.Parse(payload)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Allocations) != alloctrack.MaxEntries || !rep.Overflowed() {
-		t.Fatalf("%d entries (overflowed %v), want %d", len(rep.Allocations), rep.Overflowed(), alloctrack.MaxEntries)
+	if len(rep.Allocations) != allocreport.MaxEntries || !rep.Overflowed() {
+		t.Fatalf("%d entries (overflowed %v), want %d", len(rep.Allocations), rep.Overflowed(), allocreport.MaxEntries)
 	}
 	if n := rep.Stack(&rep.Allocations[0]).Len(); n != 16 {
 		t.Fatalf("depth %d", n)
@@ -718,7 +719,7 @@ func BenchmarkREALThroughRealADB(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if rep, err := alloctrack.Parse(payload); err != nil || len(rep.Allocations) != alloctrack.MaxEntries {
+	if rep, err := allocreport.Parse(payload); err != nil || len(rep.Allocations) != allocreport.MaxEntries {
 		b.Fatalf("warm-up report: %v", err)
 	}
 	b.SetBytes(int64(len(payload)))

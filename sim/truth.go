@@ -3,6 +3,8 @@ package sim
 import (
 	"time"
 
+	"github.com/alloctrack/alloctrack/ddms/allocreport"
+
 	"github.com/alloctrack/alloctrack/alloctrack"
 )
 
@@ -75,10 +77,10 @@ func (p *program) counts(sites []alloctrack.Count, depth int) Counts {
 			fr = fr[:depth]
 		}
 		names := make([]string, len(fr))
-		fn := make([]alloctrack.FrameName, len(fr))
+		fn := make([]allocreport.FrameName, len(fr))
 		for j, f := range fr {
 			names[j] = p.tables.FrameString(f)
-			fn[j] = alloctrack.FrameName{Class: p.tables.Classes[f.Class], Method: p.tables.Methods[f.Method], File: p.tables.Files[f.File], Line: f.Line}
+			fn[j] = allocreport.FrameName{Class: p.tables.Classes[f.Class], Method: p.tables.Methods[f.Method], File: p.tables.Files[f.File], Line: f.Line}
 		}
 		addCount(c.BySite, SiteKey(cls, names), n)
 		addCount(c.BySiteID, alloctrack.SiteID(alloctrack.SiteHashNames(cls, fn)), n)

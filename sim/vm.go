@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/alloctrack/alloctrack/ddms/allocreport"
+
 	"github.com/alloctrack/alloctrack/alloctrack"
 	"github.com/alloctrack/alloctrack/ddms"
 	"github.com/alloctrack/alloctrack/jdwp"
@@ -209,7 +211,7 @@ func NewVM(cfg AppConfig, api int) *VM {
 	}
 	// Dalvik keeps 65,536 records, and a full report's u16 count wraps to
 	// 0 (vm/AllocTracker.cpp); ART reports at most 65,535.
-	ring := alloctrack.MaxEntries
+	ring := allocreport.MaxEntries
 	if cfg.API < 21 {
 		ring = DalvikRecords
 	}
@@ -535,7 +537,7 @@ func (vm *VM) closeWindowLocked() {
 // records as reported in the window's truth.
 func (vm *VM) reportLocked() []byte {
 	r := vm.prog.tables // copy: tables shared, records our own
-	r.Allocations = make([]alloctrack.Allocation, 0, vm.n)
+	r.Allocations = make([]allocreport.Allocation, 0, vm.n)
 	vm.reported.reset()
 	emit := func(rec record) {
 		s := &vm.prog.sites[rec.site]
@@ -556,7 +558,7 @@ func (vm *VM) reportLocked() []byte {
 			emit(vm.ring[(oldest+i)%len(vm.ring)])
 		}
 	}
-	b, err := alloctrack.Encode(&r)
+	b, err := allocreport.Encode(&r)
 	if err != nil {
 		panic(err) // the simulator's own tables and records: cannot fail
 	}
@@ -1010,7 +1012,7 @@ func (vm *VM) serveREAL(c net.Conn, id uint32) bool {
 			time.Sleep(time.Duration(n*vm.cfg.Depth) * ReportBuildPerFrame)
 		}
 	} else {
-		report, _ = alloctrack.Encode(&alloctrack.Report{})
+		report, _ = allocreport.Encode(&allocreport.Report{})
 	}
 	if corrupt || truncate || drop {
 		// A bad report is not a delivered one.
@@ -1027,10 +1029,10 @@ func (vm *VM) serveREAL(c net.Conn, id uint32) bool {
 	vm.mu.Unlock()
 
 	switch {
-	case corrupt && len(report) >= alloctrack.HeaderLen:
+	case corrupt && len(report) >= allocreport.HeaderLen:
 		report = append([]byte(nil), report...)
-		if len(report) > alloctrack.HeaderLen+alloctrack.EntryHeaderLen {
-			report[alloctrack.HeaderLen+6], report[alloctrack.HeaderLen+7] = 0xff, 0xff // class index
+		if len(report) > allocreport.HeaderLen+allocreport.EntryHeaderLen {
+			report[allocreport.HeaderLen+6], report[allocreport.HeaderLen+7] = 0xff, 0xff // class index
 		} else {
 			report[5], report[6], report[7], report[8] = 0xff, 0xff, 0xff, 0xff // strings offset
 		}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alloctrack/alloctrack/ddms/allocreport"
+
 	"github.com/alloctrack/alloctrack/alloctrack"
 	"github.com/alloctrack/alloctrack/ddms"
 	"github.com/alloctrack/alloctrack/jdwp"
@@ -64,7 +66,7 @@ func ctx5(t *testing.T) context.Context {
 // trackedWindow runs one window on an open client: a few untracked
 // allocations, REAE 1 confirmed with REAQ, n tracked allocations, REAL. It
 // checks the report against the VM's ground truth and returns it.
-func trackedWindow(t *testing.T, ctx context.Context, c *ddms.Client, vm *VM, n int) *alloctrack.Report {
+func trackedWindow(t *testing.T, ctx context.Context, c *ddms.Client, vm *VM, n int) *allocreport.Report {
 	t.Helper()
 	vm.Allocate(100) // before the window: not tracked
 	if err := c.SetAllocTracking(true); err != nil {
@@ -78,7 +80,7 @@ func trackedWindow(t *testing.T, ctx context.Context, c *ddms.Client, vm *VM, n 
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := alloctrack.Parse(payload)
+	r, err := allocreport.Parse(payload)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +95,7 @@ func trackedWindow(t *testing.T, ctx context.Context, c *ddms.Client, vm *VM, n 
 
 // reportCounts tallies a parsed report into per-class and per-site counts
 // keyed as the simulator's truth is.
-func reportCounts(r *alloctrack.Report) Counts {
+func reportCounts(r *allocreport.Report) Counts {
 	c := Counts{ByClass: map[string]alloctrack.Count{}, BySite: map[string]alloctrack.Count{}}
 	for i := range r.Allocations {
 		a := &r.Allocations[i]
@@ -161,7 +163,7 @@ func TestWindowMatchesGroundTruth(t *testing.T) {
 		t.Fatalf("windows %+v", w)
 	}
 	payload, err := c.Allocations(ctx)
-	if err != nil || len(payload) != alloctrack.HeaderLen {
+	if err != nil || len(payload) != allocreport.HeaderLen {
 		t.Fatalf("report when disabled: %d bytes, %v", len(payload), err)
 	}
 	if st := vm.Stats(); st.NonDDM != 0 || st.Enables != 1 || st.Disables != 1 || st.ReportsSent != 2 {
@@ -180,7 +182,7 @@ func TestNewestFirstCapAndOverflow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := alloctrack.Parse(payload)
+	r, err := allocreport.Parse(payload)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +205,7 @@ func TestNewestFirstCapAndOverflow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2, err := alloctrack.Parse(p2)
+	r2, err := allocreport.Parse(p2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +233,7 @@ func TestDepth(t *testing.T) {
 		c.AllocTracking(ctx)
 		vm.Allocate(50)
 		p, _ := c.Allocations(ctx)
-		r, err := alloctrack.Parse(p)
+		r, err := allocreport.Parse(p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,7 +255,7 @@ func TestEnableWhileOnKeepsRecords(t *testing.T) {
 	c.SetAllocTracking(true)
 	c.AllocTracking(ctx)
 	p, _ := c.Allocations(ctx)
-	r, _ := alloctrack.Parse(p)
+	r, _ := allocreport.Parse(p)
 	if len(r.Allocations) != 10 {
 		t.Fatalf("%d records after a second enable, want 10", len(r.Allocations))
 	}
@@ -501,7 +503,7 @@ func TestFaults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r, err := alloctrack.Parse(p); err != nil || len(r.Allocations) != 100 {
+		if r, err := allocreport.Parse(p); err != nil || len(r.Allocations) != 100 {
 			t.Fatalf("after reconnect: %v", err)
 		}
 	})
@@ -517,13 +519,13 @@ func TestFaults(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var pe *alloctrack.ParseError
-			if _, err := alloctrack.Parse(p); !errors.As(err, &pe) {
+			var pe *allocreport.ParseError
+			if _, err := allocreport.Parse(p); !errors.As(err, &pe) {
 				t.Fatalf("bad report parsed: %v", err)
 			}
 		}
 		p, _ := c.Allocations(ctx5(t))
-		if _, err := alloctrack.Parse(p); err != nil {
+		if _, err := allocreport.Parse(p); err != nil {
 			t.Fatalf("third report: %v", err)
 		}
 	})
@@ -601,7 +603,7 @@ func TestReportsInDoubt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2, err := alloctrack.Parse(payload)
+	r2, err := allocreport.Parse(payload)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -653,8 +655,8 @@ func TestReportCutOffInDoubt(t *testing.T) {
 	if on, err := c.AllocTracking(ctx); err != nil || !on {
 		t.Fatalf("REAQ %v %v", on, err)
 	}
-	vm.Allocate(alloctrack.MaxEntries) // a report of megabytes: more than the socket holds
-	close(sc.stall)                    // the client reads no more
+	vm.Allocate(allocreport.MaxEntries) // a report of megabytes: more than the socket holds
+	close(sc.stall)                     // the client reads no more
 	if _, err := c.StartAllocations(); err != nil {
 		t.Fatal(err)
 	}
@@ -663,8 +665,8 @@ func TestReportCutOffInDoubt(t *testing.T) {
 	conn.Close()
 	waitFor(t, func() bool { return !vm.Connected() })
 	got := vm.InDoubt()
-	if len(got) != 1 || got[0].Allocations != alloctrack.MaxEntries {
-		t.Fatalf("in doubt %v, want the one report cut off (%d allocations)", got, alloctrack.MaxEntries)
+	if len(got) != 1 || got[0].Allocations != allocreport.MaxEntries {
+		t.Fatalf("in doubt %v, want the one report cut off (%d allocations)", got, allocreport.MaxEntries)
 	}
 }
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/ddms/allocreport"
 )
 
 // Workload describes what a simulated app allocates. It is seeded and
@@ -81,7 +81,7 @@ var (
 		{"Ljava/lang/StringBuilder;", 16, false}, {"Ljava/lang/Integer;", 16, false},
 		{"Landroid/graphics/Rect;", 32, false}, {"[J", 0, true},
 	}
-	frameworkTop = []alloctrack.FrameName{
+	frameworkTop = []allocreport.FrameName{
 		{Class: "Ljava/util/Arrays;", Method: "copyOf", File: "Arrays.java", Line: 3139},
 		{Class: "Ljava/lang/StringBuilder;", Method: "toString", File: "StringBuilder.java", Line: 413},
 		{Class: "Ljava/util/ArrayList;", Method: "grow", File: "ArrayList.java", Line: 275},
@@ -89,7 +89,7 @@ var (
 		{Class: "Ljava/lang/Object;", Method: "internalClone", File: "", Line: -2},
 		{Class: "Ljava/lang/Integer;", Method: "valueOf", File: "Integer.java", Line: 1034},
 	}
-	frameworkBottom = []alloctrack.FrameName{
+	frameworkBottom = []allocreport.FrameName{
 		{Class: "Landroid/os/Handler;", Method: "dispatchMessage", File: "Handler.java", Line: 106},
 		{Class: "Landroid/os/Looper;", Method: "loop", File: "Looper.java", Line: 223},
 		{Class: "Landroid/app/ActivityThread;", Method: "main", File: "ActivityThread.java", Line: 7656},
@@ -103,20 +103,20 @@ type site struct {
 	class  uint16 // index into the workload's class table
 	size   uint32 // base size in bytes
 	arr    bool   // arrays vary in size
-	frames []alloctrack.Frame
+	frames []allocreport.Frame
 }
 
 // program is a workload made concrete: its string tables and sites.
 type program struct {
 	w      Workload
-	tables alloctrack.Report // Raw*/dotted tables only
+	tables allocreport.Report // Raw*/dotted tables only
 	sites  []site
 }
 
 func newProgram(w Workload, pkg string) *program {
 	w.fill()
 	rng := rand.New(rand.NewPCG(w.Seed, 0x616c6c6f63))
-	b := alloctrack.NewBuilder()
+	b := allocreport.NewBuilder()
 	// Intern through the builder to get stable indices; its report gives
 	// the tables.
 	p := &program{w: w}
@@ -138,7 +138,7 @@ func newProgram(w Workload, pkg string) *program {
 		class  string
 		size   uint32
 		arr    bool
-		frames []alloctrack.FrameName
+		frames []allocreport.FrameName
 	}
 	var names []siteNames
 	for range w.Sites {
@@ -156,7 +156,7 @@ func newProgram(w Workload, pkg string) *program {
 		}
 		for len(s.frames) < depth-2 {
 			ci := rng.IntN(w.Classes)
-			s.frames = append(s.frames, alloctrack.FrameName{
+			s.frames = append(s.frames, allocreport.FrameName{
 				Class:  appClass(ci),
 				Method: appMethod(rng.IntN(w.Methods)),
 				File:   appFile(ci),
@@ -173,7 +173,7 @@ func newProgram(w Workload, pkg string) *program {
 	if err != nil {
 		panic(err) // tables are bounded by fill; cannot happen
 	}
-	p.tables = alloctrack.Report{
+	p.tables = allocreport.Report{
 		Classes: r.Classes, Methods: r.Methods, Files: r.Files,
 		RawClasses: r.RawClasses, RawMethods: r.RawMethods, RawFiles: r.RawFiles,
 	}

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alloctrack/alloctrack/ddms/allocreport"
+
 	"github.com/google/pprof/profile"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
@@ -221,7 +223,7 @@ func checkCaptureDir(t *testing.T, dir string) *captureFiles {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := alloctrack.Parse(b)
+		r, err := allocreport.Parse(b)
 		if err != nil {
 			t.Fatalf("%d.alloc does not parse: %v", n, err)
 		}
@@ -288,7 +290,7 @@ func checkCaptureDir(t *testing.T, dir string) *captureFiles {
 
 // addReportCounts counts r per class and per site, sites named as the
 // simulator's ground truth names them.
-func addReportCounts(c *sim.Counts, r *alloctrack.Report) {
+func addReportCounts(c *sim.Counts, r *allocreport.Report) {
 	for i := range r.Allocations {
 		a := &r.Allocations[i]
 		n := alloctrack.Count{Allocations: 1, Bytes: uint64(a.Size)}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/alloctrack/alloctrack/ddms/allocreport"
+
 	"github.com/google/pprof/profile"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
@@ -22,12 +24,12 @@ func threadVariant(t *testing.T, thread uint16) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := alloctrack.Parse(b)
+	r, err := allocreport.Parse(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := r.Filter(func(r *alloctrack.Report, i int) bool { return r.Allocations[i].Thread == thread })
-	enc, err := alloctrack.Encode(f)
+	f := r.Filter(func(r *allocreport.Report, i int) bool { return r.Allocations[i].Thread == thread })
+	enc, err := allocreport.Encode(f)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/alloctrack/alloctrack/ddms/allocreport"
+
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
@@ -49,7 +51,7 @@ func newReportCmd(app *kingpin.Application) *reportCmd {
 }
 
 // filters builds the allocation filter of --class, --frame, --thread.
-func filters(class, frame string, thread int) (func(r *alloctrack.Report, i int) bool, error) {
+func filters(class, frame string, thread int) (func(r *allocreport.Report, i int) bool, error) {
 	var cre, fre *regexp.Regexp
 	var err error
 	if class != "" {
@@ -68,7 +70,7 @@ func filters(class, frame string, thread int) (func(r *alloctrack.Report, i int)
 	if cre == nil && fre == nil && thread < 0 {
 		return nil, nil
 	}
-	return func(r *alloctrack.Report, i int) bool {
+	return func(r *allocreport.Report, i int) bool {
 		a := &r.Allocations[i]
 		if thread >= 0 && int(a.Thread) != thread {
 			return false

@@ -1,4 +1,4 @@
-package alloctrack
+package allocreport
 
 import (
 	"encoding/binary"

@@ -1,4 +1,4 @@
-package alloctrack
+package allocreport
 
 import (
 	"encoding/binary"
@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 	"unsafe"
@@ -83,6 +84,12 @@ type Stack struct {
 
 // Len is the number of frames.
 func (s Stack) Len() int { return len(s.b) / s.stride }
+
+// Wire returns the stack's frames as they stand in the payload, stride
+// bytes each, the first FrameLen of which are class, method, file and
+// line (big-endian). Two stacks with equal bytes and stride are the same
+// frames. The bytes are the report's: read them, never change them.
+func (s Stack) Wire() (b []byte, stride int) { return s.b, s.stride }
 
 // At returns frame j.
 func (s Stack) At(j int) Frame {
@@ -806,4 +813,28 @@ func DescriptorToDot(s string) string {
 		return t
 	}
 	return t + strings.Repeat("[]", dims)
+}
+
+// FrameString formats f as "pkg.Class.method(File.java:12)", with
+// "Native Method" and "Unknown Source" as Java prints them.
+func (r *Report) FrameString(f Frame) string {
+	var b strings.Builder
+	b.WriteString(r.Classes[f.Class])
+	b.WriteByte('.')
+	b.WriteString(r.Methods[f.Method])
+	b.WriteByte('(')
+	switch {
+	case f.Line == -2:
+		b.WriteString("Native Method")
+	case r.Files[f.File] == "":
+		b.WriteString("Unknown Source")
+	default:
+		b.WriteString(r.Files[f.File])
+		if f.Line >= 0 {
+			b.WriteByte(':')
+			b.WriteString(strconv.Itoa(int(f.Line)))
+		}
+	}
+	b.WriteByte(')')
+	return b.String()
 }

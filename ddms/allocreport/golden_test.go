@@ -1,4 +1,4 @@
-package alloctrack
+package allocreport
 
 import (
 	"crypto/sha256"
@@ -12,7 +12,7 @@ import (
 
 // realReport is a report recorded on a device; see testdata/README.md at the
 // repository root for its provenance and the facts checked against ddmlib.
-var realReport = filepath.Join("..", "testdata", "real", "geektime-chapter03-1544113611.real")
+var realReport = filepath.Join("..", "..", "testdata", "real", "geektime-chapter03-1544113611.real")
 
 func readReal(t testing.TB) []byte {
 	t.Helper()

@@ -1,40 +1,20 @@
-package alloctrack
+package allocreport
 
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"sync"
-	"testing"
-	"unicode/utf8"
 )
 
-// The largest report ART 7+ sends: MaxEntries allocations of 16 frames
-// (the default stack depth), about 9 MB.
-const maxReportDepth = 16
+// SyntheticDepth is the stack depth of the synthetic reports: ART's default
+// (7 and later) of 16 frames.
+const SyntheticDepth = 16
 
-var maxReportOnce struct {
-	sync.Once
-	b   []byte
-	err error
-}
-
-// maxReport returns a maximum-size REAL payload: 65,535 allocations of 16
-// frames each, drawn deterministically from a few hundred classes, about a
-// thousand methods and two hundred source files. It is built once per test
-// binary and shared, so callers must not modify it.
-func maxReport(tb testing.TB) []byte {
-	tb.Helper()
-	maxReportOnce.Do(func() {
-		maxReportOnce.b, maxReportOnce.err = buildMaxReport()
-	})
-	if maxReportOnce.err != nil {
-		tb.Fatalf("building the maximum-size report: %v", maxReportOnce.err)
-	}
-	return maxReportOnce.b
-}
-
-func buildMaxReport() ([]byte, error) {
+// SyntheticMax returns the largest report a VM sends: MaxEntries
+// allocations of SyntheticDepth frames each (about 9 MB), drawn
+// deterministically from 320 classes, 1,000 method names and 200 source
+// files with the skew a device shows. Every call returns the same bytes. It
+// is the payload the parse and counting benchmarks measure.
+func SyntheticMax() ([]byte, error) {
 	rng := rand.New(rand.NewPCG(0x616c6c6f63, 0x747261636b))
 
 	// 200 source files, 320 classes declared in them, 1000 method names.
@@ -75,7 +55,7 @@ func buildMaxReport() ([]byte, error) {
 	threads := []uint16{3311, 3316, 3320, 3402, 4011, 12345, 40000}
 
 	bld := NewBuilder()
-	frames := make([]FrameName, maxReportDepth)
+	frames := make([]FrameName, SyntheticDepth)
 	for i := 0; i < MaxEntries; i++ {
 		for j := range frames {
 			c := classes[rng.IntN(len(classes))]
@@ -108,28 +88,11 @@ func buildMaxReport() ([]byte, error) {
 	return Encode(r)
 }
 
-var maxReportLargeOnce struct {
-	sync.Once
-	b   []byte
-	err error
-}
-
-// maxReportLargeTables returns a maximum-size REAL payload with large
-// string tables: 2,000 classes, 5,000 methods and 1,000 file names, mixed
-// ASCII and non-ASCII (Latin, CJK, Cyrillic, and characters outside the
-// BMP, sent as surrogate pairs). Built once; callers must not modify it.
-func maxReportLargeTables(tb testing.TB) []byte {
-	tb.Helper()
-	maxReportLargeOnce.Do(func() {
-		maxReportLargeOnce.b, maxReportLargeOnce.err = buildMaxReportLargeTables()
-	})
-	if maxReportLargeOnce.err != nil {
-		tb.Fatalf("building the large-table maximum-size report: %v", maxReportLargeOnce.err)
-	}
-	return maxReportLargeOnce.b
-}
-
-func buildMaxReportLargeTables() ([]byte, error) {
+// SyntheticMaxLargeTables is SyntheticMax with large string tables:
+// 2,000 classes, 5,000 methods and 1,000 file names, mixed ASCII and
+// non-ASCII (Latin, CJK, Cyrillic, and characters outside the BMP, sent as
+// surrogate pairs).
+func SyntheticMaxLargeTables() ([]byte, error) {
 	rng := rand.New(rand.NewPCG(0x6c61726765, 0x7461626c6573))
 	words := []string{"Widget", "Ünïcödé", "数据源", "Загрузчик", "Résumé", "Handler", "𝔘𝔫𝔦", "Service", "ビュー", "Adapter", "Ñandú", "Repository"}
 	pkgs := []string{"android/view", "java/util", "com/example/app/ui", "com/例子/应用", "ru/пример/сеть", "kotlinx/coroutines", "androidx/compose/runtime", "com/exämple/dätä"}
@@ -152,7 +115,7 @@ func buildMaxReportLargeTables() ([]byte, error) {
 	for i := 0; i < 5000; i++ {
 		bld.Add(16, 1, classes[i%len(classes)], []FrameName{{Class: classes[(i*7)%len(classes)], Method: methods[i], File: files[i%len(files)], Line: int16(i % 4000)}})
 	}
-	frames := make([]FrameName, maxReportDepth)
+	frames := make([]FrameName, SyntheticDepth)
 	for i := 5000; i < MaxEntries; i++ {
 		for j := range frames {
 			c := rng.IntN(len(classes))
@@ -168,64 +131,4 @@ func buildMaxReportLargeTables() ([]byte, error) {
 		return nil, err
 	}
 	return Encode(r)
-}
-
-func TestMaxReport(t *testing.T) {
-	b := maxReport(t)
-	r, err := Parse(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(r.Allocations) != MaxEntries || !r.Overflowed() || r.FrameCount() != MaxEntries*maxReportDepth {
-		t.Errorf("%d allocations, %d frames; want %d and %d", len(r.Allocations), r.FrameCount(), MaxEntries, MaxEntries*maxReportDepth)
-	}
-	if len(r.Classes) < 300 || len(r.Methods) < 900 || len(r.Files) < 190 {
-		t.Errorf("tables %d/%d/%d, want a few hundred classes, ~1000 methods, ~200 files", len(r.Classes), len(r.Methods), len(r.Files))
-	}
-	t.Logf("%d bytes; %d classes, %d methods, %d files", len(b), len(r.Classes), len(r.Methods), len(r.Files))
-}
-
-func TestMaxReportLargeTables(t *testing.T) {
-	b := maxReportLargeTables(t)
-	r, err := Parse(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(r.Allocations) != MaxEntries || len(r.Classes) != 2000 || len(r.Methods) != 5000 || len(r.Files) != 1000 {
-		t.Fatalf("%d allocations; tables %d/%d/%d, want %d and 2000/5000/1000", len(r.Allocations), len(r.Classes), len(r.Methods), len(r.Files), MaxEntries)
-	}
-	ascii := 0
-	for _, s := range r.RawMethods {
-		if utf8.RuneCountInString(s) == len(s) {
-			ascii++
-		}
-	}
-	if ascii < 500 || ascii > 4500 {
-		t.Fatalf("%d of 5000 method names are ASCII; want a mix", ascii)
-	}
-	t.Logf("%d bytes; %d ASCII method names of 5000", len(b), ascii)
-}
-
-// TestWriteMaxReport is a tool, not a check: with
-// ALLOCTRACK_WRITE_MAX_REPORT=PATH it writes maxReport to PATH, and with
-// ALLOCTRACK_WRITE_MAX_REPORT_LARGE=PATH maxReportLargeTables (for
-// scripts/bench-parse).
-func TestWriteMaxReport(t *testing.T) {
-	path, large := os.Getenv("ALLOCTRACK_WRITE_MAX_REPORT"), os.Getenv("ALLOCTRACK_WRITE_MAX_REPORT_LARGE")
-	if path == "" && large == "" {
-		t.Skip("set ALLOCTRACK_WRITE_MAX_REPORT=PATH (or ALLOCTRACK_WRITE_MAX_REPORT_LARGE=PATH) to write the maximum-size report to PATH")
-	}
-	for _, w := range []struct {
-		path string
-		b    func(testing.TB) []byte
-	}{{path, maxReport}, {large, maxReportLargeTables}} {
-		if w.path == "" {
-			continue
-		}
-		b := w.b(t)
-		if err := os.WriteFile(w.path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("wrote %d bytes to %s", len(b), w.path)
-	}
 }

@@ -1,4 +1,4 @@
-package alloctrack
+package allocreport
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 // environment variable DDMLIB_JAR overrides it.
 const ddmlibJarDefault = "/usr/share/java/com.android.tools.ddms.ddmlib.jar"
 
-var ddmlibRefSource = filepath.Join("..", "tools", "ddmlibref", "DdmlibRef.java")
+var ddmlibRefSource = filepath.Join("..", "..", "tools", "ddmlibref", "DdmlibRef.java")
 
 // ddmlibRef compiles the harness into a temporary directory and returns the
 // java binary and the class path to run it with. When java, javac or the jar

@@ -1,6 +1,6 @@
 //go:build !purego
 
-package alloctrack
+package allocreport
 
 // checkFrames reports the index in allocs of the first entry whose frames
 // at base+off have an index above its limit in lim, or -1. The frames must
