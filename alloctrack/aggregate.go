@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/binary"
-	"encoding/hex"
 	"hash/maphash"
-	"math/bits"
 	"slices"
 	"strings"
 	"sync"
@@ -18,10 +16,6 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 )
-
-// Other is the class and site label that collects everything not admitted
-// to a series of its own.
-const Other = "other"
 
 // AggregateConfig bounds the series one app gets.
 type AggregateConfig struct {
@@ -52,60 +46,6 @@ func (c *AggregateConfig) fill() {
 		c.HistoryWindows = DefaultHistoryWindows
 	}
 }
-
-// SiteInfo describes an admitted allocation site.
-type SiteInfo struct {
-	ID    string // short stable hash of class and frames
-	Class string // allocated class
-	Frame string // first app frame (see AppFrame), or the top frame
-	Stack string // every frame, top first, "; "-separated, capped
-	// Frames are the site's frames by names, top first.
-	Frames []FrameRef
-	// Heapprofd marks a heapprofd site (Android 12+): its Java frames only,
-	// Class "", File "" and Line -1 in every frame. Its SiteCount has a
-	// zero Count; Sampled and Estimated hold its numbers.
-	Heapprofd bool
-}
-
-// ClassCount and SiteCount are admitted series and their counts.
-type (
-	SiteCount struct {
-		SiteInfo
-		Count // exact allocations (DDM sites)
-		// Heapprofd sites (SiteInfo.Heapprofd): the samples the traces held,
-		// exactly, and the allocations estimated from them.
-		Sampled   Count
-		Estimated Estimate
-	}
-	// AppCounts is a consistent copy of one app's counters. Sites share
-	// their SiteInfo (frames included) with the counters: do not modify.
-	AppCounts struct {
-		// Gen identifies the state of the counters: it changes whenever
-		// Add runs and is never the same for two states of any two
-		// Counters of the process (0: never added to).
-		Gen        uint64
-		Total      Count
-		Classes    []ClassCount // admitted, by name
-		ClassOther Count
-		Sites      []SiteCount // admitted, by id
-		SiteOther  Count
-		// Windows are the totals of the last remembered windows, oldest
-		// first; the last one's End is when the last report was counted.
-		Windows []WindowTotal
-
-		// Heapprofd is true once a heapprofd dump was counted (AddDump).
-		// Sampled is what the dumps held (samples and their bytes,
-		// exact); Estimated the allocations and bytes estimated from
-		// them. SiteOtherSampled and SiteOtherEstimated are the heapprofd
-		// share of site "other". Total, classes and SiteOther hold exact
-		// DDM counts only.
-		Heapprofd          bool
-		Sampled            Count
-		Estimated          Estimate
-		SiteOtherSampled   Count
-		SiteOtherEstimated Estimate
-	}
-)
 
 type series struct {
 	Count
@@ -163,36 +103,6 @@ func NewCounters(cfg AggregateConfig) *Counters {
 	}
 }
 
-// frameworkPrefixes are the packages AppFrame skips.
-var frameworkPrefixes = []string{
-	"java.", "javax.", "android.", "androidx.", "dalvik.", "libcore.", "sun.", "com.android.internal.",
-}
-
-// IsFrameworkClass tells whether a dotted class name is in a framework
-// package.
-func IsFrameworkClass(class string) bool {
-	for _, p := range frameworkPrefixes {
-		if strings.HasPrefix(class, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// AppFrame returns the index of the first frame of st that is not in a
-// framework package, or 0 (the top frame) when all are; -1 when st is empty.
-func AppFrame(r *allocreport.Report, st allocreport.Stack) int {
-	for j, f := range st.All() {
-		if !IsFrameworkClass(r.Classes[f.Class]) {
-			return j
-		}
-	}
-	if st.Len() == 0 {
-		return -1
-	}
-	return 0
-}
-
 // siteHasher hashes sites of one report by names, so that the same site
 // hashes alike in every report whatever its table indices.
 type siteHasher struct {
@@ -208,18 +118,6 @@ func newSiteHasher(r *allocreport.Report) *siteHasher {
 		return out
 	}
 	return &siteHasher{classes: h(r.Classes), methods: h(r.Methods), files: h(r.Files)}
-}
-
-func mix(h, v uint64) uint64 {
-	h ^= v
-	h *= 0x9e3779b97f4a7c15
-	return h ^ h>>29
-}
-
-// frameHash combines the name hashes of one frame; each frame then costs
-// one step of the site's hash chain.
-func frameHash(class, method, file uint64, line int16) uint64 {
-	return class ^ bits.RotateLeft64(method, 21) ^ bits.RotateLeft64(file, 42) ^ (uint64(uint16(line))+1)*0x9e3779b97f4a7c15
 }
 
 // sameWire tells whether st's frame bytes are b.
@@ -245,39 +143,13 @@ func (sh *siteHasher) site(a *allocreport.Allocation, st allocreport.Stack) uint
 	return h
 }
 
-// SiteHashNames returns the site hash of an allocation of class at frames
-// (top first), all names dotted as in Report.Classes, Methods and Files:
-// the hash Counters gives the same site in any report.
-func SiteHashNames(class string, frames []allocreport.FrameName) uint64 {
-	h := mix(0x616c6c6f63, xxhash.Sum64String(class))
-	for _, f := range frames {
-		h = mix(h, frameHash(xxhash.Sum64String(f.Class), xxhash.Sum64String(f.Method), xxhash.Sum64String(f.File), f.Line))
-	}
-	return h
-}
-
-// SiteID formats a site hash as its label: 12 hex digits.
-func SiteID(h uint64) string {
-	var b [8]byte
-	for i := range b {
-		b[i] = byte(h >> (56 - 8*i))
-	}
-	return hex.EncodeToString(b[:6])
-}
-
-// SiteHash returns the stable hash of allocation i's site.
-func SiteHash(r *allocreport.Report, i int) uint64 {
-	a := &r.Allocations[i]
-	return newSiteHasher(r).site(a, r.Stack(a))
-}
-
 func (c *Counters) siteInfo(r *allocreport.Report, a *allocreport.Allocation, h uint64) SiteInfo {
 	st := r.Stack(a)
 	info := SiteInfo{ID: SiteID(h), Class: r.ClassName(a)}
 	if j := AppFrame(r, st); j >= 0 {
 		info.Frame = r.FrameString(st.At(j))
 	}
-	info.Frames = make([]FrameRef, st.Len())
+	info.Frames = make([]Frame, st.Len())
 	for j, f := range st.All() {
 		info.Frames[j] = FrameOf(r, f)
 	}
@@ -664,9 +536,6 @@ func admit[K comparable, S any](m map[K]*S, top int, cands *candidates[K], other
 	}
 	return s
 }
-
-// cmpCount orders heavier counts first.
-func cmpCount(a, b Count) int { return compareCount(a, b, false) }
 
 // expireLocked drops admitted series idle longer than the expiry and
 // admits the heaviest candidates in their place (they start from zero).

@@ -563,9 +563,9 @@ func TestSiteHashNamesMatchesReport(t *testing.T) {
 	r := build(t, allocs...)
 	for i := range r.Allocations {
 		a := &r.Allocations[i]
-		var names []allocreport.FrameName
+		var names []alloctrack.Frame
 		for _, f := range r.Stack(a).All() {
-			names = append(names, allocreport.FrameName{Class: r.Classes[f.Class], Method: r.Methods[f.Method], File: r.Files[f.File], Line: f.Line})
+			names = append(names, alloctrack.FrameOf(r, f))
 		}
 		if got, want := alloctrack.SiteHashNames(r.ClassName(a), names), alloctrack.SiteHash(r, i); got != want {
 			t.Fatalf("allocation %d: SiteHashNames %x, Report.SiteHash %x", i, got, want)

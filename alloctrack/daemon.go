@@ -28,10 +28,6 @@ type DeviceState struct {
 	State  string // "device" when online; "offline", "unauthorized", …
 }
 
-// ErrRefused is what a Source's OpenJDWP wraps when the device refused the
-// stream: the process died, is not debuggable, or is frozen.
-var ErrRefused = errors.New("alloctrack: the device refused the JDWP stream")
-
 // Source is an adb server as the daemon uses it. internal/source adapts
 // *adb.Client to it; this package knows nothing of adb itself.
 type Source interface {
@@ -66,10 +62,6 @@ type AppProcess struct {
 	Name               string
 	WaitingForDebugger bool
 }
-
-// ErrTrackAppUnsupported: the device's adbd has no track-app (before
-// Android 12).
-var ErrTrackAppUnsupported = errors.New("alloctrack: the device's adbd has no track-app")
 
 // Process is one line of a device's process list.
 type Process struct {
@@ -161,13 +153,6 @@ type DaemonConfig struct {
 	Heapprofd HeapprofdConfig
 }
 
-// BackendAuto picks DDM or heapprofd by a device's API level.
-const BackendAuto = "auto"
-
-// APIHeapprofd is the first API level whose ART reports Java allocations
-// to heapprofd (Android 12), and whose VM no longer answers REAQ.
-const APIHeapprofd = 31
-
 // backendFor returns the backend the daemon uses on a device at api
 // (0: unknown).
 func (c *DaemonConfig) backendFor(api int) string {
@@ -222,13 +207,6 @@ func (c *DaemonConfig) fill() {
 	c.Aggregate.fill()
 	c.Heapprofd.fill(c.Session.Window)
 }
-
-// End states of an app whose process the daemon no longer tracks; its
-// counters stay.
-const (
-	StateExited       = "exited"       // the process is gone
-	StateDisconnected = "disconnected" // its device is gone
-)
 
 type appKey struct{ serial, app string }
 
@@ -866,43 +844,6 @@ func (d *Daemon) nameHeld(ctx context.Context, src Source, serial string, api, p
 	}
 	return name, nil
 }
-
-// DeviceStatus describes a device as the daemon sees it.
-type DeviceStatus struct {
-	Server, Serial, State string
-	API                   int
-	Model                 string            // ro.product.model; "" until read
-	Errors                map[string]uint64 // by stage, before an app is named
-	// OrphanedTrackers counts apps the package filters exclude whose
-	// allocation tracker was found left on.
-	OrphanedTrackers int
-}
-
-// ServerStatus describes an adb server.
-type ServerStatus struct {
-	Addr   string
-	Up     bool
-	Errors uint64
-}
-
-// AppSnapshot is one app's stats and counters.
-type AppSnapshot struct {
-	AppStatus
-	Counts AppCounts
-}
-
-// Snapshot is a consistent copy of everything the daemon knows.
-type Snapshot struct {
-	Servers       []ServerStatus
-	Devices       []DeviceStatus
-	Apps          []AppSnapshot
-	ReportBuffers BufferStatus
-}
-
-// BufferStatus is the memory of the buffers reports are read into, in
-// bytes: in use (reports being read or counted) and free (kept for the
-// next windows).
-type BufferStatus struct{ InUse, Free int64 }
 
 // Snapshot copies the daemon's state for the exporter; it does no I/O.
 func (d *Daemon) Snapshot() Snapshot {

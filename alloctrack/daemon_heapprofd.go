@@ -11,17 +11,6 @@ import (
 	"go.uber.org/zap"
 )
 
-// StageCleanup counts a device where the clean-up of an earlier run's
-// perfetto sessions failed.
-const StageCleanup = "perfetto-cleanup"
-
-// StageProcessList counts failed reads of a device's process list.
-const StageProcessList = "process-list"
-
-// StageUnprofileable counts an app the --package filters ask for that the
-// device says (track-app) is neither debuggable nor profileable.
-const StageUnprofileable = "unprofileable"
-
 // cleanHeapprofd stops the perfetto sessions and removes the trace files
 // an earlier run of the daemon left on a device (it was killed, or the
 // device or the adb server went away while sessions ran), before any new

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/alloctrack/alloctrack/ddms/allocreport"
-
 	"github.com/alloctrack/alloctrack/perfetto"
 )
 
@@ -19,22 +17,6 @@ import (
 // as Estimated, never as the exact Count the DDM path fills. The allocated
 // class is not in the data: a heapprofd site is keyed by its Java frames
 // alone, with class "", and class-keyed counts hold nothing for the app.
-
-// Estimate is an estimated number of allocations and their bytes: sampled
-// values scaled up for the sampling interval. It is not an exact count.
-type Estimate struct {
-	Allocations float64
-	Bytes       float64
-}
-
-func (e *Estimate) add(o Estimate) {
-	e.Allocations += o.Allocations
-	e.Bytes += o.Bytes
-}
-
-func subEstimate(a, b Estimate) Estimate {
-	return Estimate{Allocations: max(a.Allocations-b.Allocations, 0), Bytes: max(a.Bytes-b.Bytes, 0)}
-}
 
 // EstimateValues estimates the allocations and bytes behind v, the samples
 // of one call stack taken at interval bytes (the dump's
@@ -88,35 +70,31 @@ func IsJavaFrame(f *perfetto.Frame) bool {
 // (allocating) first, by names: Class is the dotted class and Method the
 // method, split at the last dot of the normalized function name. Heapprofd
 // gives no file or line: File is "" and Line -1.
-func JavaFrames(st *perfetto.Stack) []FrameRef {
-	var out []FrameRef
+func JavaFrames(st *perfetto.Stack) []Frame {
+	var out []Frame
 	for _, f := range st.Frames {
 		if !IsJavaFrame(f) {
 			continue
 		}
 		i := strings.LastIndexByte(f.Function, '.')
-		out = append(out, FrameRef{Class: f.Function[:i], Method: f.Function[i+1:], Line: -1})
+		out = append(out, Frame{Class: f.Function[:i], Method: f.Function[i+1:], Line: -1})
 	}
 	return out
 }
 
 // HeapprofdSiteHash is the site hash of a heapprofd stack's Java frames
 // (see JavaFrames): SiteHashNames with class "".
-func HeapprofdSiteHash(frames []FrameRef) uint64 {
-	names := make([]allocreport.FrameName, len(frames))
-	for i, f := range frames {
-		names[i] = allocreport.FrameName{Class: f.Class, Method: f.Method, File: f.File, Line: int16(f.Line)}
-	}
-	return SiteHashNames("", names)
+func HeapprofdSiteHash(frames []Frame) uint64 {
+	return SiteHashNames("", frames)
 }
 
 // heapprofdFrameString is a heapprofd frame as labels and reports show it:
 // the method's dotted name alone, heapprofd having no file or line.
-func heapprofdFrameString(f FrameRef) string { return f.Function() }
+func heapprofdFrameString(f Frame) string { return f.Function() }
 
 // heapprofdAppFrame returns the index of the first frame outside framework
 // packages, 0 when all are, -1 for no frames (as Report.AppFrame).
-func heapprofdAppFrame(frames []FrameRef) int {
+func heapprofdAppFrame(frames []Frame) int {
 	for j, f := range frames {
 		if !IsFrameworkClass(f.Class) {
 			return j
@@ -129,7 +107,7 @@ func heapprofdAppFrame(frames []FrameRef) int {
 }
 
 // heapprofdSiteInfo builds the labels of a heapprofd site.
-func heapprofdSiteInfo(h uint64, frames []FrameRef, stackMax int) SiteInfo {
+func heapprofdSiteInfo(h uint64, frames []Frame, stackMax int) SiteInfo {
 	info := SiteInfo{ID: SiteID(h), Heapprofd: true, Frames: frames}
 	if j := heapprofdAppFrame(frames); j >= 0 {
 		info.Frame = heapprofdFrameString(frames[j])
@@ -145,7 +123,7 @@ func heapprofdSiteInfo(h uint64, frames []FrameRef, stackMax int) SiteInfo {
 // dumpSite is one distinct site of a dump being counted.
 type dumpSite struct {
 	h      uint64
-	frames []FrameRef
+	frames []Frame
 	smp    Count
 	est    Estimate
 	w      uint64 // weight for admission: estimated allocations, at least 1

@@ -27,69 +27,6 @@ const (
 	HeapprofdPrefix  = "alloctrack-"
 )
 
-// APIBackgroundWait is the first API level (Android 13, perfetto v22)
-// whose perfetto has --background-wait: it returns once tracing has
-// started, and exits non-zero when the tracing service refuses the
-// session. Android 12 has only --background, which returns before the
-// service has answered.
-const APIBackgroundWait = 33
-
-// States and error stages of heapprofd sessions. The states are those of
-// one app; the stages name where a session failed, in the error counts.
-const (
-	StateStarting      = "starting"         // a session runs, heapprofd has written nothing for it yet
-	StateRefused       = "perfetto-refused" // the device's tracing service refused the session (too many sessions)
-	StateUnprofileable = "unprofileable"    // the device says the app is neither debuggable nor profileable
-	StateRejected      = "rejected"         // another profiler held the process for a whole session
-
-	StagePerfettoStart   = "perfetto-start"   // perfetto could not be started
-	StagePerfettoRefused = "perfetto-refused" // the tracing service refused the session
-	StagePerfettoRead    = "perfetto-read"    // reading the trace file failed
-	StagePerfettoEnded   = "perfetto-ended"   // perfetto ended on its own (disk full, max file size, traced restarted)
-	StagePerfettoStalled = "perfetto-stalled" // perfetto lives but its file stopped growing
-	StagePerfettoStop    = "perfetto-stop"    // perfetto did not end within the stop timeout
-	StageRejected        = "rejected-concurrent"
-	StageOverran         = "buffer-overran"
-	StageDisconnected    = "disconnected"
-	StageGuardrail       = "guardrail"
-)
-
-// Errors a heapprofd session ends with, inside a *SessionError.
-var (
-	// ErrPerfettoRefused: the tracing service refused the session: more
-	// sessions of the shell's uid than it allows (5), more in all (15),
-	// or a session of the same name.
-	ErrPerfettoRefused = errors.New("alloctrack: the device's tracing service refused the perfetto session")
-	// ErrPerfettoEnded: perfetto ended without being asked to.
-	ErrPerfettoEnded = errors.New("alloctrack: perfetto ended on its own")
-	// ErrPerfettoStalled: perfetto lives, but its trace file stopped
-	// growing (its buffer overran once, which stops a DISCARD buffer for
-	// good).
-	ErrPerfettoStalled = errors.New("alloctrack: the perfetto session's trace file stopped growing")
-)
-
-// SessionError is the error a session ends with: the stage it failed in
-// (one of the Stage constants) and why.
-type SessionError struct {
-	Stage string
-	Err   error
-}
-
-func (e *SessionError) Error() string { return e.Stage + ": " + e.Err.Error() }
-func (e *SessionError) Unwrap() error { return e.Err }
-
-func stageErr(stage string, format string, args ...any) *SessionError {
-	return &SessionError{Stage: stage, Err: fmt.Errorf(format, args...)}
-}
-
-// ErrorStage returns the stage of a *SessionError in err's chain, or "".
-func ErrorStage(err error) string {
-	if se, ok := errors.AsType[*SessionError](err); ok {
-		return se.Stage
-	}
-	return ""
-}
-
 // ExecFunc runs a command on one device (shell protocol v2): stdin is the
 // command's input, code its exit status.
 type ExecFunc func(ctx context.Context, stdin []byte, argv ...string) (stdout, stderr []byte, code int, err error)
@@ -310,7 +247,7 @@ func (s *HeapprofdSession) Run(ctx context.Context) (err error) {
 		case ctx.Err() != nil:
 			return nil
 		case err != nil:
-			return stageErr(StagePerfettoRead, "looking for perfetto %d: %w", s.bg, err)
+			return StageErrorf(StagePerfettoRead, "looking for perfetto %d: %w", s.bg, err)
 		case !alive:
 			// What it wrote between the read and its end.
 			if _, err := s.read(ctx); err != nil {
@@ -380,7 +317,7 @@ func (s *HeapprofdSession) start(ctx context.Context) error {
 		out, errOut, code, err = s.Exec(ctx, cfg, "perfetto", flag, "-c", "-", "-o", s.path)
 	}
 	if err != nil {
-		return stageErr(StagePerfettoStart, "starting perfetto: %w", err)
+		return StageErrorf(StagePerfettoStart, "starting perfetto: %w", err)
 	}
 	if code != 0 {
 		msg := firstLine(errOut, out)
@@ -394,12 +331,12 @@ func (s *HeapprofdSession) start(ctx context.Context) error {
 			s.rmFile(ctx)
 			return &SessionError{Stage: StagePerfettoRefused, Err: fmt.Errorf("%w: perfetto %s exited %d: %s", ErrPerfettoRefused, flag, code, msg)}
 		}
-		return stageErr(StagePerfettoStart, "perfetto exited %d: %s", code, msg)
+		return StageErrorf(StagePerfettoStart, "perfetto exited %d: %s", code, msg)
 	}
 	if pid, perr := strconv.Atoi(strings.TrimSpace(string(out))); perr == nil && pid > 0 {
 		s.bg = pid
 	} else if s.bg, err = s.findOurs(ctx); err != nil || s.bg == 0 {
-		return stageErr(StagePerfettoStart, "perfetto %s printed %q, not its pid, and the process list has no perfetto writing %s (%v)", flag, truncateBytes(out, 80), s.path, err)
+		return StageErrorf(StagePerfettoStart, "perfetto %s printed %q, not its pid, and the process list has no perfetto writing %s (%v)", flag, truncateBytes(out, 80), s.path, err)
 	}
 	if flag == "--background" {
 		// The service answers the forked child only: a refusal ends it
@@ -499,7 +436,7 @@ func (s *HeapprofdSession) read(ctx context.Context) (grew bool, err error) {
 	}
 	if err != nil {
 		s.countAll(StagePerfettoRead)
-		return false, stageErr(StagePerfettoRead, "reading %s: %w", s.path, err)
+		return false, StageErrorf(StagePerfettoRead, "reading %s: %w", s.path, err)
 	}
 	s.offset += int64(len(out))
 	if s.Raw != nil && len(out) > 0 {
@@ -517,7 +454,7 @@ func (s *HeapprofdSession) read(ctx context.Context) (grew bool, err error) {
 		}
 		if err != nil {
 			s.countAll(StagePerfettoRead)
-			return false, stageErr(StagePerfettoRead, "%s: %w", s.path, err)
+			return false, StageErrorf(StagePerfettoRead, "%s: %w", s.path, err)
 		}
 		t := s.target(ctx, d.PID)
 		if t == nil {
@@ -641,7 +578,7 @@ func (s *HeapprofdSession) stop(ctx context.Context) error {
 	if s.bg != 0 {
 		if err := stopPerfetto(ctx, s.Exec, s.bg, s.path, s.Config.Poll); err != nil {
 			s.countAll(StagePerfettoStop)
-			return stageErr(StagePerfettoStop, "%w; %s left on the device", err, s.path)
+			return StageErrorf(StagePerfettoStop, "%w; %s left on the device", err, s.path)
 		}
 		s.bg = 0
 	}

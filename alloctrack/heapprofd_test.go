@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alloctrack/alloctrack/ddms/allocreport"
-
 	"github.com/google/pprof/profile"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
@@ -133,8 +131,8 @@ func decodeDumps(t testing.TB, trace []byte) []*perfetto.Dump {
 
 // The sites of hpTrace by their Java frames.
 var (
-	siteBar  = alloctrack.SiteID(alloctrack.SiteHashNames("", []allocreport.FrameName{{Class: "com.example.Foo", Method: "bar", Line: -1}, {Class: "com.example.Main", Method: "run", Line: -1}}))
-	siteList = alloctrack.SiteID(alloctrack.SiteHashNames("", []allocreport.FrameName{{Class: "java.util.ArrayList", Method: "add", Line: -1}, {Class: "com.example.Main", Method: "run", Line: -1}}))
+	siteBar  = alloctrack.SiteID(alloctrack.SiteHashNames("", []alloctrack.Frame{{Class: "com.example.Foo", Method: "bar", Line: -1}, {Class: "com.example.Main", Method: "run", Line: -1}}))
+	siteList = alloctrack.SiteID(alloctrack.SiteHashNames("", []alloctrack.Frame{{Class: "java.util.ArrayList", Method: "add", Line: -1}, {Class: "com.example.Main", Method: "run", Line: -1}}))
 	siteNone = alloctrack.SiteID(alloctrack.SiteHashNames("", nil))
 )
 

@@ -3,21 +3,11 @@ package alloctrack
 import (
 	"slices"
 	"strings"
-	"time"
 )
 
 // DefaultHistoryWindows is how many recent windows Counters remember when
 // AggregateConfig.HistoryWindows is 0.
 const DefaultHistoryWindows = 30
-
-// WindowTotal is what one counted window held.
-type WindowTotal struct {
-	Start, End time.Time
-	Count      // exact (DDM reports)
-	// Heapprofd dumps: samples (exact) and the estimate from them.
-	Sampled   Count
-	Estimated Estimate
-}
 
 // window is one remembered window: its total and the counts of the
 // classes and sites that had a series then. What is left counts as other.
@@ -55,29 +45,6 @@ func (c *Counters) remember(w window) {
 		w.hsites = append(old.hsites[:0], w.hsites...)
 	}
 	c.history = append(c.history, w)
-}
-
-// Recent is an app's counts over its last windows.
-type Recent struct {
-	Windows    []WindowTotal // oldest first
-	Total      Count
-	Classes    []ClassCount // classes with a series, by name
-	ClassOther Count
-	Sites      []SiteCount // sites with a series, by id
-	SiteOther  Count
-	// Heapprofd dumps: as the AppCounts fields of the same names.
-	Sampled            Count
-	Estimated          Estimate
-	SiteOtherSampled   Count
-	SiteOtherEstimated Estimate
-}
-
-// Span is the time the windows cover, from the first start to the last end.
-func (r Recent) Span() time.Duration {
-	if len(r.Windows) == 0 {
-		return 0
-	}
-	return r.Windows[len(r.Windows)-1].End.Sub(r.Windows[0].Start)
 }
 
 // Recent sums the last n remembered windows (n <= 0: all of them). A site
@@ -156,19 +123,4 @@ func (c *Counters) windowsLocked() []WindowTotal {
 		out[i] = w.WindowTotal
 	}
 	return out
-}
-
-func addCounts(a, b Count) Count {
-	return Count{Allocations: a.Allocations + b.Allocations, Bytes: a.Bytes + b.Bytes}
-}
-
-func subCounts(a, b Count) Count {
-	var d Count
-	if a.Allocations > b.Allocations {
-		d.Allocations = a.Allocations - b.Allocations
-	}
-	if a.Bytes > b.Bytes {
-		d.Bytes = a.Bytes - b.Bytes
-	}
-	return d
 }

@@ -12,23 +12,8 @@ import (
 	"github.com/alloctrack/alloctrack/perfetto"
 )
 
-// FrameRef is a stack frame by names (dotted), independent of any report's
-// tables.
-type FrameRef struct {
-	Class, Method, File string
-	Line                int
-}
-
-// Function is the frame's function name: Class.method.
-func (f FrameRef) Function() string { return f.Class + "." + f.Method }
-
-// FrameOf returns frame f of r by names.
-func FrameOf(r *allocreport.Report, f allocreport.Frame) FrameRef {
-	return FrameRef{Class: r.Classes[f.Class], Method: r.Methods[f.Method], File: r.Files[f.File], Line: int(f.Line)}
-}
-
 // noStack stands for the empty stack, so that every sample has a location.
-var noStack = FrameRef{Class: "<no stack>", Method: "<unknown>"}
+var noStack = Frame{Class: "<no stack>", Method: "<unknown>"}
 
 // ProfileBuilder builds a pprof allocation profile: sample types
 // alloc_objects/count and alloc_space/bytes, one location per distinct frame
@@ -38,8 +23,8 @@ var noStack = FrameRef{Class: "<no stack>", Method: "<unknown>"}
 type ProfileBuilder struct {
 	p       *profile.Profile
 	mapping *profile.Mapping
-	locs    map[FrameRef]*profile.Location
-	addrs   map[uint64]FrameRef
+	locs    map[Frame]*profile.Location
+	addrs   map[uint64]Frame
 	funcs   map[[2]string]*profile.Function
 	samples map[sampleKey]*profile.Sample
 	// Heapprofd builders: the estimate of each sample, rounded into its
@@ -68,8 +53,8 @@ func NewProfileBuilder() *ProfileBuilder {
 			Mapping:           []*profile.Mapping{m},
 		},
 		mapping: m,
-		locs:    map[FrameRef]*profile.Location{},
-		addrs:   map[uint64]FrameRef{},
+		locs:    map[Frame]*profile.Location{},
+		addrs:   map[uint64]Frame{},
 		funcs:   map[[2]string]*profile.Function{},
 		samples: map[sampleKey]*profile.Sample{},
 	}
@@ -127,7 +112,7 @@ func (b *ProfileBuilder) AddDump(d *perfetto.Dump) {
 
 // AddSampledSite adds samples and an estimate at a heapprofd site (frames
 // innermost first). b must come from NewHeapprofdProfileBuilder.
-func (b *ProfileBuilder) AddSampledSite(frames []FrameRef, smp Count, est Estimate) {
+func (b *ProfileBuilder) AddSampledSite(frames []Frame, smp Count, est Estimate) {
 	if b.est == nil {
 		panic("alloctrack: AddSampledSite on a builder not made by NewHeapprofdProfileBuilder")
 	}
@@ -142,7 +127,7 @@ func (b *ProfileBuilder) AddSampledSite(frames []FrameRef, smp Count, est Estima
 	s := b.samples[k]
 	if s == nil {
 		if len(frames) == 0 {
-			frames = []FrameRef{noStack}
+			frames = []Frame{noStack}
 		}
 		locs := make([]*profile.Location, len(frames))
 		for i, f := range frames {
@@ -160,12 +145,12 @@ func (b *ProfileBuilder) AddSampledSite(frames []FrameRef, smp Count, est Estima
 
 // FrameAddress is the synthetic address of a frame before collision
 // handling: a hash of function, file and line, inside the mapping.
-func FrameAddress(f FrameRef) uint64 {
+func FrameAddress(f Frame) uint64 {
 	h := xxhash.Sum64String(f.Function() + "\x00" + f.File + "\x00" + strconv.Itoa(f.Line))
 	return h | 0x1000 // never zero, never below the mapping
 }
 
-func (b *ProfileBuilder) location(f FrameRef) *profile.Location {
+func (b *ProfileBuilder) location(f Frame) *profile.Location {
 	if l := b.locs[f]; l != nil {
 		return l
 	}
@@ -197,7 +182,7 @@ func (b *ProfileBuilder) location(f FrameRef) *profile.Location {
 
 // AddSite adds count allocations of bytes at a site (frames top first).
 // thread < 0 means unknown.
-func (b *ProfileBuilder) AddSite(class string, frames []FrameRef, thread int, count, bytes uint64) {
+func (b *ProfileBuilder) AddSite(class string, frames []Frame, thread int, count, bytes uint64) {
 	if count == 0 && bytes == 0 {
 		return
 	}
@@ -209,7 +194,7 @@ func (b *ProfileBuilder) AddSite(class string, frames []FrameRef, thread int, co
 	s := b.samples[k]
 	if s == nil {
 		if len(frames) == 0 {
-			frames = []FrameRef{noStack}
+			frames = []Frame{noStack}
 		}
 		locs := make([]*profile.Location, len(frames))
 		for i, f := range frames {
@@ -228,8 +213,8 @@ func (b *ProfileBuilder) AddSite(class string, frames []FrameRef, thread int, co
 
 // AddReport adds every allocation of r, with its thread.
 func (b *ProfileBuilder) AddReport(r *allocreport.Report) {
-	refs := map[allocreport.Frame]FrameRef{}
-	var frames []FrameRef
+	refs := map[allocreport.Frame]Frame{}
+	var frames []Frame
 	for i := range r.Allocations {
 		a := &r.Allocations[i]
 		frames = frames[:0]

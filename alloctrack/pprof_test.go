@@ -110,7 +110,7 @@ func TestProfileBuilderRealReport(t *testing.T) {
 
 	// One location per distinct frame, each with its own non-zero address
 	// inside the mapping; functions named Class.method.
-	frames := map[FrameRef]bool{}
+	frames := map[Frame]bool{}
 	for i := range r.Allocations {
 		for _, f := range r.Stack(&r.Allocations[i]).All() {
 			frames[FrameOf(r, f)] = true
@@ -211,13 +211,13 @@ func TestProfileGoToolPprof(t *testing.T) {
 }
 
 func TestFrameAddress(t *testing.T) {
-	f := FrameRef{Class: "com.example.Main", Method: "run", File: "Main.java", Line: 12}
+	f := Frame{Class: "com.example.Main", Method: "run", File: "Main.java", Line: 12}
 	a := FrameAddress(f)
 	if a == 0 || a < 0x1000 || a != FrameAddress(f) {
 		t.Fatalf("FrameAddress %#x", a)
 	}
-	seen := map[uint64]FrameRef{a: f}
-	for _, g := range []FrameRef{
+	seen := map[uint64]Frame{a: f}
+	for _, g := range []Frame{
 		{Class: "com.example.Main", Method: "run", File: "Main.java", Line: 13},
 		{Class: "com.example.Main", Method: "run", File: "Other.java", Line: 12},
 		{Class: "com.example.Main", Method: "walk", File: "Main.java", Line: 12},
@@ -237,18 +237,18 @@ func TestFrameAddress(t *testing.T) {
 // another frame gets the next free address, the same in every builder,
 // never zero.
 func TestProfileBuilderAddressCollision(t *testing.T) {
-	f := FrameRef{Class: "com.example.Main", Method: "run", File: "Main.java", Line: 12}
-	g := FrameRef{Class: "com.example.Main", Method: "main", File: "Main.java", Line: 3}
+	f := Frame{Class: "com.example.Main", Method: "run", File: "Main.java", Line: 12}
+	g := Frame{Class: "com.example.Main", Method: "main", File: "Main.java", Line: 3}
 	home := FrameAddress(f)
 	probe := (home + 0x10) | 0x1000
 	build := func(taken ...uint64) (*ProfileBuilder, uint64) {
 		b := NewProfileBuilder()
 		for i, a := range taken {
 			// Frames that (as far as the builder knows) hashed there first.
-			b.addrs[a] = FrameRef{Class: "fake.Taken", Method: "m" + strconv.Itoa(i)}
+			b.addrs[a] = Frame{Class: "fake.Taken", Method: "m" + strconv.Itoa(i)}
 		}
-		b.AddSite("byte[]", []FrameRef{f, g}, 7, 1, 16)
-		b.AddSite("char[]", []FrameRef{f}, -1, 2, 48)
+		b.AddSite("byte[]", []Frame{f, g}, 7, 1, 16)
+		b.AddSite("char[]", []Frame{f}, -1, 2, 48)
 		l := b.locs[f]
 		if l == nil {
 			t.Fatal("no location for the frame")
@@ -298,8 +298,8 @@ func TestProfileBuilderEdges(t *testing.T) {
 	b := NewProfileBuilder()
 	b.AddSite("byte[]", nil, -1, 3, 48)
 	b.AddSite("byte[]", nil, -1, 1, 16) // same sample
-	b.AddSite("int[]", []FrameRef{{Class: "java.lang.Object", Method: "internalClone", Line: -2}, {Class: "a.B", Method: "c", File: "B.java", Line: -1}}, 12, 1, 24)
-	b.AddSite("int[]", []FrameRef{{Class: "a.B", Method: "c", File: "B.java", Line: 5}}, 12, 0, 0) // nothing: no sample
+	b.AddSite("int[]", []Frame{{Class: "java.lang.Object", Method: "internalClone", Line: -2}, {Class: "a.B", Method: "c", File: "B.java", Line: -1}}, 12, 1, 24)
+	b.AddSite("int[]", []Frame{{Class: "a.B", Method: "c", File: "B.java", Line: 5}}, 12, 0, 0) // nothing: no sample
 	p := b.Profile(time.Unix(0, 0), time.Second)
 	if err := p.CheckValid(); err != nil {
 		t.Fatal(err)

@@ -18,32 +18,6 @@ import (
 	"github.com/alloctrack/alloctrack/jdwp"
 )
 
-// Errors a session ends with on purpose.
-var (
-	// ErrUnsupported: the VM never answered REAQ (Android 12+ on the
-	// DDM-only path), so allocation tracking cannot be used.
-	ErrUnsupported = errors.New("alloctrack: allocation tracking not supported by this VM (no REAQ reply; Android 12+)")
-	// ErrFiltered: the app is excluded by the package filter.
-	ErrFiltered = errors.New("alloctrack: app excluded by the package filter")
-	// ErrStreamEnded: the JDWP stream ended while tracking, as it does when
-	// the process dies (then it is no error) or the link breaks. Sessions
-	// do not count it; the daemon does once it knows the process lives on.
-	ErrStreamEnded = errors.New("alloctrack: the JDWP stream ended")
-	// ErrHeld: another debugger (Android Studio) holds the app. Dalvik and
-	// ART up to Android 8.1 accept a second connection and close it during
-	// the handshake; ART on Android 9 to 13 never reads it, so the
-	// handshake gets no echo at all until the holder leaves.
-	ErrHeld = errors.New("alloctrack: another debugger holds the app (its VM closed or never answered the JDWP handshake)")
-	// ErrProbeUnanswered: an Android 9–11 VM did not answer REAQ in
-	// time: a slow VM (its adbconnection thread still moving a report),
-	// retried with the usual backoff.
-	ErrProbeUnanswered = errors.New("alloctrack: no REAQ reply in time")
-	// ErrWaiting: the app waits for a debugger (started with "wait for
-	// debugger"): it sent WAIT, and DDM traffic does not count as one, so
-	// the session lets it go at once rather than keep it stuck.
-	ErrWaiting = errors.New("alloctrack: the app waits for a debugger (WAIT); left free for one")
-)
-
 // RTTFloor is how many report round trips a window lasts at least: the
 // round trip is time the tracker is blind (what the app allocates then is
 // cleared with the window) and, while the VM builds the report, its
@@ -188,7 +162,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 	rwc, err := s.Open(openCtx)
 	cancel()
 	if err != nil {
-		return stageErr(StageConnect, "opening jdwp:%d: %w", s.PID, err)
+		return StageErrorf(StageConnect, "opening jdwp:%d: %w", s.PID, err)
 	}
 	names := make(chan string, 4)
 	var waiting atomic.Bool // the VM sent WAIT
@@ -227,10 +201,10 @@ func (s *Session) Run(ctx context.Context) (err error) {
 				return ErrUnsupported
 			}
 			stats.CountError(StageProbe)
-			return stageErr(StageProbe, "%w (%d in a row): %w", ErrProbeUnanswered, s.UnansweredProbes+1, err)
+			return StageErrorf(StageProbe, "%w (%d in a row): %w", ErrProbeUnanswered, s.UnansweredProbes+1, err)
 		}
 		stats.CountError(StageProbe)
-		return stageErr(StageProbe, "%w", err)
+		return StageErrorf(StageProbe, "%w", err)
 	}
 	defer func() {
 		derr := s.disable(ctx, client, cfg)
@@ -249,11 +223,11 @@ func (s *Session) Run(ctx context.Context) (err error) {
 		// Left on by an earlier client: its records are not ours.
 		log.Info("allocation tracking was already on; restarting it")
 		if err := client.SetAllocTracking(false); err != nil {
-			return stageErr(StageProbe, "%w", err)
+			return StageErrorf(StageProbe, "%w", err)
 		}
 	}
 	if err := client.SetAllocTracking(true); err != nil {
-		return stageErr(StageProbe, "%w", err)
+		return StageErrorf(StageProbe, "%w", err)
 	}
 	stats.SetState(StateTracking)
 	log.Info("tracking allocations", zap.Duration("window", cfg.Window))
@@ -269,7 +243,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 		case <-ctx.Done():
 			return nil
 		case <-conn.Done():
-			return stageErr(StageReport, "%w: %w", ErrStreamEnded, conn.Err())
+			return StageErrorf(StageReport, "%w: %w", ErrStreamEnded, conn.Err())
 		case <-s.Stop:
 			last = true
 		case <-timer.C:
@@ -290,10 +264,10 @@ func (s *Session) Run(ctx context.Context) (err error) {
 				return nil
 			}
 			if conn.Err() != nil {
-				return stageErr(StageReport, "%w: %w", ErrStreamEnded, err)
+				return StageErrorf(StageReport, "%w: %w", ErrStreamEnded, err)
 			}
 			stats.CountError(StageReport)
-			return stageErr(StageReport, "%w", err)
+			return StageErrorf(StageReport, "%w", err)
 		}
 		w.Start = start
 		start = w.End
@@ -396,18 +370,18 @@ func (s *Session) handshake(ctx context.Context, rwc io.ReadWriteCloser, cfg Ses
 		wcancel()
 		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			rwc.Close()
-			return nil, stageErr(StageHello, "%w (no handshake echo within %v)", ErrHeld, cfg.RequestTimeout+cfg.HeldWait)
+			return nil, StageErrorf(StageHello, "%w (no handshake echo within %v)", ErrHeld, cfg.RequestTimeout+cfg.HeldWait)
 		}
 	}
 	if err != nil {
 		rwc.Close()
 		switch {
 		case closedByPeer(err):
-			return nil, stageErr(StageHello, "%w (%v)", ErrHeld, err)
+			return nil, StageErrorf(StageHello, "%w (%v)", ErrHeld, err)
 		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && hangs:
-			return nil, stageErr(StageHello, "%w (no handshake echo within %v)", ErrHeld, cfg.RequestTimeout)
+			return nil, StageErrorf(StageHello, "%w (no handshake echo within %v)", ErrHeld, cfg.RequestTimeout)
 		}
-		return nil, stageErr(StageHello, "JDWP handshake: %w", err)
+		return nil, StageErrorf(StageHello, "JDWP handshake: %w", err)
 	}
 	return jdwp.NewConn(rwc, opts), nil
 }
@@ -471,9 +445,6 @@ func appName(b []byte) string {
 	return ""
 }
 
-// PreInitialized is the name a VM reports before its app is named.
-const PreInitialized = "<pre-initialized>"
-
 func (s *Session) hello(ctx context.Context, c *ddms.Client, cfg SessionConfig, names <-chan string, waiting *atomic.Bool) (string, error) {
 	hctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
 	h, err := c.Hello(hctx)
@@ -483,7 +454,7 @@ func (s *Session) hello(ctx context.Context, c *ddms.Client, cfg SessionConfig, 
 		return "", ErrWaiting
 	}
 	if err != nil {
-		return "", stageErr(StageHello, "%w", err)
+		return "", StageErrorf(StageHello, "%w", err)
 	}
 	app := h.AppName
 	if app == "" || app == PreInitialized {
@@ -493,7 +464,7 @@ func (s *Session) hello(ctx context.Context, c *ddms.Client, cfg SessionConfig, 
 		select {
 		case app = <-names:
 		case <-time.After(cfg.NameTimeout):
-			return "", stageErr(StageHello, "app not named within %v (still %q)", cfg.NameTimeout, h.AppName)
+			return "", StageErrorf(StageHello, "app not named within %v (still %q)", cfg.NameTimeout, h.AppName)
 		case <-ctx.Done():
 			return "", ctx.Err()
 		}

@@ -1,8 +1,6 @@
 package alloctrack
 
 import (
-	"cmp"
-	"math"
 	"slices"
 	"strings"
 
@@ -10,17 +8,6 @@ import (
 
 	"github.com/alloctrack/alloctrack/perfetto"
 )
-
-// Count is a number of allocations and their bytes.
-type Count struct {
-	Allocations uint64
-	Bytes       uint64
-}
-
-func (c *Count) add(size uint32) {
-	c.Allocations++
-	c.Bytes += uint64(size)
-}
 
 // Site is an allocation site: the allocated class and its whole stack.
 type Site struct {
@@ -110,12 +97,6 @@ func (t *Tally) Add(r *allocreport.Report) {
 	}
 }
 
-// ClassCount is a class and its count.
-type ClassCount struct {
-	Class string
-	Count
-}
-
 // TopClasses returns the n classes with most allocations (or bytes, when
 // byBytes), ties broken by name. n <= 0 returns all.
 func (t *Tally) TopClasses(n int, byBytes bool) []ClassCount {
@@ -154,30 +135,11 @@ func (t *Tally) TopSites(n int, byBytes bool) []Site {
 	return head(out, n)
 }
 
-// compareCount orders larger counts first.
-func compareCount(a, b Count, byBytes bool) int {
-	if byBytes {
-		if d := cmp.Compare(b.Bytes, a.Bytes); d != 0 {
-			return d
-		}
-		return cmp.Compare(b.Allocations, a.Allocations)
-	}
-	if d := cmp.Compare(b.Allocations, a.Allocations); d != 0 {
-		return d
-	}
-	return cmp.Compare(b.Bytes, a.Bytes)
-}
-
 func head[T any](s []T, n int) []T {
 	if n > 0 && len(s) > n {
 		return s[:n]
 	}
 	return s
-}
-
-// roundCount is an estimate as a count, rounded.
-func roundCount(e Estimate) Count {
-	return Count{Allocations: uint64(math.Round(e.Allocations)), Bytes: uint64(math.Round(e.Bytes))}
 }
 
 // AddDump counts one heapprofd dump: per site (the Java frames of each

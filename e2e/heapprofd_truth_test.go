@@ -348,7 +348,7 @@ func (ap appProfile) sampledBySite(t *testing.T) map[string][2]int64 {
 		if s.Value[ns] == 0 && s.Value[nb] == 0 {
 			continue
 		}
-		var frames []alloctrack.FrameRef
+		var frames []alloctrack.Frame
 		for _, loc := range s.Location {
 			for _, l := range loc.Line {
 				name := l.Function.Name
@@ -356,7 +356,7 @@ func (ap appProfile) sampledBySite(t *testing.T) map[string][2]int64 {
 				if i < 0 {
 					t.Fatalf("profile frame %q is not Class.method", name)
 				}
-				frames = append(frames, alloctrack.FrameRef{Class: name[:i], Method: name[i+1:], Line: -1})
+				frames = append(frames, alloctrack.Frame{Class: name[:i], Method: name[i+1:], Line: -1})
 			}
 		}
 		id := alloctrack.SiteID(alloctrack.HeapprofdSiteHash(frames))

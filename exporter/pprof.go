@@ -10,7 +10,7 @@ import (
 )
 
 // otherSite stands for the sites without a series of their own.
-var otherSite = []alloctrack.FrameRef{{Class: "<other sites>", Method: "<aggregated>"}}
+var otherSite = []alloctrack.Frame{{Class: "<other sites>", Method: "<aggregated>"}}
 
 // ProfileHandler serves /debug/pprof/allocs?serial=S&package=P: the app's
 // cumulative allocation profile since the daemon started (pprof,

@@ -38,15 +38,15 @@ func (p *pprofSource) set(s alloctrack.Snapshot) {
 var _ Source = (*pprofSource)(nil)
 
 var (
-	frToString = alloctrack.FrameRef{Class: "java.lang.StringBuilder", Method: "toString", File: "StringBuilder.java", Line: 400}
-	frMainRun  = alloctrack.FrameRef{Class: "com.example.a.Main", Method: "run", File: "Main.java", Line: 12}
-	frMainRun2 = alloctrack.FrameRef{Class: "com.example.a.Main", Method: "run", File: "Main.java", Line: 13} // same function, another line
-	frIORead   = alloctrack.FrameRef{Class: "com.example.a.IO", Method: "read", File: "IO.java", Line: 30}
-	frNative   = alloctrack.FrameRef{Class: "java.lang.Object", Method: "internalClone", Line: -2}
-	frThread   = alloctrack.FrameRef{Class: "java.lang.Thread", Method: "run", File: "Thread.java", Line: 764}
+	frToString = alloctrack.Frame{Class: "java.lang.StringBuilder", Method: "toString", File: "StringBuilder.java", Line: 400}
+	frMainRun  = alloctrack.Frame{Class: "com.example.a.Main", Method: "run", File: "Main.java", Line: 12}
+	frMainRun2 = alloctrack.Frame{Class: "com.example.a.Main", Method: "run", File: "Main.java", Line: 13} // same function, another line
+	frIORead   = alloctrack.Frame{Class: "com.example.a.IO", Method: "read", File: "IO.java", Line: 30}
+	frNative   = alloctrack.Frame{Class: "java.lang.Object", Method: "internalClone", Line: -2}
+	frThread   = alloctrack.Frame{Class: "java.lang.Thread", Method: "run", File: "Thread.java", Line: 764}
 )
 
-func pprofSite(id, class string, n, bytes uint64, frames ...alloctrack.FrameRef) alloctrack.SiteCount {
+func pprofSite(id, class string, n, bytes uint64, frames ...alloctrack.Frame) alloctrack.SiteCount {
 	return alloctrack.SiteCount{
 		SiteInfo: alloctrack.SiteInfo{ID: id, Class: class, Frames: frames},
 		Count:    alloctrack.Count{Allocations: n, Bytes: bytes},
@@ -264,7 +264,7 @@ func TestProfileHandlerCumulative(t *testing.T) {
 		// A new site admitted, with stacks the earlier scrapes did not see.
 		s := pprofFixture(5)
 		a := &s.Apps[0]
-		a.Counts.Sites = append(a.Counts.Sites, pprofSite("s7", "char[]", 9, 900, alloctrack.FrameRef{Class: "com.example.a.Parser", Method: "next", File: "Parser.java", Line: 88}, frMainRun, frThread))
+		a.Counts.Sites = append(a.Counts.Sites, pprofSite("s7", "char[]", 9, 900, alloctrack.Frame{Class: "com.example.a.Parser", Method: "next", File: "Parser.java", Line: 88}, frMainRun, frThread))
 		a.Counts.Total.Allocations += 9
 		a.Counts.Total.Bytes += 900
 		return s
@@ -294,9 +294,9 @@ func TestProfileHandlerCumulative(t *testing.T) {
 func TestProfileHandlerManyFrames(t *testing.T) {
 	var sites []alloctrack.SiteCount
 	for i := range 2000 {
-		var frames []alloctrack.FrameRef
+		var frames []alloctrack.Frame
 		for j := range 8 {
-			frames = append(frames, alloctrack.FrameRef{Class: fmt.Sprintf("com.example.C%d", (i*7+j)%997), Method: fmt.Sprintf("m%d", j), File: "C.java", Line: i % 50})
+			frames = append(frames, alloctrack.Frame{Class: fmt.Sprintf("com.example.C%d", (i*7+j)%997), Method: fmt.Sprintf("m%d", j), File: "C.java", Line: i % 50})
 		}
 		sites = append(sites, pprofSite(fmt.Sprint(i), "byte[]", 1, 16, frames...))
 	}

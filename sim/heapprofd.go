@@ -35,7 +35,7 @@ const DefaultHeapprofdStartDelay = 300 * time.Millisecond
 // writes for it (innermost first), and the site the daemon keys it by.
 type hpStack struct {
 	frames []perfetto.Frame
-	java   []alloctrack.FrameRef
+	java   []alloctrack.Frame
 	siteID string
 	key    string // SiteKey("", Java frame names)
 	size   uint32 // the size of every object allocated here; 0: sizes vary
@@ -94,7 +94,7 @@ func (p *program) heapprofdStacks(pkg string, broken bool) *hpStacks {
 		} else {
 			fr = append(fr, hpObjectAlloc...)
 		}
-		var java []alloctrack.FrameRef
+		var java []alloctrack.Frame
 		if broken {
 			fr = append(fr, hpUnknown)
 		} else {
@@ -119,7 +119,7 @@ func (p *program) heapprofdStacks(pkg string, broken bool) *hpStacks {
 					}
 				}
 				fr = append(fr, perfetto.Frame{Function: name, RawFunction: raw, Mapping: mapping, RelPC: pcOf(mapping, name, f.Line)})
-				java = append(java, alloctrack.FrameRef{Class: cls, Method: m, Line: -1})
+				java = append(java, alloctrack.Frame{Class: cls, Method: m, Line: -1})
 			}
 			fr = append(fr, hpThreadStart...)
 		}

@@ -3,8 +3,6 @@ package sim
 import (
 	"time"
 
-	"github.com/alloctrack/alloctrack/ddms/allocreport"
-
 	"github.com/alloctrack/alloctrack/alloctrack"
 )
 
@@ -77,10 +75,10 @@ func (p *program) counts(sites []alloctrack.Count, depth int) Counts {
 			fr = fr[:depth]
 		}
 		names := make([]string, len(fr))
-		fn := make([]allocreport.FrameName, len(fr))
+		fn := make([]alloctrack.Frame, len(fr))
 		for j, f := range fr {
 			names[j] = p.tables.FrameString(f)
-			fn[j] = allocreport.FrameName{Class: p.tables.Classes[f.Class], Method: p.tables.Methods[f.Method], File: p.tables.Files[f.File], Line: f.Line}
+			fn[j] = alloctrack.Frame{Class: p.tables.Classes[f.Class], Method: p.tables.Methods[f.Method], File: p.tables.Files[f.File], Line: int(f.Line)}
 		}
 		addCount(c.BySite, SiteKey(cls, names), n)
 		addCount(c.BySiteID, alloctrack.SiteID(alloctrack.SiteHashNames(cls, fn)), n)

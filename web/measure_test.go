@@ -31,9 +31,9 @@ func bigFarm() fakeSource {
 				c.Classes = append(c.Classes, alloctrack.ClassCount{Class: fmt.Sprintf("com.example.C%d", i), Count: alloctrack.Count{Allocations: uint64(i + 1), Bytes: uint64(16 * (i + 1))}})
 			}
 			for i := range 200 {
-				frames := make([]alloctrack.FrameRef, 16)
+				frames := make([]alloctrack.Frame, 16)
 				for j := range frames {
-					frames[j] = alloctrack.FrameRef{Class: fmt.Sprintf("com.example.C%d", (i+j)%97), Method: fmt.Sprintf("m%d", j), File: "C.java", Line: i + j}
+					frames[j] = alloctrack.Frame{Class: fmt.Sprintf("com.example.C%d", (i+j)%97), Method: fmt.Sprintf("m%d", j), File: "C.java", Line: i + j}
 				}
 				c.Sites = append(c.Sites, alloctrack.SiteCount{SiteInfo: alloctrack.SiteInfo{ID: fmt.Sprintf("%012x", d*10000+a*1000+i), Class: "byte[]", Frame: web.FrameString(frames[0]), Frames: frames},
 					Count: alloctrack.Count{Allocations: uint64(i + 1), Bytes: uint64(64 * (i + 1))}})

@@ -141,7 +141,7 @@ func clean(s string) string {
 }
 
 // FrameString formats a frame as Java prints it: pkg.Class.method(File.java:12).
-func FrameString(f alloctrack.FrameRef) string {
+func FrameString(f alloctrack.Frame) string {
 	var b strings.Builder
 	b.WriteString(f.Class)
 	b.WriteByte('.')
@@ -163,7 +163,7 @@ func FrameString(f alloctrack.FrameRef) string {
 	return clean(b.String())
 }
 
-func stackOf(frames []alloctrack.FrameRef) []string {
+func stackOf(frames []alloctrack.Frame) []string {
 	out := make([]string, len(frames))
 	for i, f := range frames {
 		out[i] = FrameString(f)
@@ -414,7 +414,7 @@ func (n *FlameNode) child(name string) *FlameNode {
 // flameSite is one stack and its weight.
 type flameSite struct {
 	class  string
-	frames []alloctrack.FrameRef
+	frames []alloctrack.Frame
 	w      uint64
 }
 

@@ -43,7 +43,7 @@ func (f fakeSource) Recent(serial, pkg string, n int) (alloctrack.Recent, bool) 
 
 var (
 	hostileClass = `<script>alert("class")</script>`
-	hostileFrame = alloctrack.FrameRef{Class: `x.Y"'><img src=x onerror=alert(1)>`, Method: "m\xff\xfe", File: "<b>F.java</b>", Line: 3}
+	hostileFrame = alloctrack.Frame{Class: `x.Y"'><img src=x onerror=alert(1)>`, Method: "m\xff\xfe", File: "<b>F.java</b>", Line: 3}
 	hugeName     = strings.Repeat("A", 1<<20)
 	hostilePkg   = `com.evil"><script>alert(1)</script>`
 )
@@ -52,11 +52,11 @@ func fixture() fakeSource {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	sites := []alloctrack.SiteCount{
 		{SiteInfo: alloctrack.SiteInfo{ID: "0123456789ab", Class: "java.lang.String", Frame: "com.example.Main.run(Main.java:10)",
-			Frames: []alloctrack.FrameRef{{Class: "com.example.Main", Method: "run", File: "Main.java", Line: 10}, {Class: "android.os.Looper", Method: "loop", File: "Looper.java", Line: 200}}},
+			Frames: []alloctrack.Frame{{Class: "com.example.Main", Method: "run", File: "Main.java", Line: 10}, {Class: "android.os.Looper", Method: "loop", File: "Looper.java", Line: 200}}},
 			Count: alloctrack.Count{Allocations: 30, Bytes: 600}},
-		{SiteInfo: alloctrack.SiteInfo{ID: "badbadbadbad", Class: hostileClass, Frame: "frame <script>", Frames: []alloctrack.FrameRef{hostileFrame}},
+		{SiteInfo: alloctrack.SiteInfo{ID: "badbadbadbad", Class: hostileClass, Frame: "frame <script>", Frames: []alloctrack.Frame{hostileFrame}},
 			Count: alloctrack.Count{Allocations: 5, Bytes: 5000}},
-		{SiteInfo: alloctrack.SiteInfo{ID: "hugehugehuge", Class: hugeName, Frame: hugeName, Frames: []alloctrack.FrameRef{{Class: hugeName, Method: "m"}}},
+		{SiteInfo: alloctrack.SiteInfo{ID: "hugehugehuge", Class: hugeName, Frame: hugeName, Frames: []alloctrack.Frame{{Class: hugeName, Method: "m"}}},
 			Count: alloctrack.Count{Allocations: 1, Bytes: 8}},
 	}
 	counts := alloctrack.AppCounts{

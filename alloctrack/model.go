@@ -1,0 +1,181 @@
+// The model's units: what is counted (Count, Estimate), a stack frame by
+// names (Frame), and how an allocation site is named (SiteInfo, its hash
+// and its id). Every backend and every consumer speaks these.
+
+package alloctrack
+
+import (
+	"cmp"
+	"encoding/hex"
+	"math"
+	"math/bits"
+	"strings"
+
+	"github.com/alloctrack/alloctrack/ddms/allocreport"
+	"github.com/cespare/xxhash/v2"
+)
+
+// Count is a number of allocations and their bytes.
+type Count struct {
+	Allocations uint64
+	Bytes       uint64
+}
+
+func (c *Count) add(size uint32) {
+	c.Allocations++
+	c.Bytes += uint64(size)
+}
+
+func addCounts(a, b Count) Count {
+	return Count{Allocations: a.Allocations + b.Allocations, Bytes: a.Bytes + b.Bytes}
+}
+
+func subCounts(a, b Count) Count {
+	var d Count
+	if a.Allocations > b.Allocations {
+		d.Allocations = a.Allocations - b.Allocations
+	}
+	if a.Bytes > b.Bytes {
+		d.Bytes = a.Bytes - b.Bytes
+	}
+	return d
+}
+
+// compareCount orders larger counts first.
+func compareCount(a, b Count, byBytes bool) int {
+	if byBytes {
+		if d := cmp.Compare(b.Bytes, a.Bytes); d != 0 {
+			return d
+		}
+		return cmp.Compare(b.Allocations, a.Allocations)
+	}
+	if d := cmp.Compare(b.Allocations, a.Allocations); d != 0 {
+		return d
+	}
+	return cmp.Compare(b.Bytes, a.Bytes)
+}
+
+// cmpCount orders heavier counts first.
+func cmpCount(a, b Count) int { return compareCount(a, b, false) }
+
+// Estimate is an estimated number of allocations and their bytes: sampled
+// values scaled up for the sampling interval. It is not an exact count.
+type Estimate struct {
+	Allocations float64
+	Bytes       float64
+}
+
+func (e *Estimate) add(o Estimate) {
+	e.Allocations += o.Allocations
+	e.Bytes += o.Bytes
+}
+
+func subEstimate(a, b Estimate) Estimate {
+	return Estimate{Allocations: max(a.Allocations-b.Allocations, 0), Bytes: max(a.Bytes-b.Bytes, 0)}
+}
+
+// roundCount is an estimate as a count, rounded.
+func roundCount(e Estimate) Count {
+	return Count{Allocations: uint64(math.Round(e.Allocations)), Bytes: uint64(math.Round(e.Bytes))}
+}
+
+// Frame is a stack frame by names (dotted), independent of any report's
+// tables.
+type Frame struct {
+	Class, Method, File string
+	Line                int
+}
+
+// Function is the frame's function name: Class.method.
+func (f Frame) Function() string { return f.Class + "." + f.Method }
+
+// FrameOf returns frame f of r by names.
+func FrameOf(r *allocreport.Report, f allocreport.Frame) Frame {
+	return Frame{Class: r.Classes[f.Class], Method: r.Methods[f.Method], File: r.Files[f.File], Line: int(f.Line)}
+}
+
+// Other is the class and site label that collects everything not admitted
+// to a series of its own.
+const Other = "other"
+
+// SiteInfo describes an admitted allocation site.
+type SiteInfo struct {
+	ID    string // short stable hash of class and frames
+	Class string // allocated class
+	Frame string // first app frame (see AppFrame), or the top frame
+	Stack string // every frame, top first, "; "-separated, capped
+	// Frames are the site's frames by names, top first.
+	Frames []Frame
+	// Heapprofd marks a heapprofd site (Android 12+): its Java frames only,
+	// Class "", File "" and Line -1 in every frame. Its SiteCount has a
+	// zero Count; Sampled and Estimated hold its numbers.
+	Heapprofd bool
+}
+
+// SiteID formats a site hash as its label: 12 hex digits.
+func SiteID(h uint64) string {
+	var b [8]byte
+	for i := range b {
+		b[i] = byte(h >> (56 - 8*i))
+	}
+	return hex.EncodeToString(b[:6])
+}
+
+// SiteHashNames returns the site hash of an allocation of class at frames
+// (top first), all names dotted as in Report.Classes, Methods and Files:
+// the hash Counters gives the same site in any report.
+func SiteHashNames(class string, frames []Frame) uint64 {
+	h := mix(0x616c6c6f63, xxhash.Sum64String(class))
+	for _, f := range frames {
+		h = mix(h, frameHash(xxhash.Sum64String(f.Class), xxhash.Sum64String(f.Method), xxhash.Sum64String(f.File), int16(f.Line)))
+	}
+	return h
+}
+
+// SiteHash returns the stable hash of allocation i's site.
+func SiteHash(r *allocreport.Report, i int) uint64 {
+	a := &r.Allocations[i]
+	return newSiteHasher(r).site(a, r.Stack(a))
+}
+
+func mix(h, v uint64) uint64 {
+	h ^= v
+	h *= 0x9e3779b97f4a7c15
+	return h ^ h>>29
+}
+
+// frameHash combines the name hashes of one frame; each frame then costs
+// one step of the site's hash chain.
+func frameHash(class, method, file uint64, line int16) uint64 {
+	return class ^ bits.RotateLeft64(method, 21) ^ bits.RotateLeft64(file, 42) ^ (uint64(uint16(line))+1)*0x9e3779b97f4a7c15
+}
+
+// frameworkPrefixes are the packages AppFrame skips.
+var frameworkPrefixes = []string{
+	"java.", "javax.", "android.", "androidx.", "dalvik.", "libcore.", "sun.", "com.android.internal.",
+}
+
+// IsFrameworkClass tells whether a dotted class name is in a framework
+// package.
+func IsFrameworkClass(class string) bool {
+	for _, p := range frameworkPrefixes {
+		if strings.HasPrefix(class, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// AppFrame returns the index of the first frame of st that is not in a
+// framework package, or 0 (the top frame) when all are; -1 when st is empty.
+func AppFrame(r *allocreport.Report, st allocreport.Stack) int {
+	for j, f := range st.All() {
+		if !IsFrameworkClass(r.Classes[f.Class]) {
+			return j
+		}
+	}
+	if st.Len() == 0 {
+		return -1
+	}
+	return 0
+}
