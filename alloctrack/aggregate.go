@@ -1,20 +1,12 @@
 package alloctrack
 
 import (
-	"bytes"
 	"cmp"
-	"encoding/binary"
-	"hash/maphash"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
-
-	"github.com/alloctrack/alloctrack/ddms/allocreport"
-
-	"github.com/cespare/xxhash/v2"
 )
 
 // AggregateConfig bounds the series one app gets.
@@ -79,7 +71,7 @@ type Counters struct {
 	history    []window
 	last       time.Time // end of the last counted window
 
-	// Heapprofd dumps (see AddDump).
+	// Heapprofd dumps (sampled windows).
 	heapprofd          bool
 	sampled            Count
 	estimated          Estimate
@@ -103,117 +95,8 @@ func NewCounters(cfg AggregateConfig) *Counters {
 	}
 }
 
-// siteHasher hashes sites of one report by names, so that the same site
-// hashes alike in every report whatever its table indices.
-type siteHasher struct {
-	classes, methods, files []uint64
-}
-
-func newSiteHasher(r *allocreport.Report) *siteHasher {
-	h := func(t []string) []uint64 {
-		out := make([]uint64, len(t))
-		for i, s := range t {
-			out[i] = xxhash.Sum64String(s)
-		}
-		return out
-	}
-	return &siteHasher{classes: h(r.Classes), methods: h(r.Methods), files: h(r.Files)}
-}
-
-// sameWire tells whether st's frame bytes are b.
-func sameWire(st allocreport.Stack, b []byte) bool {
-	sb, _ := st.Wire()
-	return bytes.Equal(sb, b)
-}
-
-func (sh *siteHasher) site(a *allocreport.Allocation, st allocreport.Stack) uint64 {
-	h := mix(0x616c6c6f63, sh.classes[a.Class])
-	if b, stride := st.Wire(); stride == allocreport.FrameLen {
-		// The common layout, straight from the frame bytes.
-		for j := 0; j+8 <= len(b); j += 8 {
-			v := binary.BigEndian.Uint64(b[j : j+8])
-			h = mix(h, frameHash(sh.classes[v>>48], sh.methods[v>>32&0xffff], sh.files[v>>16&0xffff], int16(v)))
-		}
-		return h
-	}
-	for j := range st.Len() {
-		f := st.At(j)
-		h = mix(h, frameHash(sh.classes[f.Class], sh.methods[f.Method], sh.files[f.File], f.Line))
-	}
-	return h
-}
-
-func (c *Counters) siteInfo(r *allocreport.Report, a *allocreport.Allocation, h uint64) SiteInfo {
-	st := r.Stack(a)
-	info := SiteInfo{ID: SiteID(h), Class: r.ClassName(a)}
-	if j := AppFrame(r, st); j >= 0 {
-		info.Frame = r.FrameString(st.At(j))
-	}
-	info.Frames = make([]Frame, st.Len())
-	for j, f := range st.All() {
-		info.Frames[j] = FrameOf(r, f)
-	}
-	var b strings.Builder
-	for j, f := range st.All() {
-		if j > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(r.FrameString(f))
-		if b.Len() > c.cfg.StackLabelMax {
-			break
-		}
-	}
-	s := b.String()
-	if max := c.cfg.StackLabelMax; len(s) > max {
-		ellipsis := "..."
-		if max < len(ellipsis) {
-			ellipsis = ""
-		}
-		cut := max - len(ellipsis)
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut-- // never inside a UTF-8 sequence
-		}
-		s = s[:cut] + ellipsis
-	}
-	info.Stack = s
-	return info
-}
-
 // countersGen numbers the states of every Counters of the process.
 var countersGen atomic.Uint64
-
-// siteAgg is one distinct site of a report being counted.
-type siteAgg struct {
-	h   uint64
-	n   Count
-	rep int32 // index of one allocation of the site
-}
-
-// rawSeq is one distinct byte sequence of class and frame indices.
-type rawSeq struct {
-	h     uint64
-	class uint16
-	site  int32 // index into addScratch.sites
-	rep   int32 // an allocation with these bytes
-}
-
-// addScratch is the working memory of one Add, reused across reports (and
-// apps) through scratchPool rather than allocated per window.
-type addScratch struct {
-	sites   []siteAgg
-	table   []int32 // open addressing over sites: index + 1, 0 for empty
-	raws    []rawSeq
-	raw     []int32 // open addressing over raws
-	classes []Count // by class index
-	hashes  [3][]uint64
-	heap    []int32
-	sel     []int32
-}
-
-// rawSeed seeds the hashes of raw stacks within one Add.
-var rawSeed = maphash.MakeSeed()
-
-var scratchPool = sync.Pool{New: func() any { return new(addScratch) }}
 
 // grow returns s with length n, reusing its array when large enough.
 func grow[T any](s []T, n int) []T {
@@ -225,114 +108,35 @@ func grow[T any](s []T, n int) []T {
 	return s
 }
 
-// hashTables fills the scratch's name hashes of r's tables.
-func (sc *addScratch) hashTables(r *allocreport.Report) *siteHasher {
-	for i, t := range [3][]string{r.Classes, r.Methods, r.Files} {
-		h := grow(sc.hashes[i], len(t))
-		for j, s := range t {
-			h[j] = xxhash.Sum64String(s)
-		}
-		sc.hashes[i] = h
-	}
-	return &siteHasher{classes: sc.hashes[0], methods: sc.hashes[1], files: sc.hashes[2]}
+// pickScratch is the working memory of one Counters.Add, reused through
+// pickPool.
+type pickScratch struct {
+	weights []uint64
+	done    []bool
+	heap    []int32
+	un      []int32
 }
 
-// aggregate sums r's allocations per class and per distinct site.
-func (sc *addScratch) aggregate(r *allocreport.Report) (total Count) {
-	sh := sc.hashTables(r)
-	sc.classes = grow(sc.classes, len(r.Classes))
-	n := len(r.Allocations)
-	size := 16
-	for size < 2*n {
-		size <<= 1
-	}
-	sc.table = grow(sc.table, size)
-	sc.raw = grow(sc.raw, size)
-	mask := uint64(size - 1)
-	sc.sites = sc.sites[:0]
-	sc.raws = sc.raws[:0]
-	// Allocations of one site usually repeat the same bytes (class and
-	// frame indices): those are matched by their bytes first, and the
-	// site's hash by names is computed once per distinct byte sequence.
-	// When nearly every entry is a new sequence, that costs more than it
-	// saves, and is stopped.
-	useRaw := true
-	for i := range r.Allocations {
-		a := &r.Allocations[i]
-		total.add(a.Size)
-		sc.classes[a.Class].add(a.Size)
-		st := r.Stack(a)
-		var rh uint64
-		if useRaw {
-			if i == 4096 && len(sc.raws) > 3*4096/4 {
-				useRaw = false
-			} else {
-				// Raw keys live only in this table: the runtime's hash
-				// (AES-based where the CPU has it) is several times
-				// cheaper than xxhash on stacks this short.
-				stb, _ := st.Wire()
-				rh = maphash.Bytes(rawSeed, stb) ^ uint64(a.Class)*0x9e3779b97f4a7c15
-				found := false
-				for j := rh & mask; ; j = (j + 1) & mask {
-					k := sc.raw[j]
-					if k == 0 {
-						break
-					}
-					if e := &sc.raws[k-1]; e.h == rh && e.class == a.Class && sameWire(r.Stack(&r.Allocations[e.rep]), stb) {
-						sc.sites[e.site].n.add(a.Size)
-						found = true
-						break
-					}
-				}
-				if found {
-					continue
-				}
-			}
-		}
-		h := sh.site(a, st)
-		site := int32(-1)
-		for j := h & mask; ; j = (j + 1) & mask {
-			k := sc.table[j]
-			if k == 0 {
-				sc.sites = append(sc.sites, siteAgg{h: h, rep: int32(i)})
-				site = int32(len(sc.sites) - 1)
-				sc.sites[site].n.add(a.Size)
-				sc.table[j] = site + 1
-				break
-			}
-			if s := &sc.sites[k-1]; s.h == h {
-				s.n.add(a.Size)
-				site = k - 1
-				break
-			}
-		}
-		if useRaw {
-			sc.raws = append(sc.raws, rawSeq{h: rh, class: a.Class, site: site, rep: int32(i)})
-			for j := rh & mask; ; j = (j + 1) & mask {
-				if sc.raw[j] == 0 {
-					sc.raw[j] = int32(len(sc.raws))
-					break
-				}
-			}
-		}
-	}
-	return total
-}
+var pickPool = sync.Pool{New: func() any { return new(pickScratch) }}
 
-// heavier orders sites heaviest first, then by hash.
-func heavier(a, b *siteAgg) int {
-	if d := cmpCount(a.n, b.n); d != 0 {
+// heavier orders sites heaviest first: by weight, then by count, then by
+// hash.
+func (ps *pickScratch) heavier(w *Window, a, b int32) int {
+	if d := cmp.Compare(ps.weights[b], ps.weights[a]); d != 0 {
 		return d
 	}
-	return cmp.Compare(a.h, b.h)
+	if d := cmpCount(w.Sites[a].Count, w.Sites[b].Count); d != 0 {
+		return d
+	}
+	return cmp.Compare(w.Sites[a].Hash, w.Sites[b].Hash)
 }
 
-// selectHeaviest returns the indices (into sc.sites) of the m heaviest
-// sites among idx, heaviest first.
-func (sc *addScratch) selectHeaviest(idx []int32, m int) []int32 {
-	hp := sc.heap[:0]
+// selectHeaviest returns the m heaviest sites among idx (indices into
+// w.Sites), heaviest first.
+func (ps *pickScratch) selectHeaviest(w *Window, idx []int32, m int) []int32 {
+	hp := ps.heap[:0]
 	// A min-heap of the m heaviest so far: the lightest at the root.
-	lighter := func(i, j int) bool { return heavier(&sc.sites[hp[i]], &sc.sites[hp[j]]) > 0 }
+	lighter := func(i, j int) bool { return ps.heavier(w, hp[i], hp[j]) > 0 }
 	down := func(i int) {
 		for {
 			l := 2*i + 1
@@ -363,77 +167,72 @@ func (sc *addScratch) selectHeaviest(idx []int32, m int) []int32 {
 			}
 			continue
 		}
-		if m == 0 || heavier(&sc.sites[k], &sc.sites[hp[0]]) >= 0 {
+		if m == 0 || ps.heavier(w, k, hp[0]) >= 0 {
 			continue
 		}
 		hp[0] = k
 		down(0)
 	}
-	slices.SortFunc(hp, func(a, b int32) int { return heavier(&sc.sites[a], &sc.sites[b]) })
-	sc.heap = hp
+	slices.SortFunc(hp, func(a, b int32) int { return ps.heavier(w, a, b) })
+	ps.heap = hp
 	return hp
 }
 
-// Add counts every allocation of r at time now, as a window that began
-// when the previous one ended (or at now, for the first). It keeps nothing
-// of r: admitted sites get their labels built from r's tables (new strings).
-func (c *Counters) Add(r *allocreport.Report, now time.Time) {
-	c.mu.Lock()
-	start := c.last
-	c.mu.Unlock()
-	if start.IsZero() {
-		start = now
-	}
-	c.AddWindow(r, start, now)
-}
-
-// AddWindow counts every allocation of r, the report of the window from
-// start to now, and remembers the window for Recent.
-func (c *Counters) AddWindow(r *allocreport.Report, start, now time.Time) {
-	if len(r.Allocations) == 0 {
-		c.mu.Lock()
-		c.gen = countersGen.Add(1)
-		c.expireLocked(now)
-		c.last = now
-		c.remember(window{WindowTotal: WindowTotal{Start: start, End: now}})
-		c.mu.Unlock()
-		return
-	}
-	// Aggregate the report on its own first: admission then works per
-	// distinct class and site, not per allocation.
-	sc := scratchPool.Get().(*addScratch)
-	defer scratchPool.Put(sc)
-	total := sc.aggregate(r)
-
-	// Classes by weight: the report's heaviest take the free series first.
-	classIdx := make([]uint16, 0, 64)
-	for idx := range sc.classes {
-		if sc.classes[idx].Allocations > 0 {
-			classIdx = append(classIdx, uint16(idx))
-		}
-	}
-	slices.SortFunc(classIdx, func(a, b uint16) int {
-		if d := cmpCount(sc.classes[a], sc.classes[b]); d != 0 {
+// Add counts one window of the app. A zero w.Start means the window began
+// when the one before ended (or at w.End, for the first). It keeps nothing
+// of w: admitted sites get their labels (new strings) from w.Info, and
+// class names kept are copies. It sorts w.Classes.
+//
+// Classes and sites are admitted by one policy: those with a series count
+// into it; of the others, the heaviest (by allocations, counted or
+// estimated) take the free series, the next heaviest are offered as
+// candidates (at most as many as the candidates kept), and every one
+// counts into other; one that is a candidate already gains weight.
+func (c *Counters) Add(w *Window) {
+	sampled := w.Sampling != nil
+	slices.SortFunc(w.Classes, func(a, b ClassDelta) int {
+		if d := cmpCount(a.Count, b.Count); d != 0 {
 			return d
 		}
-		return strings.Compare(r.Classes[a], r.Classes[b])
+		return strings.Compare(a.Class, b.Class)
 	})
+	ps := pickPool.Get().(*pickScratch)
+	defer pickPool.Put(ps)
+	ps.weights = grow(ps.weights, len(w.Sites))
+	for i := range w.Sites {
+		ps.weights[i] = w.weight(&w.Sites[i])
+	}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	start, now := w.Start, w.End
+	if start.IsZero() {
+		start = c.last
+		if start.IsZero() {
+			start = now
+		}
+	}
 	c.gen = countersGen.Add(1)
 	c.expireLocked(now)
-	c.total.Allocations += total.Allocations
-	c.total.Bytes += total.Bytes
 	c.last = now
-	w := window{WindowTotal: WindowTotal{Start: start, End: now, Count: total}}
-	defer func() { c.remember(w) }() // under c.mu, released by the earlier defer
-	for _, idx := range classIdx {
-		n := sc.classes[idx]
+	hw := window{WindowTotal: WindowTotal{Start: start, End: now}}
+	if sampled {
+		c.heapprofd = true
+		c.sampled = addCounts(c.sampled, w.Total)
+		c.estimated.add(w.Estimated)
+		hw.Sampled, hw.Estimated = w.Total, w.Estimated
+	} else {
+		c.total = addCounts(c.total, w.Total)
+		hw.Count = w.Total
+	}
+	defer func() { c.remember(hw) }() // under c.mu, released by the earlier defer
+
+	for _, cd := range w.Classes {
+		n := cd.Count
 		// A report's names share one string per table: a name kept past
 		// this window (a new series, a candidate, the window history) is
 		// a copy of its own, so that it keeps no table alive.
-		k := r.Classes[idx]
+		k := cd.Class
 		if c.classes[k] == nil {
 			k = strings.Clone(k)
 		}
@@ -444,80 +243,86 @@ func (c *Counters) AddWindow(r *allocreport.Report, start, now time.Time) {
 		if s.name == "" {
 			s.name = k
 		}
-		w.classes = append(w.classes, keyCount[string]{s.name, n})
+		hw.classes = append(hw.classes, keyCount[string]{s.name, n})
 		s.Allocations += n.Allocations
 		s.Bytes += n.Bytes
 		s.last = now
 	}
 
-	// Sites: those with a series count into it. Of the others, the
-	// heaviest take the free series, the next heaviest are offered as
-	// candidates (at most as many as the candidates kept), and every one
-	// counts into other; one that is a candidate already gains weight.
+	count := func(s *siteSeries, i int32) {
+		sd := &w.Sites[i]
+		if s.info.ID == "" {
+			// Labels are built once, when a series first counts: only
+			// admitted sites pay for naming their frames.
+			s.info = w.Info(int(i), c.cfg.StackLabelMax)
+		}
+		if sampled {
+			s.smp = addCounts(s.smp, sd.Count)
+			s.est.add(sd.Estimated)
+			hw.hsites = append(hw.hsites, keyEstimate{k: sd.Hash, smp: sd.Count, est: sd.Estimated})
+		} else {
+			s.Allocations += sd.Count.Allocations
+			s.Bytes += sd.Count.Bytes
+			hw.sites = append(hw.sites, keyCount[uint64]{sd.Hash, sd.Count})
+		}
+		s.last = now
+	}
+	toOther := func(i int32) {
+		sd := &w.Sites[i]
+		if sampled {
+			c.siteOtherSampled = addCounts(c.siteOtherSampled, sd.Count)
+			c.siteOtherEstimated.add(sd.Estimated)
+		} else {
+			c.siteOther.Allocations += sd.Count.Allocations
+			c.siteOther.Bytes += sd.Count.Bytes
+		}
+	}
+
 	free := max(c.cfg.TopSites-len(c.sites), 0)
-	un := sc.sel[:0]
-	for i := range sc.sites {
-		sa := &sc.sites[i]
-		if s := c.sites[sa.h]; s != nil {
-			c.addSite(s, r, sa, now, &w)
+	un := ps.un[:0]
+	for i := range w.Sites {
+		h := w.Sites[i].Hash
+		if s := c.sites[h]; s != nil {
+			count(s, int32(i))
 			continue
 		}
 		if free == 0 {
 			// No series to win this time: a known candidate gains weight.
-			if w, ok := c.siteCands.w[sa.h]; ok {
-				c.siteCands.w[sa.h] = w + sa.n.Allocations
-				c.siteOther.Allocations += sa.n.Allocations
-				c.siteOther.Bytes += sa.n.Bytes
+			if cw, ok := c.siteCands.w[h]; ok {
+				c.siteCands.w[h] = cw + ps.weights[i]
+				toOther(int32(i))
 				continue
 			}
 		}
 		un = append(un, int32(i))
 	}
-	sc.sel = un
-	sel := sc.selectHeaviest(un, free+c.siteCands.max)
-	for j, k := range sel {
-		sa := &sc.sites[k]
-		sa.rep = -1 - sa.rep // done here (the representative stays recoverable)
+	ps.un = un
+	ps.done = grow(ps.done, len(w.Sites))
+	for j, k := range ps.selectHeaviest(w, un, free+c.siteCands.max) {
+		ps.done[k] = true
+		h := w.Sites[k].Hash
 		if j < free {
 			s := &siteSeries{}
-			c.sites[sa.h] = s
-			c.siteCands.remove(sa.h)
-			rep := *sa
-			rep.rep = -1 - sa.rep
-			c.addSite(s, r, &rep, now, &w)
+			c.sites[h] = s
+			c.siteCands.remove(h)
+			count(s, k)
 			continue
 		}
-		c.siteOther.Allocations += sa.n.Allocations
-		c.siteOther.Bytes += sa.n.Bytes
-		c.siteCands.offer(sa.h, sa.n.Allocations)
+		toOther(k)
+		c.siteCands.offer(h, ps.weights[k])
 	}
 	for _, k := range un {
-		sa := &sc.sites[k]
-		if sa.rep < 0 {
+		if ps.done[k] {
 			continue // admitted or offered above
 		}
-		c.siteOther.Allocations += sa.n.Allocations
-		c.siteOther.Bytes += sa.n.Bytes
+		toOther(k)
 		if free > 0 {
-			if w, ok := c.siteCands.w[sa.h]; ok {
-				c.siteCands.w[sa.h] = w + sa.n.Allocations
+			h := w.Sites[k].Hash
+			if cw, ok := c.siteCands.w[h]; ok {
+				c.siteCands.w[h] = cw + ps.weights[k]
 			}
 		}
 	}
-}
-
-// addSite counts a report's site into its series, building its labels
-// when the series first counts, and into the window w.
-func (c *Counters) addSite(s *siteSeries, r *allocreport.Report, sa *siteAgg, now time.Time, w *window) {
-	w.sites = append(w.sites, keyCount[uint64]{sa.h, sa.n})
-	if s.info.ID == "" {
-		// Labels are built once, when a series first counts: only
-		// admitted sites pay for formatting their frames.
-		s.info = c.siteInfo(r, &r.Allocations[sa.rep], sa.h)
-	}
-	s.Allocations += sa.n.Allocations
-	s.Bytes += sa.n.Bytes
-	s.last = now
 }
 
 // admit returns k's series, creating it while fewer than top exist;

@@ -38,7 +38,7 @@ func TestCountersBookkeepingBounded(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				c.Add(r, time.Unix(int64(rep), 0))
+				addReport(c, r, time.Unix(int64(rep), 0))
 
 				c.mu.Lock()
 				nc, ns := len(c.classCands.w), len(c.siteCands.w)
@@ -101,12 +101,12 @@ func BenchmarkCountersAdd(b *testing.B) {
 	}
 	c := NewCounters(AggregateConfig{})
 	now := time.Unix(1_000_000, 0)
-	c.Add(r, now)
+	addReport(c, r, now)
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
 	for b.Loop() {
 		now = now.Add(10 * time.Second)
-		c.Add(r, now)
+		addReport(c, r, now)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(r.Allocations)), "ns/allocation")
 }
@@ -121,10 +121,10 @@ func TestCountersAddAllocationBudget(t *testing.T) {
 	}
 	c := NewCounters(AggregateConfig{})
 	now := time.Unix(1_000_000, 0)
-	c.Add(r, now)
+	addReport(c, r, now)
 	allocs := testing.AllocsPerRun(1, func() {
 		now = now.Add(10 * time.Second)
-		c.Add(r, now)
+		addReport(c, r, now)
 	})
 	perEntry := allocs / float64(len(r.Allocations))
 	t.Logf("%.0f allocations per Add of %d entries (%.1f per entry)", allocs, len(r.Allocations), perEntry)
@@ -158,11 +158,11 @@ func BenchmarkCountersAddTypical(b *testing.B) {
 	}
 	c := NewCounters(AggregateConfig{})
 	now := time.Unix(1_000_000, 0)
-	c.Add(r, now)
+	addReport(c, r, now)
 	b.ReportAllocs()
 	for b.Loop() {
 		now = now.Add(10 * time.Second)
-		c.Add(r, now)
+		addReport(c, r, now)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(r.Allocations)), "ns/allocation")
 }
@@ -175,4 +175,11 @@ func maxReport(tb testing.TB) []byte {
 		tb.Fatal(err)
 	}
 	return b
+}
+
+// addReport counts r as the window ending at now, as a session does.
+func addReport(c *Counters, r *allocreport.Report, now time.Time) {
+	w := WindowOfReport(r, time.Time{}, now)
+	c.Add(w)
+	w.Release()
 }

@@ -177,40 +177,41 @@ func (w *CaptureWriter) Trace() (io.Writer, error) {
 	return f, nil
 }
 
-// Dump adds one heapprofd dump to the capture: profile.pb.gz and
-// summary.json are written from the dumps at Close.
-func (w *CaptureWriter) Dump(d *perfetto.Dump) error {
-	if err := w.heapprofd(); err != nil {
-		return err
-	}
-	if !JavaHeapDump(d) {
-		return nil // not the Java heap: see JavaHeapDump
-	}
-	w.sum.Dumps++
-	w.tally.AddDump(d)
-	w.prof.AddDump(d)
-	return nil
-}
-
-// Window writes one window's report and counts it.
-func (w *CaptureWriter) Window(win *Window) error {
+// Report writes one DDM window's REAL payload as <n>.alloc; r is its
+// parse, nil when it did not parse. The window is counted by Add.
+func (w *CaptureWriter) Report(raw []byte, r *allocreport.Report) error {
 	if w.sum.Backend == BackendHeapprofd {
 		return errors.New("capture: a DDM window in a heapprofd capture")
 	}
 	w.n++
-	if err := WriteFileAtomic(filepath.Join(w.dir, strconv.Itoa(w.n)+".alloc"), win.Raw); err != nil {
+	if err := WriteFileAtomic(filepath.Join(w.dir, strconv.Itoa(w.n)+".alloc"), raw); err != nil {
 		return fmt.Errorf("capture: %w", err)
 	}
 	w.sum.Windows++
-	if win.Report == nil {
+	switch {
+	case r == nil:
 		w.sum.ParseErrors++
-		return nil
-	}
-	if win.Report.Overflowed() {
+	case r.Overflowed():
 		w.sum.Overflowed++
 	}
-	w.tally.Add(win.Report)
-	w.prof.AddReport(win.Report)
+	return nil
+}
+
+// Add counts one window into the capture's summary and profile, written
+// at Close. A sampled window (heapprofd) makes the capture a heapprofd one.
+func (w *CaptureWriter) Add(win *Window) error {
+	if win.Sampling != nil {
+		if err := w.heapprofd(); err != nil {
+			return err
+		}
+		w.sum.Dumps++
+	} else if w.sum.Backend == BackendHeapprofd {
+		return errors.New("capture: a DDM window in a heapprofd capture")
+	}
+	if err := w.prof.Add(win); err != nil {
+		return fmt.Errorf("capture: %w", err)
+	}
+	w.tally.Add(win)
 	return nil
 }
 
@@ -315,10 +316,12 @@ func (in *Input) Estimated() bool { return in.Trace != "" }
 // AddTo counts the input into t: its reports, or its dumps.
 func (in *Input) AddTo(t *Tally) {
 	for _, r := range in.Reports {
-		t.Add(r)
+		w := WindowOfReport(r, time.Time{}, time.Time{})
+		t.Add(w)
+		w.Release()
 	}
 	for _, d := range in.Dumps {
-		t.AddDump(d)
+		t.Add(WindowOfDump(d, time.Time{}, time.Time{}))
 	}
 }
 

@@ -1,9 +1,7 @@
 package alloctrack
 
 import (
-	"cmp"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -88,10 +86,6 @@ func HeapprofdSiteHash(frames []Frame) uint64 {
 	return SiteHashNames("", frames)
 }
 
-// heapprofdFrameString is a heapprofd frame as labels and reports show it:
-// the method's dotted name alone, heapprofd having no file or line.
-func heapprofdFrameString(f Frame) string { return f.Function() }
-
 // heapprofdAppFrame returns the index of the first frame outside framework
 // packages, 0 when all are, -1 for no frames (as Report.AppFrame).
 func heapprofdAppFrame(frames []Frame) int {
@@ -110,67 +104,73 @@ func heapprofdAppFrame(frames []Frame) int {
 func heapprofdSiteInfo(h uint64, frames []Frame, stackMax int) SiteInfo {
 	info := SiteInfo{ID: SiteID(h), Heapprofd: true, Frames: frames}
 	if j := heapprofdAppFrame(frames); j >= 0 {
-		info.Frame = heapprofdFrameString(frames[j])
+		info.Frame = frames[j].Function()
 	}
-	strs := make([]string, len(frames))
-	for j, f := range frames {
-		strs[j] = heapprofdFrameString(f)
+	if stackMax > 0 {
+		info.Stack = capLabel(strings.Join(info.FrameStrings(), "; "), stackMax)
 	}
-	info.Stack = capLabel(strings.Join(strs, "; "), stackMax)
 	return info
 }
 
-// dumpSite is one distinct site of a dump being counted.
-type dumpSite struct {
-	h      uint64
-	frames []Frame
-	smp    Count
-	est    Estimate
-	w      uint64 // weight for admission: estimated allocations, at least 1
-	done   bool
-}
-
-// weight orders sites for admission as the DDM path does by allocations:
-// here by estimated allocations.
-func (s *dumpSite) weight() uint64 {
-	w := uint64(math.Round(s.est.Allocations))
-	if w == 0 && s.smp.Allocations > 0 {
-		w = 1
+// WindowOfDump returns the sampled window of heapprofd dump d, from start
+// to end (zero: see Counters.Add): each stack's delta summed by site (its
+// Java frames, see JavaFrames), the samples exactly and the allocations
+// estimated from them (EstimateValues, per stack and summed). A dump of
+// another heap than the Java heap (see JavaHeapDump) gives a window with
+// nothing in it.
+func WindowOfDump(d *perfetto.Dump, start, end time.Time) *Window {
+	ds := &dumpSource{}
+	w := &Window{Start: start, End: end, Sampling: &Sampling{Interval: d.SamplingInterval}, Source: ds}
+	if !JavaHeapDump(d) {
+		return w
 	}
-	return w
-}
-
-// aggregateDump sums a dump's stack deltas per site (the Java frames of
-// each stack), in order of first appearance.
-func aggregateDump(d *perfetto.Dump) (sites []*dumpSite, smp Count, est Estimate) {
-	byHash := map[uint64]*dumpSite{}
+	byHash := map[uint64]int{}
 	for i := range d.Stacks {
 		sd := &d.Stacks[i]
 		v := sd.Delta
 		if v.Count == 0 && v.Allocated == 0 {
 			continue
 		}
+		switch sd.Stack.Unwind {
+		case perfetto.UnwindError:
+			w.Sampling.ErrorStackSamples += v.Count
+		case perfetto.UnwindUnknown:
+			w.Sampling.UnknownStackSamples += v.Count
+		}
 		frames := JavaFrames(sd.Stack)
 		h := HeapprofdSiteHash(frames)
-		s := byHash[h]
-		if s == nil {
-			s = &dumpSite{h: h, frames: frames}
-			byHash[h] = s
-			sites = append(sites, s)
+		k, ok := byHash[h]
+		if !ok {
+			k = len(w.Sites)
+			byHash[h] = k
+			w.Sites = append(w.Sites, SiteDelta{Hash: h})
+			ds.frames = append(ds.frames, frames)
 		}
+		smp := Count{Allocations: v.Count, Bytes: v.Allocated}
 		e := EstimateValues(v, d.SamplingInterval)
-		s.smp.Allocations += v.Count
-		s.smp.Bytes += v.Allocated
-		s.est.add(e)
-		smp.Allocations += v.Count
-		smp.Bytes += v.Allocated
-		est.add(e)
+		site := &w.Sites[k]
+		site.Count = addCounts(site.Count, smp)
+		site.Estimated.add(e)
+		w.Total = addCounts(w.Total, smp)
+		w.Estimated.add(e)
 	}
-	for _, s := range sites {
-		s.w = s.weight()
-	}
-	return sites, smp, est
+	ds.w = w
+	return w
 }
+
+// dumpSource names the sites of a dump's window.
+type dumpSource struct {
+	w      *Window
+	frames [][]Frame // by site
+}
+
+func (ds *dumpSource) SiteInfo(i, stackMax int) SiteInfo {
+	return heapprofdSiteInfo(ds.w.Sites[i].Hash, ds.frames[i], stackMax)
+}
+
+func (ds *dumpSource) Threads() []ThreadDelta { return nil }
+
+func (ds *dumpSource) Release() {}
 
 // JavaHeapDump tells whether d is a dump of the Java heap (heap
 // perfetto.ArtHeap, or no heap name, as dumps built by hand may have), the
@@ -178,102 +178,6 @@ func aggregateDump(d *perfetto.Dump) (sites []*dumpSite, smp Count, est Estimate
 // needs; native heaps' values come scaled already and are not counted.
 func JavaHeapDump(d *perfetto.Dump) bool {
 	return d != nil && (d.Heap == perfetto.ArtHeap || d.Heap == "")
-}
-
-// AddDump counts one heapprofd dump of the app, the window from start to
-// now: each stack's delta, by site, sampled values exactly and estimates
-// scaled by the dump's sampling interval (EstimateValues, per stack and
-// dump). Sites get the same bounded series and other as DDM sites
-// (AggregateConfig.TopSites, candidates, expiry); admission weighs
-// estimated allocations. The dump's Stacks already hold deltas: a stack
-// missing from a dump gained nothing, and one back under a new callstack
-// id continues from its total (the perfetto Decoder sees to both). The
-// window is remembered for Recent. Exact counts (Total, classes) are not
-// touched. A dump of another heap than the Java heap (see JavaHeapDump)
-// counts as an empty window.
-func (c *Counters) AddDump(d *perfetto.Dump, start, now time.Time) {
-	if start.IsZero() {
-		start = now
-	}
-	var sites []*dumpSite
-	var smp Count
-	var est Estimate
-	if JavaHeapDump(d) {
-		sites, smp, est = aggregateDump(d)
-	}
-
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.gen = countersGen.Add(1)
-	c.heapprofd = true
-	c.expireLocked(now)
-	c.last = now
-	c.sampled = addCounts(c.sampled, smp)
-	c.estimated.add(est)
-	w := window{WindowTotal: WindowTotal{Start: start, End: now, Sampled: smp, Estimated: est}}
-	defer func() { c.remember(w) }() // under c.mu, released by the earlier defer
-
-	count := func(s *siteSeries, ds *dumpSite) {
-		if s.info.ID == "" {
-			s.info = heapprofdSiteInfo(ds.h, ds.frames, c.cfg.StackLabelMax)
-		}
-		s.smp = addCounts(s.smp, ds.smp)
-		s.est.add(ds.est)
-		s.last = now
-		w.hsites = append(w.hsites, keyEstimate{k: ds.h, smp: ds.smp, est: ds.est})
-	}
-	toOther := func(ds *dumpSite) {
-		c.siteOtherSampled = addCounts(c.siteOtherSampled, ds.smp)
-		c.siteOtherEstimated.add(ds.est)
-	}
-
-	// The same policy as AddWindow: sites with a series count into it; of
-	// the others, the heaviest take the free series, the next heaviest are
-	// offered as candidates, and every one counts into other.
-	free := max(c.cfg.TopSites-len(c.sites), 0)
-	var un []*dumpSite
-	for _, ds := range sites {
-		if s := c.sites[ds.h]; s != nil {
-			count(s, ds)
-			continue
-		}
-		if free == 0 {
-			if cw, ok := c.siteCands.w[ds.h]; ok {
-				c.siteCands.w[ds.h] = cw + ds.w
-				toOther(ds)
-				continue
-			}
-		}
-		un = append(un, ds)
-	}
-	slices.SortFunc(un, func(a, b *dumpSite) int {
-		if d := cmp.Compare(b.w, a.w); d != 0 {
-			return d
-		}
-		if d := cmpCount(a.smp, b.smp); d != 0 {
-			return d
-		}
-		return cmp.Compare(a.h, b.h)
-	})
-	for j, ds := range un {
-		switch {
-		case j < free:
-			s := &siteSeries{}
-			c.sites[ds.h] = s
-			c.siteCands.remove(ds.h)
-			count(s, ds)
-		case j < free+c.siteCands.max:
-			toOther(ds)
-			c.siteCands.offer(ds.h, ds.w)
-		default:
-			toOther(ds)
-			if free > 0 {
-				if cw, ok := c.siteCands.w[ds.h]; ok {
-					c.siteCands.w[ds.h] = cw + ds.w
-				}
-			}
-		}
-	}
 }
 
 // capLabel cuts s to at most max bytes, ending in "..." when cut, never

@@ -103,8 +103,9 @@ func (c *HeapprofdConfig) fill(window time.Duration) {
 type HeapprofdTarget struct {
 	Counters *Counters
 	Stats    *AppStats
-	// Dump, if set, gets every dump of the app counted.
-	Dump func(*perfetto.Dump)
+	// Window, if set, gets the window of every Java heap dump of the
+	// app, once counted.
+	Window func(*Window)
 
 	last        time.Time // end of the last dump counted
 	dumps       int
@@ -520,13 +521,18 @@ func (s *HeapprofdSession) count(t *HeapprofdTarget, d *perfetto.Dump, traceByte
 	now := time.Now()
 	at := s.dumpTime(d, t.last, now)
 	if JavaHeapDump(d) {
-		t.Counters.AddDump(d, t.last, at)
+		start := t.last
+		if start.IsZero() {
+			start = at // the first dump of a process: no span to rate over
+		}
+		w := WindowOfDump(d, start, at)
+		t.Counters.Add(w)
 		t.last = at
+		if t.Window != nil {
+			t.Window(w)
+		}
 	}
 	t.Stats.AddDumpStats(d, traceBytes)
-	if t.Dump != nil {
-		t.Dump(d)
-	}
 	if t.dumps == 0 {
 		t.Stats.SetState(StateTracking)
 	}

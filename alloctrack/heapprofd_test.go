@@ -150,7 +150,7 @@ func TestAddDumpFromTrace(t *testing.T) {
 			st := alloctrack.NewAppStats("s", 42)
 			t0 := time.Unix(1000, 0)
 			for i, d := range dumps {
-				c.AddDump(d, t0.Add(time.Duration(i)*10*time.Second), t0.Add(time.Duration(i+1)*10*time.Second))
+				c.Add(alloctrack.WindowOfDump(d, t0.Add(time.Duration(i)*10*time.Second), t0.Add(time.Duration(i+1)*10*time.Second)))
 				st.AddDumpStats(d, 100)
 			}
 			ct := c.Snapshot()
@@ -249,7 +249,7 @@ func TestAddDumpTopSites(t *testing.T) {
 		return d
 	}
 	now := time.Unix(1000, 0)
-	c.AddDump(mk(1, 50, 3, 40, 2), now, now.Add(time.Second))
+	c.Add(alloctrack.WindowOfDump(mk(1, 50, 3, 40, 2), now, now.Add(time.Second)))
 	ct := c.Snapshot()
 	var frames []string
 	for _, s := range ct.Sites {
@@ -279,7 +279,7 @@ func TestAddDumpTopSites(t *testing.T) {
 	// Later dumps: admitted sites keep counting, the rest go to other.
 	for range 3 {
 		now = now.Add(time.Second)
-		c.AddDump(mk(100, 1, 100, 1, 100), now, now.Add(time.Second))
+		c.Add(alloctrack.WindowOfDump(mk(100, 1, 100, 1, 100), now, now.Add(time.Second)))
 		check()
 	}
 	if n := len(c.Snapshot().Sites); n != 2 {
@@ -290,13 +290,13 @@ func TestAddDumpTopSites(t *testing.T) {
 	native := mk(1000)
 	native.Heap = "libc.malloc"
 	before := c.Snapshot().Sampled
-	c.AddDump(native, now, now.Add(time.Second))
+	c.Add(alloctrack.WindowOfDump(native, now, now.Add(time.Second)))
 	if got := c.Snapshot().Sampled; got != before {
 		t.Errorf("a native heap dump counted: sampled %v → %v", before, got)
 	}
 	// An empty dump still counts as a window, and changes Gen.
 	g := c.Snapshot().Gen
-	c.AddDump(&perfetto.Dump{}, now, now.Add(time.Second))
+	c.Add(alloctrack.WindowOfDump(&perfetto.Dump{}, now, now.Add(time.Second)))
 	if ct := c.Snapshot(); ct.Gen == g || len(ct.Windows) != 6 {
 		t.Errorf("empty dump: gen %d → %d, %d windows", g, ct.Gen, len(ct.Windows))
 	}
@@ -343,12 +343,18 @@ func TestCaptureHeapprofd(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, d := range decodeDumps(t, trace) {
-		if err := w.Dump(d); err != nil {
+		if !alloctrack.JavaHeapDump(d) {
+			continue // as the session does
+		}
+		if err := w.Add(alloctrack.WindowOfDump(d, time.Time{}, time.Time{})); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := w.Window(&alloctrack.Window{}); err == nil {
+	if err := w.Add(&alloctrack.Window{}); err == nil {
 		t.Error("a DDM window in a heapprofd capture was accepted")
+	}
+	if err := w.Report([]byte{1}, nil); err == nil {
+		t.Error("a DDM report in a heapprofd capture was accepted")
 	}
 	sum, err := w.Close(start.Add(30*time.Second), false, nil, 10)
 	if err != nil {
@@ -441,7 +447,7 @@ func TestReadInputBadTrace(t *testing.T) {
 func TestBudgetAndDiffOfTrace(t *testing.T) {
 	tl := alloctrack.NewTally()
 	for _, d := range decodeDumps(t, hpTrace(t, 4096)) {
-		tl.AddDump(d)
+		tl.Add(alloctrack.WindowOfDump(d, time.Time{}, time.Time{}))
 	}
 	bud, err := alloctrack.ParseBudget("b.yaml", []byte("total: {max_allocations: 10}\nsites: [{match: 'Foo\\.bar', max_bytes: 100}]\n"))
 	if err != nil {

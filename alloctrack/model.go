@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"math"
 	"math/bits"
+	"strconv"
 	"strings"
 
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
@@ -89,6 +90,32 @@ type Frame struct {
 // Function is the frame's function name: Class.method.
 func (f Frame) Function() string { return f.Class + "." + f.Method }
 
+// String formats f as Java prints a stack frame:
+// "pkg.Class.method(File.java:12)", with "Native Method" and "Unknown
+// Source" as Java prints them.
+func (f Frame) String() string {
+	var b strings.Builder
+	b.Grow(len(f.Class) + len(f.Method) + len(f.File) + 16)
+	b.WriteString(f.Class)
+	b.WriteByte('.')
+	b.WriteString(f.Method)
+	b.WriteByte('(')
+	switch {
+	case f.Line == -2:
+		b.WriteString("Native Method")
+	case f.File == "":
+		b.WriteString("Unknown Source")
+	default:
+		b.WriteString(f.File)
+		if f.Line >= 0 {
+			b.WriteByte(':')
+			b.WriteString(strconv.Itoa(f.Line))
+		}
+	}
+	b.WriteByte(')')
+	return b.String()
+}
+
 // FrameOf returns frame f of r by names.
 func FrameOf(r *allocreport.Report, f allocreport.Frame) Frame {
 	return Frame{Class: r.Classes[f.Class], Method: r.Methods[f.Method], File: r.Files[f.File], Line: int(f.Line)}
@@ -110,6 +137,21 @@ type SiteInfo struct {
 	// Class "", File "" and Line -1 in every frame. Its SiteCount has a
 	// zero Count; Sampled and Estimated hold its numbers.
 	Heapprofd bool
+}
+
+// FrameStrings returns the site's frames as labels and reports show them:
+// as Java prints them, or, for a heapprofd site (no file or line), the
+// method's dotted name alone.
+func (i SiteInfo) FrameStrings() []string {
+	out := make([]string, len(i.Frames))
+	for j, f := range i.Frames {
+		if i.Heapprofd {
+			out[j] = f.Function()
+		} else {
+			out[j] = f.String()
+		}
+	}
+	return out
 }
 
 // SiteID formats a site hash as its label: 12 hex digits.

@@ -1,15 +1,12 @@
 package alloctrack
 
 import (
+	"errors"
 	"strconv"
 	"time"
 
-	"github.com/alloctrack/alloctrack/ddms/allocreport"
-
 	"github.com/cespare/xxhash/v2"
 	"github.com/google/pprof/profile"
-
-	"github.com/alloctrack/alloctrack/perfetto"
 )
 
 // noStack stands for the empty stack, so that every sample has a location.
@@ -70,7 +67,7 @@ const (
 )
 
 // NewHeapprofdProfileBuilder returns an empty builder for heapprofd dumps
-// (AddDump). Its samples have four values: samples/count and
+// (sampled windows). Its samples have four values: samples/count and
 // sampled_space/bytes are what the traces held, exactly;
 // estimated_alloc_objects/count and estimated_alloc_space/bytes are
 // estimates (see EstimateValues), rounded, and the default. The profile's
@@ -96,18 +93,44 @@ func NewHeapprofdProfileBuilder() *ProfileBuilder {
 // Heapprofd tells whether b was made by NewHeapprofdProfileBuilder.
 func (b *ProfileBuilder) Heapprofd() bool { return b.est != nil }
 
-// AddDump adds every stack of a heapprofd dump by its Java frames
-// (JavaFrames), with its samples and its estimate. b must come from
-// NewHeapprofdProfileBuilder.
-func (b *ProfileBuilder) AddDump(d *perfetto.Dump) {
-	for i := range d.Stacks {
-		sd := &d.Stacks[i]
-		v := sd.Delta
-		if v.Count == 0 && v.Allocated == 0 {
-			continue
-		}
-		b.AddSampledSite(JavaFrames(sd.Stack), Count{Allocations: v.Count, Bytes: v.Allocated}, EstimateValues(v, d.SamplingInterval))
+// Add adds a window: each site with its class and, where the window
+// knows them, its threads; a sampled window's sites with their samples and
+// estimates. A sampled window needs a builder from
+// NewHeapprofdProfileBuilder, an exact one a builder from
+// NewProfileBuilder: one profile does not mix the two.
+func (b *ProfileBuilder) Add(w *Window) error {
+	if (w.Sampling != nil) != b.Heapprofd() {
+		return errors.New("alloctrack: a profile cannot mix sampled (heapprofd) and exact (DDM) windows")
 	}
+	if len(w.Sites) == 0 {
+		return nil
+	}
+	infos := make([]*SiteInfo, len(w.Sites))
+	info := func(i int) *SiteInfo {
+		if infos[i] == nil {
+			si := w.Info(i, 0)
+			infos[i] = &si
+		}
+		return infos[i]
+	}
+	if w.Sampling != nil {
+		for i := range w.Sites {
+			b.AddSampledSite(info(i).Frames, w.Sites[i].Count, w.Sites[i].Estimated)
+		}
+		return nil
+	}
+	if th := w.Threads(); th != nil {
+		for _, t := range th {
+			si := info(t.Site)
+			b.AddSite(si.Class, si.Frames, t.Thread, t.Allocations, t.Bytes)
+		}
+		return nil
+	}
+	for i := range w.Sites {
+		si := info(i)
+		b.AddSite(si.Class, si.Frames, -1, w.Sites[i].Count.Allocations, w.Sites[i].Count.Bytes)
+	}
+	return nil
 }
 
 // AddSampledSite adds samples and an estimate at a heapprofd site (frames
@@ -209,25 +232,6 @@ func (b *ProfileBuilder) AddSite(class string, frames []Frame, thread int, count
 	}
 	s.Value[0] += int64(count)
 	s.Value[1] += int64(bytes)
-}
-
-// AddReport adds every allocation of r, with its thread.
-func (b *ProfileBuilder) AddReport(r *allocreport.Report) {
-	refs := map[allocreport.Frame]Frame{}
-	var frames []Frame
-	for i := range r.Allocations {
-		a := &r.Allocations[i]
-		frames = frames[:0]
-		for _, f := range r.Stack(a).All() {
-			ref, ok := refs[f]
-			if !ok {
-				ref = FrameOf(r, f)
-				refs[f] = ref
-			}
-			frames = append(frames, ref)
-		}
-		b.AddSite(r.ClassName(a), frames, int(a.Thread), 1, uint64(a.Size))
-	}
 }
 
 // Profile returns the profile built so far, stamped with a time and a

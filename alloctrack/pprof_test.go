@@ -26,7 +26,7 @@ func realProfile(t *testing.T) (*allocreport.Report, *profile.Profile, []byte) {
 		t.Fatal(err)
 	}
 	b := NewProfileBuilder()
-	b.AddReport(r)
+	b.Add(WindowOfReport(r, time.Time{}, time.Time{}))
 	start := time.Date(2018, 12, 6, 16, 6, 51, 0, time.UTC)
 	p := b.Profile(start, 10*time.Second)
 	if err := p.CheckValid(); err != nil {
@@ -336,4 +336,39 @@ func readReal(t testing.TB) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestProfileAddRefusesMixing: one profile holds exact (DDM) or sampled
+// (heapprofd) windows, never both; a window of the other kind is an
+// error, not a panic, and adds nothing.
+func TestProfileAddRefusesMixing(t *testing.T) {
+	r, err := allocreport.Parse(readReal(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact := WindowOfReport(r, time.Time{}, time.Time{})
+	defer exact.Release()
+	sampled := &Window{Sampling: &Sampling{Interval: 4096}, Sites: []SiteDelta{{Hash: 1, Count: Count{1, 16}}}, Source: &dumpSource{frames: [][]Frame{nil}}}
+	sampled.Source.(*dumpSource).w = sampled
+
+	b := NewProfileBuilder()
+	if err := b.Add(sampled); err == nil {
+		t.Error("a sampled window went into an exact profile")
+	}
+	if n := len(b.Profile(time.Time{}, 0).Sample); n != 0 {
+		t.Errorf("%d samples after a refused window", n)
+	}
+	if err := b.Add(exact); err != nil {
+		t.Fatal(err)
+	}
+	h := NewHeapprofdProfileBuilder()
+	if err := h.Add(exact); err == nil {
+		t.Error("an exact window went into a heapprofd profile")
+	}
+	if err := h.Add(sampled); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(h.Profile(time.Time{}, 0).Sample); n != 1 {
+		t.Errorf("%d samples, want 1", n)
+	}
 }

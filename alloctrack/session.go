@@ -72,8 +72,9 @@ func (c *SessionConfig) fill() {
 	def(&c.DisableTimeout, 2*time.Second)
 }
 
-// Window is what a session knows of one finished window.
-type Window struct {
+// Cycle is what a session knows of one finished tracking cycle: the
+// report of one window and how it came.
+type Cycle struct {
 	Start, End time.Time
 	RTT        time.Duration // REAL request to reply
 	// Answer is REAL request to the first byte of its reply: the VM
@@ -124,12 +125,13 @@ type Session struct {
 	Config SessionConfig
 	// Slots limits concurrent REAL transfers on the device (nil: none).
 	Slots chan struct{}
-	// OnWindow, if set, sees every window (capture uses it).
-	OnWindow func(w *Window)
+	// OnWindow, if set, sees every cycle and, when its report parsed,
+	// its window (capture uses it).
+	OnWindow func(c *Cycle, w *Window)
 	// Buffers, if set, lends the buffers reports are read into (and
 	// bounds how many are read at once); each window's payload goes back
-	// once the window is counted, so OnWindow must not keep the Window,
-	// its Raw or its Report.
+	// once the window is counted, so OnWindow must not keep the Cycle,
+	// its Raw or its Report, or the Window.
 	Buffers *jdwp.Buffers
 	// allocs, if set (with Buffers), lends and takes back the arrays
 	// reports' allocations are parsed into.
@@ -271,11 +273,13 @@ func (s *Session) Run(ctx context.Context) (err error) {
 		}
 		w.Start = start
 		start = w.End
+		var win *Window
 		if w.ParseErr != nil {
 			stats.CountError(StageParse)
 			log.Warn("report did not parse; window lost", zap.Error(w.ParseErr), zap.Int("bytes", len(w.Raw)))
 		} else {
-			counters.AddWindow(w.Report, w.Start, w.End)
+			win = WindowOfReport(w.Report, w.Start, w.End)
+			counters.Add(win)
 			n := len(w.Report.Allocations)
 			reportCap := allocreport.MaxEntries
 			if s.ReportCap > 0 && s.ReportCap < allocreport.MaxEntries {
@@ -306,7 +310,10 @@ func (s *Session) Run(ctx context.Context) (err error) {
 		}
 		stats.update(func(st *AppStatus) { st.ReportBytes += uint64(len(w.Raw)) })
 		if s.OnWindow != nil {
-			s.OnWindow(w)
+			s.OnWindow(w, win)
+		}
+		if win != nil {
+			win.Release()
 		}
 		if s.Buffers != nil {
 			// Nothing refers to the payload any more: Add keeps no part
@@ -476,7 +483,7 @@ func (s *Session) hello(ctx context.Context, c *ddms.Client, cfg SessionConfig, 
 // burst (the VM handles them in order, so the next window starts as soon as
 // the report is built), then the REAL reply awaited and parsed. The last
 // window of a session leaves REAE 1 out.
-func (s *Session) cycle(ctx context.Context, c *ddms.Client, cfg SessionConfig, again bool) (*Window, error) {
+func (s *Session) cycle(ctx context.Context, c *ddms.Client, cfg SessionConfig, again bool) (*Cycle, error) {
 	t0 := s.now()
 	wait, err := c.StartAllocationsOwned()
 	if err != nil {
@@ -505,7 +512,7 @@ func (s *Session) cycle(ctx context.Context, c *ddms.Client, cfg SessionConfig, 
 		s.Buffers.Put(packet)
 		return nil, err
 	}
-	w := &Window{End: t0, RTT: s.now().Sub(t0), Raw: raw, packet: packet}
+	w := &Cycle{End: t0, RTT: s.now().Sub(t0), Raw: raw, packet: packet}
 	if !first.IsZero() {
 		w.Answer = first.Sub(t0)
 	}

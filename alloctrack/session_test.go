@@ -391,7 +391,7 @@ func TestSessionDalvikFullRing(t *testing.T) {
 	wl.Rate = 0
 	f := newFixture(t, 19, sim.AppConfig{Workload: wl}, alloctrack.SessionConfig{Window: 300 * time.Millisecond, MinWindow: 300 * time.Millisecond})
 	var declared []int
-	f.session.OnWindow = func(w *alloctrack.Window) {
+	f.session.OnWindow = func(w *alloctrack.Cycle, _ *alloctrack.Window) {
 		if w.Report != nil {
 			declared = append(declared, w.Report.DeclaredCount)
 		}

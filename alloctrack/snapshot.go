@@ -106,7 +106,7 @@ type (
 		// first; the last one's End is when the last report was counted.
 		Windows []WindowTotal
 
-		// Heapprofd is true once a heapprofd dump was counted (AddDump).
+		// Heapprofd is true once a heapprofd dump was counted (a sampled window).
 		// Sampled is what the dumps held (samples and their bytes,
 		// exact); Estimated the allocations and bytes estimated from
 		// them. SiteOtherSampled and SiteOtherEstimated are the heapprofd

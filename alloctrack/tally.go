@@ -3,10 +3,6 @@ package alloctrack
 import (
 	"slices"
 	"strings"
-
-	"github.com/alloctrack/alloctrack/ddms/allocreport"
-
-	"github.com/alloctrack/alloctrack/perfetto"
 )
 
 // Site is an allocation site: the allocated class and its whole stack.
@@ -29,9 +25,9 @@ type Site struct {
 type Tally struct {
 	Total   Count
 	Classes map[string]*Count
-	sites   map[string]*Site
+	sites   map[uint64]*Site
 
-	// Heapprofd dumps (AddDump): Estimated tells that Total (and the
+	// Sampled windows (heapprofd dumps): Estimated tells that Total (and the
 	// sites' counts) include estimates; Sampled is what the dumps held,
 	// exactly, and Estimate the estimate from it. Classes get nothing.
 	Estimated bool
@@ -47,53 +43,51 @@ type Tally struct {
 
 // NewTally returns an empty Tally.
 func NewTally() *Tally {
-	return &Tally{Classes: map[string]*Count{}, sites: map[string]*Site{}}
+	return &Tally{Classes: map[string]*Count{}, sites: map[uint64]*Site{}}
 }
 
-// Add counts every allocation of r.
-func (t *Tally) Add(r *allocreport.Report) {
-	// Frames repeat a lot; format each distinct (class, method, file, line)
-	// of this report once.
-	names := map[allocreport.Frame]string{}
-	var sh *siteHasher
-	var key strings.Builder
-	for i := range r.Allocations {
-		a := &r.Allocations[i]
-		cls := r.Classes[a.Class]
-		t.Total.add(a.Size)
-		c := t.Classes[cls]
-		if c == nil {
-			c = &Count{}
-			t.Classes[cls] = c
-		}
-		c.add(a.Size)
-
-		stack := r.Stack(a)
-		frames := make([]string, stack.Len())
-		key.Reset()
-		key.WriteString(cls)
-		for j, f := range stack.All() {
-			s, ok := names[f]
-			if !ok {
-				s = r.FrameString(f)
-				names[f] = s
+// Add counts a window: its classes and sites exactly, or, for a sampled
+// window (heapprofd), its samples exactly and the allocations estimated
+// from them, Total and the sites' counts then holding the estimate,
+// rounded, and Estimated set.
+func (t *Tally) Add(w *Window) {
+	sampled := w.Sampling != nil
+	if sampled {
+		t.Estimated = true
+		t.Dumps++
+		t.SamplingInterval = max(t.SamplingInterval, w.Sampling.Interval)
+		t.ErrorStackSamples += w.Sampling.ErrorStackSamples
+		t.UnknownStackSamples += w.Sampling.UnknownStackSamples
+		t.Total = subCounts(t.Total, roundCount(t.Estimate))
+		t.Sampled = addCounts(t.Sampled, w.Total)
+		t.Estimate.add(w.Estimated)
+		t.Total = addCounts(t.Total, roundCount(t.Estimate))
+	} else {
+		t.Total = addCounts(t.Total, w.Total)
+		for _, cd := range w.Classes {
+			c := t.Classes[cd.Class]
+			if c == nil {
+				c = &Count{}
+				t.Classes[strings.Clone(cd.Class)] = c
 			}
-			frames[j] = s
-			key.WriteByte('\n')
-			key.WriteString(s)
+			*c = addCounts(*c, cd.Count)
 		}
-		s := t.sites[key.String()]
+	}
+	for i := range w.Sites {
+		sd := &w.Sites[i]
+		s := t.sites[sd.Hash]
 		if s == nil {
-			if sh == nil {
-				sh = newSiteHasher(r)
-			}
-			s = &Site{ID: SiteID(sh.site(a, stack)), Class: cls, Frames: frames}
-			if j := AppFrame(r, stack); j >= 0 {
-				s.AppFrame = frames[j]
-			}
-			t.sites[key.String()] = s
+			info := w.Info(i, 0)
+			s = &Site{ID: info.ID, Class: info.Class, Frames: info.FrameStrings(), AppFrame: info.Frame, Estimated: sampled}
+			t.sites[sd.Hash] = s
 		}
-		s.add(a.Size)
+		if sampled {
+			s.Sampled = addCounts(s.Sampled, sd.Count)
+			s.Estimate.add(sd.Estimated)
+			s.Count = roundCount(s.Estimate)
+		} else {
+			s.Count = addCounts(s.Count, sd.Count)
+		}
 	}
 }
 
@@ -140,55 +134,4 @@ func head[T any](s []T, n int) []T {
 		return s[:n]
 	}
 	return s
-}
-
-// AddDump counts one heapprofd dump: per site (the Java frames of each
-// stack, class ""), the samples exactly and the allocations estimated from
-// them (EstimateValues per stack). Total and the sites' counts hold the
-// estimate, rounded, and Estimated is set.
-func (t *Tally) AddDump(d *perfetto.Dump) {
-	t.Estimated = true
-	t.Dumps++
-	t.SamplingInterval = max(t.SamplingInterval, d.SamplingInterval)
-	t.Total = subCounts(t.Total, roundCount(t.Estimate))
-	var key strings.Builder
-	for i := range d.Stacks {
-		sd := &d.Stacks[i]
-		v := sd.Delta
-		if v.Count == 0 && v.Allocated == 0 {
-			continue
-		}
-		switch sd.Stack.Unwind {
-		case perfetto.UnwindError:
-			t.ErrorStackSamples += v.Count
-		case perfetto.UnwindUnknown:
-			t.UnknownStackSamples += v.Count
-		}
-		refs := JavaFrames(sd.Stack)
-		key.Reset()
-		key.WriteString("\x00heapprofd")
-		for _, f := range refs {
-			key.WriteByte('\n')
-			key.WriteString(f.Function())
-		}
-		s := t.sites[key.String()]
-		if s == nil {
-			frames := make([]string, len(refs))
-			for j, f := range refs {
-				frames[j] = heapprofdFrameString(f)
-			}
-			s = &Site{ID: SiteID(HeapprofdSiteHash(refs)), Frames: frames, Estimated: true}
-			if j := heapprofdAppFrame(refs); j >= 0 {
-				s.AppFrame = frames[j]
-			}
-			t.sites[key.String()] = s
-		}
-		e := EstimateValues(v, d.SamplingInterval)
-		s.Sampled = addCounts(s.Sampled, Count{Allocations: v.Count, Bytes: v.Allocated})
-		s.Estimate.add(e)
-		s.Count = roundCount(s.Estimate)
-		t.Sampled = addCounts(t.Sampled, Count{Allocations: v.Count, Bytes: v.Allocated})
-		t.Estimate.add(e)
-	}
-	t.Total = addCounts(t.Total, roundCount(t.Estimate))
 }

@@ -41,7 +41,7 @@ func heapprofdApp(serial, pkg string, n int) alloctrack.AppSnapshot {
 		d.Delta.Allocated += v.Allocated
 	}
 	now := time.Unix(1000, 0)
-	c.AddDump(d, now.Add(-10*time.Second), now)
+	c.Add(alloctrack.WindowOfDump(d, now.Add(-10*time.Second), now))
 	a := alloctrack.AppSnapshot{AppStatus: alloctrack.AppStatus{
 		Serial: serial, Package: pkg, PID: 4242, State: alloctrack.StateTracking, Tracking: true,
 		Errors: map[string]uint64{"perfetto-read": 1}, RTT: alloctrack.NewHistogram(alloctrack.RTTBuckets),

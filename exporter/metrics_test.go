@@ -197,7 +197,7 @@ func TestFastMetricsFollowChanges(t *testing.T) {
 		return alloctrack.AppSnapshot{AppStatus: alloctrack.AppStatus{Serial: "s", Package: "p", State: alloctrack.StateTracking, RTT: rtt()}, Counts: c.Snapshot()}
 	}
 	for i := 1; i <= 3; i++ {
-		c.Add(r, timeAt(i))
+		c.Add(alloctrack.WindowOfReport(r, time.Time{}, timeAt(i)))
 		src.s = alloctrack.Snapshot{Apps: []alloctrack.AppSnapshot{app()}}
 		got, _ := fetch(t, h, "", "")
 		want := `alloctrack_allocations_total{class="byte[]",package="p",serial="s"} ` + string(rune('0'+i))

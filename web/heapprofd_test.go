@@ -26,7 +26,7 @@ func TestHeapprofdApp(t *testing.T) {
 		d.Stacks = append(d.Stacks, perfetto.StackDelta{Stack: st, Delta: v, Total: v})
 	}
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	c.AddDump(d, now.Add(-10*time.Second), now)
+	c.Add(alloctrack.WindowOfDump(d, now.Add(-10*time.Second), now))
 	app := alloctrack.AppSnapshot{AppStatus: alloctrack.AppStatus{Serial: "sim-31", Package: "com.example.hp", PID: 7, State: alloctrack.StateTracking,
 		Backend: alloctrack.BackendHeapprofd, Errors: map[string]uint64{}}, Counts: c.Snapshot()}
 	src := fakeSource{snap: alloctrack.Snapshot{Apps: []alloctrack.AppSnapshot{app}}, recent: map[string]alloctrack.Recent{"sim-31/com.example.hp": c.Recent(0)}}

@@ -35,7 +35,7 @@ func bigFarm() fakeSource {
 				for j := range frames {
 					frames[j] = alloctrack.Frame{Class: fmt.Sprintf("com.example.C%d", (i+j)%97), Method: fmt.Sprintf("m%d", j), File: "C.java", Line: i + j}
 				}
-				c.Sites = append(c.Sites, alloctrack.SiteCount{SiteInfo: alloctrack.SiteInfo{ID: fmt.Sprintf("%012x", d*10000+a*1000+i), Class: "byte[]", Frame: web.FrameString(frames[0]), Frames: frames},
+				c.Sites = append(c.Sites, alloctrack.SiteCount{SiteInfo: alloctrack.SiteInfo{ID: fmt.Sprintf("%012x", d*10000+a*1000+i), Class: "byte[]", Frame: frames[0].String(), Frames: frames},
 					Count: alloctrack.Count{Allocations: uint64(i + 1), Bytes: uint64(64 * (i + 1))}})
 				c.Total.Allocations += uint64(i + 1)
 				c.Total.Bytes += uint64(64 * (i + 1))

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -140,33 +139,10 @@ func clean(s string) string {
 	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
-// FrameString formats a frame as Java prints it: pkg.Class.method(File.java:12).
-func FrameString(f alloctrack.Frame) string {
-	var b strings.Builder
-	b.WriteString(f.Class)
-	b.WriteByte('.')
-	b.WriteString(f.Method)
-	b.WriteByte('(')
-	switch {
-	case f.Line == -2:
-		b.WriteString("Native Method")
-	case f.File == "":
-		b.WriteString("Unknown Source")
-	default:
-		b.WriteString(f.File)
-		if f.Line >= 0 {
-			b.WriteByte(':')
-			b.WriteString(strconv.Itoa(f.Line))
-		}
-	}
-	b.WriteByte(')')
-	return clean(b.String())
-}
-
 func stackOf(frames []alloctrack.Frame) []string {
 	out := make([]string, len(frames))
 	for i, f := range frames {
-		out[i] = FrameString(f)
+		out[i] = clean(f.String())
 	}
 	return out
 }
@@ -429,7 +405,7 @@ func buildFlame(root string, sites []flameSite) *FlameNode {
 		r.Value += s.w
 		n := r
 		for i := len(s.frames) - 1; i >= 0; i-- {
-			n = n.child(FrameString(s.frames[i]))
+			n = n.child(clean(s.frames[i].String()))
 			n.Value += s.w
 		}
 		n = n.child("new " + clean(s.class))

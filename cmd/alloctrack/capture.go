@@ -19,7 +19,6 @@ import (
 
 	"github.com/alloctrack/alloctrack/adb"
 	"github.com/alloctrack/alloctrack/alloctrack"
-	"github.com/alloctrack/alloctrack/perfetto"
 )
 
 type captureCmd struct {
@@ -221,13 +220,17 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 		Config: scfg,
 		Stop:   stop,
 		Log:    log,
-		OnWindow: func(win *alloctrack.Window) {
-			if err := w.Window(win); err != nil && writeErr == nil {
+		OnWindow: func(cy *alloctrack.Cycle, win *alloctrack.Window) {
+			err := w.Report(cy.Raw, cy.Report)
+			if err == nil && win != nil {
+				err = w.Add(win)
+			}
+			if err != nil && writeErr == nil {
 				writeErr = err
 				cancel()
 			}
-			if win.ParseErr != nil {
-				log.Warn("window report did not parse; kept as written", zap.Int("window", w.Windows()), zap.Error(win.ParseErr))
+			if cy.ParseErr != nil {
+				log.Warn("window report did not parse; kept as written", zap.Int("window", w.Windows()), zap.Error(cy.ParseErr))
 			}
 			if progress {
 				t := w.Total()
@@ -282,9 +285,7 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(exitFailure, "%v", err)
 		}
-		for _, r := range in.Reports {
-			t.Add(r)
-		}
+		in.AddTo(t)
 		return checkBudget(stderr, "alloctrack capture", bud, t, in.Duration)
 	}
 	return exitOK
@@ -403,8 +404,8 @@ func (c *captureCmd) captureHeapprofd(ctx context.Context, client *adb.Client, s
 	target := &alloctrack.HeapprofdTarget{
 		Counters: alloctrack.NewCounters(alloctrack.AggregateConfig{TopClasses: 1, TopSites: 1}),
 		Stats:    stats,
-		Dump: func(d *perfetto.Dump) {
-			if err := w.Dump(d); err != nil && writeErr == nil {
+		Window: func(win *alloctrack.Window) {
+			if err := w.Add(win); err != nil && writeErr == nil {
 				writeErr = err
 				cancel()
 			}

@@ -169,18 +169,30 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 			if keep := frameFilter(*c.frame); keep != nil {
 				d = keep(d)
 			}
-			t.AddDump(d)
-			all.AddDump(d)
+			win := alloctrack.WindowOfDump(d, time.Time{}, time.Time{})
+			t.Add(win)
+			all.Add(win)
 			if *c.format == "pprof" {
-				prof.AddDump(d)
+				if err := prof.Add(win); err != nil {
+					fmt.Fprintf(stderr, "alloctrack report: %s: %v\n", name, err)
+					status = exitUsage
+				}
 			}
 		}
 		for _, r := range in.Reports {
 			if keep != nil {
 				r = r.Filter(keep)
 			}
-			t.Add(r)
-			all.Add(r)
+			win := alloctrack.WindowOfReport(r, time.Time{}, time.Time{})
+			t.Add(win)
+			all.Add(win)
+			if *c.format == "pprof" {
+				if err := prof.Add(win); err != nil {
+					fmt.Fprintf(stderr, "alloctrack report: %s: %v\n", name, err)
+					status = exitUsage
+				}
+			}
+			win.Release()
 			if r.Overflowed() {
 				overflowed++
 			}
@@ -192,8 +204,6 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 					line = r.AppendJSON(line[:0], i)
 					w.Write(append(line, '\n'))
 				}
-			case "pprof":
-				prof.AddReport(r)
 			}
 		}
 		if *c.format == "text" {
