@@ -24,7 +24,8 @@ type AggregateConfig struct {
 	HistoryWindows int
 }
 
-func (c *AggregateConfig) fill() {
+// Fill sets every unset field to its default.
+func (c *AggregateConfig) Fill() {
 	if c.TopClasses <= 0 {
 		c.TopClasses = 100
 	}
@@ -81,7 +82,7 @@ type Counters struct {
 
 // NewCounters returns empty counters.
 func NewCounters(cfg AggregateConfig) *Counters {
-	cfg.fill()
+	cfg.Fill()
 	cc, sc := cfg.Candidates, cfg.Candidates
 	if cc <= 0 {
 		cc, sc = 4*cfg.TopClasses, 4*cfg.TopSites

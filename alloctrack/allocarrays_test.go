@@ -8,12 +8,12 @@ import (
 )
 
 func TestAllocArrays(t *testing.T) {
-	var none *allocArrays
+	var none *AllocArrays
 	none.put(make([]allocreport.Allocation, 4096))
 	if none.get() != nil {
 		t.Fatal("nil pool returned an array")
 	}
-	p := newAllocArrays(2, 0)
+	p := NewAllocArrays(2, 0)
 	p.put(make([]allocreport.Allocation, 10)) // too small to keep
 	if p.get() != nil {
 		t.Fatal("kept a tiny array")
@@ -37,7 +37,7 @@ func TestAllocArrays(t *testing.T) {
 // back again is kept.
 func TestAllocArraysIdle(t *testing.T) {
 	now := time.Unix(1000, 0)
-	p := newAllocArrays(4, 30*time.Second)
+	p := NewAllocArrays(4, 30*time.Second)
 	p.now = func() time.Time { return now }
 	old, fresh := make([]allocreport.Allocation, 2000), make([]allocreport.Allocation, 3000)
 	p.put(old)

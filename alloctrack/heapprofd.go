@@ -203,7 +203,7 @@ func capLabel(s string, max int) string {
 // the trace bytes read from the device since the last call (0 when they
 // are counted elsewhere). d may be nil to count bytes alone.
 func (a *AppStats) AddDumpStats(d *perfetto.Dump, traceBytes int) {
-	a.update(func(s *AppStatus) {
+	a.Update(func(s *AppStatus) {
 		h := &s.Heapprofd
 		if traceBytes > 0 {
 			h.TraceBytes += uint64(traceBytes)

@@ -11,7 +11,7 @@ import (
 // whose dumps reach the file in time, bounded on the device.
 func TestHeapprofdTraceConfig(t *testing.T) {
 	s := &HeapprofdSession{Serial: "emulator-5554", Window: 10 * time.Second, Processes: []string{"com.example.app", "com.example.app:remote"}}
-	s.Config.fill(s.Window)
+	s.Config.Fill(s.Window)
 	s.name = "alloctrack-x"
 	cfg, err := perfetto.ParseHeapprofdSession(s.traceConfig().Marshal())
 	if err != nil {

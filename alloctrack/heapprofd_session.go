@@ -68,7 +68,8 @@ type HeapprofdConfig struct {
 	StallWindows int
 }
 
-func (c *HeapprofdConfig) fill(window time.Duration) {
+// Fill sets every unset field to its default.
+func (c *HeapprofdConfig) Fill(window time.Duration) {
 	if c.SamplingInterval == 0 {
 		c.SamplingInterval = 4096
 	}
@@ -177,7 +178,7 @@ func (t *HeapprofdTarget) Rejected() bool { return t.rejected }
 // when ctx ended, Restart fired, the session rotated or a profile ended,
 // and a *SessionError otherwise.
 func (s *HeapprofdSession) Run(ctx context.Context) (err error) {
-	s.Config.fill(s.Window)
+	s.Config.Fill(s.Window)
 	if s.Log == nil {
 		s.Log = zap.NewNop()
 	}
@@ -187,7 +188,7 @@ func (s *HeapprofdSession) Run(ctx context.Context) (err error) {
 		// A rejection is told only when a session stops: until this one
 		// stops, or a dump comes, the last one's holds.
 		t.dumps, t.wasRejected, t.rejected = 0, t.rejected, false
-		t.Stats.update(func(st *AppStatus) {
+		t.Stats.Update(func(st *AppStatus) {
 			st.Backend = BackendHeapprofd
 			st.Heapprofd.Sessions++
 			if st.State != StateTracking && st.State != StateRejected {
@@ -493,9 +494,9 @@ func (s *HeapprofdSession) target(ctx context.Context, pid uint64) *HeapprofdTar
 	if t != nil {
 		if !slices.Contains(s.all, t) {
 			s.all = append(s.all, t)
-			t.Stats.update(func(st *AppStatus) { st.Heapprofd.Sessions++ })
+			t.Stats.Update(func(st *AppStatus) { st.Heapprofd.Sessions++ })
 		}
-		t.Stats.update(func(st *AppStatus) {
+		t.Stats.Update(func(st *AppStatus) {
 			st.Backend = BackendHeapprofd
 			st.PID = int(pid)
 		})

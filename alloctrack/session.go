@@ -52,7 +52,8 @@ type SessionConfig struct {
 	HeldWait time.Duration
 }
 
-func (c *SessionConfig) fill() {
+// Fill sets every unset field to its default.
+func (c *SessionConfig) Fill() {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
 			*d = v
@@ -133,9 +134,9 @@ type Session struct {
 	// once the window is counted, so OnWindow must not keep the Cycle,
 	// its Raw or its Report, or the Window.
 	Buffers *jdwp.Buffers
-	// allocs, if set (with Buffers), lends and takes back the arrays
+	// Allocs, if set (with Buffers), lends and takes back the arrays
 	// reports' allocations are parsed into.
-	allocs *allocArrays
+	Allocs *AllocArrays
 	// Stop, when closed, ends the session gracefully: one last report is
 	// fetched for the window under way, then tracking is turned off and
 	// Run returns nil. Cancelling Run's context instead drops that window,
@@ -151,7 +152,7 @@ type Session struct {
 // DisableTimeout, whatever the reason.
 func (s *Session) Run(ctx context.Context) (err error) {
 	cfg := s.Config
-	cfg.fill()
+	cfg.Fill()
 	log := s.Log
 	if log == nil {
 		log = zap.NewNop()
@@ -183,7 +184,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 		return s.checkFiltered(ctx, client, cfg, app)
 	}
 	counters, stats := s.Bind(app)
-	stats.update(func(st *AppStatus) { st.PID, st.AppName, st.Package = s.PID, app, app })
+	stats.Update(func(st *AppStatus) { st.PID, st.AppName, st.Package = s.PID, app, app })
 	log = log.With(zap.String("package", app))
 
 	// Probe: a VM that never answers REAQ cannot track (Android 12+).
@@ -239,7 +240,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 	timer := time.NewTimer(window)
 	defer timer.Stop()
 	for {
-		stats.update(func(st *AppStatus) { st.Window = window })
+		stats.Update(func(st *AppStatus) { st.Window = window })
 		last := false
 		select {
 		case <-ctx.Done():
@@ -287,7 +288,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 			}
 			over := n >= reportCap
 			log.Debug("report counted", zap.Int("allocations", n), zap.Bool("overflowed", over), zap.Duration("rtt", w.RTT))
-			stats.update(func(st *AppStatus) {
+			stats.Update(func(st *AppStatus) {
 				st.Windows++
 				if over {
 					st.Overflowed++
@@ -308,7 +309,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 			// least RTTFloor round trips, so that this stays a small share.
 			window = min(max(window, time.Duration(cfg.RTTFloor)*w.RTT), cfg.Window)
 		}
-		stats.update(func(st *AppStatus) { st.ReportBytes += uint64(len(w.Raw)) })
+		stats.Update(func(st *AppStatus) { st.ReportBytes += uint64(len(w.Raw)) })
 		if s.OnWindow != nil {
 			s.OnWindow(w, win)
 		}
@@ -320,7 +321,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 			// of a report.
 			s.Buffers.Put(w.packet)
 			if w.Report != nil {
-				s.allocs.put(w.Report.Allocations)
+				s.Allocs.put(w.Report.Allocations)
 			}
 			w.Raw, w.Report = nil, nil
 		}
@@ -516,7 +517,7 @@ func (s *Session) cycle(ctx context.Context, c *ddms.Client, cfg SessionConfig, 
 	if !first.IsZero() {
 		w.Answer = first.Sub(t0)
 	}
-	w.Report, w.ParseErr = allocreport.ParseReusing(raw, s.allocs.get())
+	w.Report, w.ParseErr = allocreport.ParseReusing(raw, s.Allocs.get())
 	return w, nil
 }
 
@@ -544,10 +545,10 @@ func closedByPeer(err error) bool {
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
 }
 
-// allocArrays keeps the allocation arrays of counted reports, at most keep
+// AllocArrays keeps the allocation arrays of counted reports, at most keep
 // of them, for the next reports' parses, and drops one no parse has taken
-// for idle (0: never). A nil *allocArrays keeps none.
-type allocArrays struct {
+// for idle (0: never). A nil *AllocArrays keeps none.
+type AllocArrays struct {
 	mu   sync.Mutex
 	free []freeAllocs
 	keep int
@@ -560,12 +561,14 @@ type freeAllocs struct {
 	since time.Time // when it was given back
 }
 
-func newAllocArrays(keep int, idle time.Duration) *allocArrays {
-	return &allocArrays{keep: keep, idle: idle, now: time.Now}
+// NewAllocArrays returns a pool that keeps at most keep arrays, each for
+// at most idle unused.
+func NewAllocArrays(keep int, idle time.Duration) *AllocArrays {
+	return &AllocArrays{keep: keep, idle: idle, now: time.Now}
 }
 
 // trimLocked drops the arrays free for idle or longer.
-func (p *allocArrays) trimLocked() {
+func (p *AllocArrays) trimLocked() {
 	if p.idle <= 0 {
 		return
 	}
@@ -581,7 +584,7 @@ func (p *allocArrays) trimLocked() {
 }
 
 // get returns a free array (nil if there is none); its contents are stale.
-func (p *allocArrays) get() []allocreport.Allocation {
+func (p *AllocArrays) get() []allocreport.Allocation {
 	if p == nil {
 		return nil
 	}
@@ -600,7 +603,7 @@ func (p *allocArrays) get() []allocreport.Allocation {
 
 // put takes back an array nothing refers to any more. Arrays too small to
 // be worth keeping are dropped, and so are any beyond keep.
-func (p *allocArrays) put(a []allocreport.Allocation) {
+func (p *AllocArrays) put(a []allocreport.Allocation) {
 	if p == nil || cap(a) < 1024 {
 		return
 	}

@@ -18,7 +18,8 @@ func NewAppStats(serial string, pid int) *AppStats {
 	return &AppStats{s: AppStatus{Serial: serial, PID: pid, State: StateConnecting, Errors: map[string]uint64{}, RTT: NewHistogram(RTTBuckets), Answer: NewHistogram(RTTBuckets), Since: time.Now()}}
 }
 
-func (a *AppStats) update(f func(s *AppStatus)) {
+// Update changes the status under the stats' lock.
+func (a *AppStats) Update(f func(s *AppStatus)) {
 	a.mu.Lock()
 	f(&a.s)
 	a.mu.Unlock()
@@ -26,7 +27,7 @@ func (a *AppStats) update(f func(s *AppStatus)) {
 
 // SetState records a state change.
 func (a *AppStats) SetState(state string) {
-	a.update(func(s *AppStatus) {
+	a.Update(func(s *AppStatus) {
 		if s.State != state {
 			s.State, s.Since = state, time.Now()
 		}
@@ -37,7 +38,7 @@ func (a *AppStats) SetState(state string) {
 // SetStateIf records a state change only while pid is still the app's
 // newest process, so that a session of a newer process is not overruled.
 func (a *AppStats) SetStateIf(pid int, state string) {
-	a.update(func(s *AppStatus) {
+	a.Update(func(s *AppStatus) {
 		if s.PID == pid && s.State != state {
 			s.State, s.Since = state, time.Now()
 			s.Tracking = false
@@ -47,7 +48,7 @@ func (a *AppStats) SetStateIf(pid int, state string) {
 
 // CountError counts an error at a stage.
 func (a *AppStats) CountError(stage string) {
-	a.update(func(s *AppStatus) { s.Errors[stage]++ })
+	a.Update(func(s *AppStatus) { s.Errors[stage]++ })
 }
 
 // Snapshot returns a copy.

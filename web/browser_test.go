@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/supervisor"
 	"github.com/alloctrack/alloctrack/exporter"
 	"github.com/alloctrack/alloctrack/internal/source"
 	"github.com/alloctrack/alloctrack/sim"
@@ -58,7 +59,7 @@ func screenshotDir(t *testing.T) string {
 
 // liveFarm runs the daemon on a simulated farm in-process, served like
 // serve --simulate serves it, and returns the farm and the base URL.
-func liveFarm(t *testing.T, devices, apps int) (*sim.Farm, *alloctrack.Daemon, string) {
+func liveFarm(t *testing.T, devices, apps int) (*sim.Farm, *supervisor.Daemon, string) {
 	t.Helper()
 	w := sim.DefaultWorkload()
 	w.Rate = 500
@@ -67,10 +68,10 @@ func liveFarm(t *testing.T, devices, apps int) (*sim.Farm, *alloctrack.Daemon, s
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := alloctrack.NewDaemon(alloctrack.DaemonConfig{
+	d := supervisor.NewDaemon(supervisor.DaemonConfig{
 		Session:   alloctrack.SessionConfig{Window: time.Second, MinWindow: 500 * time.Millisecond, RequestTimeout: 5 * time.Second, ReportTimeout: 10 * time.Second},
 		Aggregate: alloctrack.AggregateConfig{TopClasses: 100, TopSites: 200},
-	}, []alloctrack.Source{source.New(addr.String())}, zap.NewNop())
+	}, []supervisor.Source{source.New(addr.String())}, zap.NewNop())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { d.Run(ctx); close(done) }()
@@ -96,7 +97,7 @@ func liveFarm(t *testing.T, devices, apps int) (*sim.Farm, *alloctrack.Daemon, s
 }
 
 // waitWindows waits until every app has at least n counted windows.
-func waitWindows(t *testing.T, d *alloctrack.Daemon, apps, n int) {
+func waitWindows(t *testing.T, d *supervisor.Daemon, apps, n int) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {

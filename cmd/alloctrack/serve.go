@@ -28,6 +28,7 @@ import (
 
 	"github.com/alloctrack/alloctrack/adb"
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/supervisor"
 	"github.com/alloctrack/alloctrack/exporter"
 	"github.com/alloctrack/alloctrack/internal/source"
 	"github.com/alloctrack/alloctrack/sim"
@@ -141,12 +142,12 @@ func (c *serveCmd) run(stderr io.Writer) int {
 	if *c.windowMin == 0 {
 		*c.windowMin = min(time.Second, *c.window)
 	}
-	serials, err := alloctrack.NewFilter(*c.serials, *c.serialsExclude)
+	serials, err := supervisor.NewFilter(*c.serials, *c.serialsExclude)
 	if err != nil {
 		fmt.Fprintf(stderr, "alloctrack serve: --serial: %v\n", err)
 		return exitUsage
 	}
-	packages, err := alloctrack.NewFilter(*c.packages, *c.packagesExclude)
+	packages, err := supervisor.NewFilter(*c.packages, *c.packagesExclude)
 	if err != nil {
 		fmt.Fprintf(stderr, "alloctrack serve: --package: %v\n", err)
 		return exitUsage
@@ -218,12 +219,12 @@ func (c *serveCmd) run(stderr io.Writer) int {
 	if len(addrs) == 0 {
 		addrs = []string{adb.DefaultAddress()}
 	}
-	var sources []alloctrack.Source
+	var sources []supervisor.Source
 	for _, a := range addrs {
 		sources = append(sources, source.New(a))
 	}
 
-	d := alloctrack.NewDaemon(alloctrack.DaemonConfig{
+	d := supervisor.NewDaemon(supervisor.DaemonConfig{
 		Serials: serials, Packages: packages,
 		Session: alloctrack.SessionConfig{
 			Window: *c.window, MinWindow: *c.windowMin,
@@ -335,7 +336,7 @@ func (c *serveCmd) run(stderr io.Writer) int {
 // everything but reports, and 4 MiB for every report the daemon may parse
 // and count at once (its entry array, 1 MiB at most, and the counting's
 // tables): one per report in flight and 4 more, as many as report
-// buffers are kept (alloctrack.DaemonConfig.ReportBuffers). 96 MiB with
+// buffers are kept (supervisor.DaemonConfig.ReportBuffers). 96 MiB with
 // the default --reports.in-flight of 8.
 func defaultMemoryLimit(inFlight int) int64 {
 	return (48 + 4*int64(inFlight+4)) << 20

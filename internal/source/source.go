@@ -10,6 +10,7 @@ import (
 
 	"github.com/alloctrack/alloctrack/adb"
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/supervisor"
 )
 
 // ADB is an adb server as a daemon Source.
@@ -17,17 +18,17 @@ type ADB struct {
 	*adb.Client
 }
 
-var _ alloctrack.Source = ADB{}
+var _ supervisor.Source = ADB{}
 
 // New returns the Source for the adb server at addr.
 func New(addr string) ADB { return ADB{adb.NewClient(addr)} }
 
 // TrackDevices follows the server's device list.
-func (a ADB) TrackDevices(ctx context.Context, fn func([]alloctrack.DeviceState)) error {
+func (a ADB) TrackDevices(ctx context.Context, fn func([]supervisor.DeviceState)) error {
 	return a.Client.TrackDevices(ctx, func(list []adb.DeviceState) {
-		out := make([]alloctrack.DeviceState, len(list))
+		out := make([]supervisor.DeviceState, len(list))
 		for i, d := range list {
-			out[i] = alloctrack.DeviceState{Serial: d.Serial, State: d.State}
+			out[i] = supervisor.DeviceState{Serial: d.Serial, State: d.State}
 		}
 		fn(out)
 	})
@@ -44,25 +45,25 @@ func (a ADB) OpenJDWP(ctx context.Context, serial string, pid int) (net.Conn, er
 }
 
 // Processes lists a device's processes.
-func (a ADB) Processes(ctx context.Context, serial string, api int) ([]alloctrack.Process, error) {
+func (a ADB) Processes(ctx context.Context, serial string, api int) ([]supervisor.Process, error) {
 	list, err := a.Client.Processes(ctx, serial, api)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]alloctrack.Process, len(list))
+	out := make([]supervisor.Process, len(list))
 	for i, p := range list {
-		out[i] = alloctrack.Process{PID: p.PID, Name: p.Name}
+		out[i] = supervisor.Process{PID: p.PID, Name: p.Name}
 	}
 	return out, nil
 }
 
 // TrackApp follows the device's debuggable or profileable processes; a
 // device without track-app also matches alloctrack.ErrTrackAppUnsupported.
-func (a ADB) TrackApp(ctx context.Context, serial string, fn func([]alloctrack.AppProcess)) error {
+func (a ADB) TrackApp(ctx context.Context, serial string, fn func([]supervisor.AppProcess)) error {
 	err := a.Client.TrackApp(ctx, serial, func(list []adb.AppProcess) {
-		out := make([]alloctrack.AppProcess, len(list))
+		out := make([]supervisor.AppProcess, len(list))
 		for i, p := range list {
-			out[i] = alloctrack.AppProcess{PID: p.PID, Debuggable: p.Debuggable, Profileable: p.Profileable, Name: p.ProcessName, WaitingForDebugger: p.WaitingForDebugger}
+			out[i] = supervisor.AppProcess{PID: p.PID, Debuggable: p.Debuggable, Profileable: p.Profileable, Name: p.ProcessName, WaitingForDebugger: p.WaitingForDebugger}
 		}
 		fn(out)
 	})

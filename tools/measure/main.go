@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/supervisor"
 	"github.com/alloctrack/alloctrack/internal/source"
 	"github.com/alloctrack/alloctrack/sim"
 )
@@ -76,10 +77,10 @@ func coverage(args []string) error {
 	if err != nil {
 		return err
 	}
-	d := alloctrack.NewDaemon(alloctrack.DaemonConfig{
+	d := supervisor.NewDaemon(supervisor.DaemonConfig{
 		Session:   alloctrack.SessionConfig{Window: *window, MinWindow: time.Second},
 		Aggregate: alloctrack.AggregateConfig{TopClasses: 1000, TopSites: 10000},
-	}, []alloctrack.Source{source.New(addr.String())}, nil)
+	}, []supervisor.Source{source.New(addr.String())}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { d.Run(ctx); close(done) }()

@@ -1,4 +1,4 @@
-package alloctrack
+package supervisor
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/alloctrack/alloctrack/alloctrack"
 
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
 
@@ -107,8 +109,8 @@ func (f Filter) Match(name string) bool {
 // DaemonConfig configures a Daemon.
 type DaemonConfig struct {
 	Serials, Packages Filter
-	Session           SessionConfig
-	Aggregate         AggregateConfig
+	Session           alloctrack.SessionConfig
+	Aggregate         alloctrack.AggregateConfig
 	ReportsPerDevice  int // concurrent REAL transfers per device (default 2)
 	// ReportsInFlight bounds the reports being read at once across all
 	// devices (default 8): each holds a whole report in memory, up to
@@ -150,21 +152,21 @@ type DaemonConfig struct {
 	// every app; BackendHeapprofd for every app; BackendAuto for DDM
 	// below API 31 and heapprofd from API 31 (Android 12) on.
 	Backend   string
-	Heapprofd HeapprofdConfig
+	Heapprofd alloctrack.HeapprofdConfig
 }
 
 // backendFor returns the backend the daemon uses on a device at api
 // (0: unknown).
 func (c *DaemonConfig) backendFor(api int) string {
 	switch c.Backend {
-	case BackendHeapprofd:
-		return BackendHeapprofd
-	case BackendAuto:
-		if api >= APIHeapprofd {
-			return BackendHeapprofd
+	case alloctrack.BackendHeapprofd:
+		return alloctrack.BackendHeapprofd
+	case alloctrack.BackendAuto:
+		if api >= alloctrack.APIHeapprofd {
+			return alloctrack.BackendHeapprofd
 		}
 	}
-	return BackendDDM
+	return alloctrack.BackendDDM
 }
 
 func (c *DaemonConfig) fill() {
@@ -179,7 +181,7 @@ func (c *DaemonConfig) fill() {
 	}
 	if c.ReportBufferIdle <= 0 {
 		sc := c.Session
-		sc.fill()
+		sc.Fill()
 		c.ReportBufferIdle = 2 * sc.Window
 	}
 	if c.BackoffMin <= 0 {
@@ -203,16 +205,16 @@ func (c *DaemonConfig) fill() {
 	if c.Session.HeldWait <= 0 {
 		c.Session.HeldWait = c.HeldRetry
 	}
-	c.Session.fill()
-	c.Aggregate.fill()
-	c.Heapprofd.fill(c.Session.Window)
+	c.Session.Fill()
+	c.Aggregate.Fill()
+	c.Heapprofd.Fill(c.Session.Window)
 }
 
 type appKey struct{ serial, app string }
 
 type appEntry struct {
-	counters *Counters
-	stats    *AppStats
+	counters *alloctrack.Counters
+	stats    *alloctrack.AppStats
 }
 
 type deviceEntry struct {
@@ -236,7 +238,7 @@ type Daemon struct {
 	log     *zap.Logger
 	logs    *rateLog
 	buffers *jdwp.Buffers
-	allocs  *allocArrays
+	allocs  *alloctrack.AllocArrays
 
 	mu      sync.Mutex
 	servers map[string]*serverEntry
@@ -259,7 +261,7 @@ func NewDaemon(cfg DaemonConfig, sources []Source, log *zap.Logger) *Daemon {
 		cfg: cfg, sources: sources, log: log,
 		logs:    newRateLog(cfg.LogEvery),
 		buffers: buffers,
-		allocs:  newAllocArrays(cfg.ReportBuffers, cfg.ReportBufferIdle),
+		allocs:  alloctrack.NewAllocArrays(cfg.ReportBuffers, cfg.ReportBufferIdle),
 		servers: map[string]*serverEntry{},
 		devices: map[string]*deviceEntry{},
 		apps:    map[appKey]*appEntry{},
@@ -461,7 +463,7 @@ func (d *Daemon) runDevice(ctx context.Context, src Source, e *deviceEntry, log 
 	d.mu.Lock()
 	api := e.api
 	d.mu.Unlock()
-	if d.cfg.backendFor(api) == BackendHeapprofd {
+	if d.cfg.backendFor(api) == alloctrack.BackendHeapprofd {
 		d.runHeapprofdDevice(ctx, src, e.serial, api, log)
 		return
 	}
@@ -472,7 +474,7 @@ func (d *Daemon) runDevice(ctx context.Context, src Source, e *deviceEntry, log 
 	waiting := map[int]string{} // pid -> name: waiting for a debugger, by track-app (Android 15+)
 	// On Android 12+ no process is connected to before track-app has
 	// answered (with its list, or by not being there).
-	appsKnown := api < APIHeapprofd
+	appsKnown := api < alloctrack.APIHeapprofd
 	reconcile := func() {
 		if !appsKnown {
 			return
@@ -491,8 +493,8 @@ func (d *Daemon) runDevice(ctx context.Context, src Source, e *deviceEntry, log 
 				}
 				if name != "" && d.cfg.Packages.Match(name) {
 					_, st := d.bind(e.serial, name)
-					st.update(func(s *AppStatus) { s.PID = pid })
-					st.SetState(StateWaiting)
+					st.Update(func(s *alloctrack.AppStatus) { s.PID = pid })
+					st.SetState(alloctrack.StateWaiting)
 				}
 				continue
 			}
@@ -514,7 +516,7 @@ func (d *Daemon) runDevice(ctx context.Context, src Source, e *deviceEntry, log 
 		}
 	}
 	var tracking sync.WaitGroup
-	if api >= APIHeapprofd {
+	if api >= alloctrack.APIHeapprofd {
 		// Android 15's adbd says in track-app which processes wait for a
 		// debugger (and names them); older ones list no such flag.
 		tracking.Add(1)
@@ -538,7 +540,7 @@ func (d *Daemon) runDevice(ctx context.Context, src Source, e *deviceEntry, log 
 			if ctx.Err() != nil {
 				return
 			}
-			if !errors.Is(err, ErrTrackAppUnsupported) {
+			if !errors.Is(err, alloctrack.ErrTrackAppUnsupported) {
 				log.Debug("track-app ended; apps waiting for a debugger are found by their WAIT", zap.Error(err))
 			}
 			mu.Lock()
@@ -609,14 +611,14 @@ func (d *Daemon) countDeviceError(serial, stage string) {
 }
 
 // bind returns the shared counters and stats of an app on a device.
-func (d *Daemon) bind(serial, app string) (*Counters, *AppStats) {
+func (d *Daemon) bind(serial, app string) (*alloctrack.Counters, *alloctrack.AppStats) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	k := appKey{serial, app}
 	e := d.apps[k]
 	if e == nil {
-		e = &appEntry{counters: NewCounters(d.cfg.Aggregate), stats: NewAppStats(serial, 0)}
-		e.stats.s.Package, e.stats.s.AppName = app, app
+		e = &appEntry{counters: alloctrack.NewCounters(d.cfg.Aggregate), stats: alloctrack.NewAppStats(serial, 0)}
+		e.stats.Update(func(s *alloctrack.AppStatus) { s.Package, s.AppName = app, app })
 		d.apps[k] = e
 	}
 	return e.counters, e.stats
@@ -630,9 +632,9 @@ func (d *Daemon) bind(serial, app string) (*Counters, *AppStats) {
 // is then shown as held, under that name, and tracked once the debugger
 // lets go.
 func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, reportCap, pid int, slots chan struct{}, log *zap.Logger) {
-	var stats *AppStats
-	var heldStats *AppStats // stats of the name the process list gave
-	unanswered := 0         // sessions in a row whose REAQ went unanswered
+	var stats *alloctrack.AppStats
+	var heldStats *alloctrack.AppStats // stats of the name the process list gave
+	unanswered := 0                    // sessions in a row whose REAQ went unanswered
 	key := fmt.Sprintf("%s/%s/%d", src.Addr(), serial, pid)
 	// markHeld shows the process held: named from the process list if
 	// no session named it yet. It reports whether that name is excluded.
@@ -641,26 +643,26 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, rep
 			name, nerr := d.nameHeld(ctx, src, serial, api, pid)
 			switch {
 			case nerr != nil:
-				d.countDeviceError(serial, StageHello)
+				d.countDeviceError(serial, alloctrack.StageHello)
 				d.logs.warn(log, key, "another debugger holds the app, and the device's process list does not name it; retrying", nerr)
 			case !d.cfg.Packages.Match(name):
 				log.Debug("app held by another debugger excluded by the package filter", zap.String("package", name))
 				return true
 			default:
 				_, st := d.bind(serial, name)
-				st.update(func(s *AppStatus) { s.PID = pid })
+				st.Update(func(s *alloctrack.AppStatus) { s.PID = pid })
 				stats, heldStats = st, st
 				log.Info("another debugger holds the app; named from the device's process list", zap.String("package", name))
 			}
 		}
 		if stats != nil {
-			stats.SetState(StateHeld)
+			stats.SetState(alloctrack.StateHeld)
 		}
 		return false
 	}
 	defer d.logs.forget(key)
 	for attempt := 0; ctx.Err() == nil; attempt++ {
-		s := &Session{
+		s := &alloctrack.Session{
 			Serial: serial, PID: pid, API: api, UnansweredProbes: unanswered, ReportCap: reportCap,
 			OnHeld: func() {
 				markHeld()
@@ -671,12 +673,12 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, rep
 				return src.OpenJDWP(ctx, serial, pid)
 			},
 			Accept: d.cfg.Packages.Match,
-			Bind: func(app string) (*Counters, *AppStats) {
+			Bind: func(app string) (*alloctrack.Counters, *alloctrack.AppStats) {
 				c, st := d.bind(serial, app)
 				if heldStats != nil && heldStats != st {
 					// The VM calls itself otherwise than the process
 					// list did: that name no longer runs here.
-					heldStats.SetStateIf(pid, StateExited)
+					heldStats.SetStateIf(pid, alloctrack.StateExited)
 				}
 				heldStats = nil
 				stats = st
@@ -685,7 +687,7 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, rep
 			Config:  d.cfg.Session,
 			Slots:   slots,
 			Buffers: d.buffers,
-			allocs:  d.allocs,
+			Allocs:  d.allocs,
 			Log:     log,
 		}
 		began := time.Now()
@@ -693,7 +695,7 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, rep
 		if ctx.Err() != nil {
 			break
 		}
-		if errors.Is(err, ErrProbeUnanswered) {
+		if errors.Is(err, alloctrack.ErrProbeUnanswered) {
 			unanswered++
 		} else if stats != nil && stats.Snapshot().Windows > 0 {
 			unanswered = 0
@@ -703,8 +705,8 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, rep
 		}
 		wait := d.backoff(attempt)
 		switch {
-		case errors.Is(err, ErrFiltered):
-			var fe *FilteredError
+		case errors.Is(err, alloctrack.ErrFiltered):
+			var fe *alloctrack.FilteredError
 			switch {
 			case errors.As(err, &fe) && fe.Stopped:
 				log.Info("an app the package filters exclude had its allocation tracker left on (by an earlier, wider run?); turned it off", zap.String("package", fe.App))
@@ -717,25 +719,25 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, rep
 			}
 			<-ctx.Done()
 			return
-		case errors.Is(err, ErrUnsupported):
+		case errors.Is(err, alloctrack.ErrUnsupported):
 			log.Info("allocation tracking not supported (no REAQ reply; Android 12+); re-probing later", zap.Duration("reprobe", d.cfg.Reprobe))
 			wait = d.cfg.Reprobe
-		case errors.Is(err, ErrWaiting):
+		case errors.Is(err, alloctrack.ErrWaiting):
 			// Left free for the debugger it waits for; named from the
 			// process list if the session had no name yet.
 			if stats == nil {
 				if name, nerr := d.nameHeld(ctx, src, serial, api, pid); nerr == nil && d.cfg.Packages.Match(name) {
 					_, st := d.bind(serial, name)
-					st.update(func(s *AppStatus) { s.PID = pid })
+					st.Update(func(s *alloctrack.AppStatus) { s.PID = pid })
 					stats, heldStats = st, st
 				}
 			}
 			if stats != nil {
-				stats.SetState(StateWaiting)
+				stats.SetState(alloctrack.StateWaiting)
 			}
 			log.Info("the app waits for a debugger; leaving it free", zap.Duration("retry", d.cfg.WaitingRetry))
 			wait = d.cfg.WaitingRetry
-		case errors.Is(err, ErrHeld):
+		case errors.Is(err, alloctrack.ErrHeld):
 			if markHeld() {
 				<-ctx.Done()
 				return
@@ -743,41 +745,41 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, rep
 			if stats != nil {
 				d.logs.warn(log, key, "another debugger holds the app; retrying", err)
 			}
-		case errors.Is(err, ErrStreamEnded):
+		case errors.Is(err, alloctrack.ErrStreamEnded):
 			log.Debug("JDWP stream ended; reconnecting unless the process is gone", zap.Error(err))
-		case errors.Is(err, ErrRefused):
+		case errors.Is(err, alloctrack.ErrRefused):
 			// The process died, is not debuggable, or is frozen; track-jdwp
 			// will tell if it is gone.
-			d.countDeviceError(serial, StageConnect)
+			d.countDeviceError(serial, alloctrack.StageConnect)
 			d.logs.warn(log, key, "jdwp stream refused by the device; retrying", err)
 		default:
 			if stats == nil {
-				stage := ErrorStage(err)
-				if stage != StageConnect && stage != StageHello {
-					stage = StageHello
+				stage := alloctrack.ErrorStage(err)
+				if stage != alloctrack.StageConnect && stage != alloctrack.StageHello {
+					stage = alloctrack.StageHello
 				}
 				d.countDeviceError(serial, stage)
 			}
 			d.logs.warn(log, key, "session ended; retrying", err)
 		}
-		if stats != nil && !errors.Is(err, ErrUnsupported) && !errors.Is(err, ErrHeld) && !errors.Is(err, ErrWaiting) {
-			stats.SetState(StateBackoff)
+		if stats != nil && !errors.Is(err, alloctrack.ErrUnsupported) && !errors.Is(err, alloctrack.ErrHeld) && !errors.Is(err, alloctrack.ErrWaiting) {
+			stats.SetState(alloctrack.StateBackoff)
 		}
 		if !sleepCtx(ctx, wait) {
 			break
 		}
-		if errors.Is(err, ErrStreamEnded) && stats != nil {
+		if errors.Is(err, alloctrack.ErrStreamEnded) && stats != nil {
 			// The process outlived its stream: that was an error.
-			stats.CountError(StageReport)
+			stats.CountError(alloctrack.StageReport)
 			d.logs.warn(log, key, "JDWP stream ended while the app lives on; reconnecting", err)
 		}
 	}
 	if stats != nil {
 		switch context.Cause(ctx) {
 		case errPIDGone:
-			stats.SetStateIf(pid, StateExited)
+			stats.SetStateIf(pid, alloctrack.StateExited)
 		case errDeviceGone:
-			stats.SetStateIf(pid, StateDisconnected)
+			stats.SetStateIf(pid, alloctrack.StateDisconnected)
 		}
 	}
 }
@@ -839,21 +841,21 @@ func (d *Daemon) nameHeld(ctx context.Context, src Source, serial string, api, p
 	if err != nil {
 		return "", err
 	}
-	if name == "" || name == PreInitialized {
+	if name == "" || name == alloctrack.PreInitialized {
 		return "", fmt.Errorf("pid %d is %q in the process list: not named yet", pid, name)
 	}
 	return name, nil
 }
 
 // Snapshot copies the daemon's state for the exporter; it does no I/O.
-func (d *Daemon) Snapshot() Snapshot {
+func (d *Daemon) Snapshot() alloctrack.Snapshot {
 	d.mu.Lock()
-	var s Snapshot
+	var s alloctrack.Snapshot
 	for addr, e := range d.servers {
-		s.Servers = append(s.Servers, ServerStatus{Addr: addr, Up: e.up, Errors: e.errors})
+		s.Servers = append(s.Servers, alloctrack.ServerStatus{Addr: addr, Up: e.up, Errors: e.errors})
 	}
 	for _, e := range d.devices {
-		ds := DeviceStatus{Server: e.server, Serial: e.serial, State: e.state, API: e.api, Model: e.model, Errors: map[string]uint64{}, OrphanedTrackers: len(d.orphans[e.serial])}
+		ds := alloctrack.DeviceStatus{Server: e.server, Serial: e.serial, State: e.state, API: e.api, Model: e.model, Errors: map[string]uint64{}, OrphanedTrackers: len(d.orphans[e.serial])}
 		for k, v := range d.devErrs[e.serial] {
 			ds.Errors[k] = v
 		}
@@ -865,14 +867,14 @@ func (d *Daemon) Snapshot() Snapshot {
 	}
 	d.mu.Unlock()
 	for _, e := range apps {
-		s.Apps = append(s.Apps, AppSnapshot{AppStatus: e.stats.Snapshot(), Counts: e.counters.Snapshot()})
+		s.Apps = append(s.Apps, alloctrack.AppSnapshot{AppStatus: e.stats.Snapshot(), Counts: e.counters.Snapshot()})
 	}
 	s.ReportBuffers.InUse, s.ReportBuffers.Free = d.buffers.Bytes()
-	slices.SortFunc(s.Servers, func(a, b ServerStatus) int { return strings.Compare(a.Addr, b.Addr) })
-	slices.SortFunc(s.Devices, func(a, b DeviceStatus) int {
+	slices.SortFunc(s.Servers, func(a, b alloctrack.ServerStatus) int { return strings.Compare(a.Addr, b.Addr) })
+	slices.SortFunc(s.Devices, func(a, b alloctrack.DeviceStatus) int {
 		return strings.Compare(a.Server+"/"+a.Serial, b.Server+"/"+b.Serial)
 	})
-	slices.SortFunc(s.Apps, func(a, b AppSnapshot) int {
+	slices.SortFunc(s.Apps, func(a, b alloctrack.AppSnapshot) int {
 		return strings.Compare(a.Serial+"/"+a.Package, b.Serial+"/"+b.Package)
 	})
 	return s
@@ -928,12 +930,12 @@ func (r *rateLog) forget(key string) {
 // Recent returns the counts of an app's last n windows (n <= 0: every
 // remembered window); ok is false for an app the daemon does not know.
 // It does no I/O.
-func (d *Daemon) Recent(serial, app string, n int) (r Recent, ok bool) {
+func (d *Daemon) Recent(serial, app string, n int) (r alloctrack.Recent, ok bool) {
 	d.mu.Lock()
 	e := d.apps[appKey{serial, app}]
 	d.mu.Unlock()
 	if e == nil {
-		return Recent{}, false
+		return alloctrack.Recent{}, false
 	}
 	return e.counters.Recent(n), true
 }

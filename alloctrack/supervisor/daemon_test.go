@@ -1,4 +1,4 @@
-package alloctrack_test
+package supervisor_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alloctrack/alloctrack/alloctrack/supervisor"
 	"github.com/alloctrack/alloctrack/ddms"
 	"github.com/alloctrack/alloctrack/jdwp"
 
@@ -21,8 +22,8 @@ import (
 )
 
 // daemonConfig has short timings so that the tests run in seconds.
-func daemonConfig() alloctrack.DaemonConfig {
-	return alloctrack.DaemonConfig{
+func daemonConfig() supervisor.DaemonConfig {
+	return supervisor.DaemonConfig{
 		Session: alloctrack.SessionConfig{
 			Window:         100 * time.Millisecond,
 			MinWindow:      50 * time.Millisecond,
@@ -38,14 +39,14 @@ func daemonConfig() alloctrack.DaemonConfig {
 
 type daemonRun struct {
 	farm *sim.Farm
-	d    *alloctrack.Daemon
+	d    *supervisor.Daemon
 	addr string
 	stop func() // cancels Run, waits for it, checks that no VM tracks
 }
 
 // startDaemon serves farm through an in-process adb host server and runs a
 // daemon over it until the test ends (or stop).
-func startDaemon(t *testing.T, farm *sim.Farm, cfg alloctrack.DaemonConfig) *daemonRun {
+func startDaemon(t *testing.T, farm *sim.Farm, cfg supervisor.DaemonConfig) *daemonRun {
 	t.Helper()
 	t.Cleanup(func() { farm.Close() })
 	a, err := farm.ServeHost("127.0.0.1:0")
@@ -53,7 +54,7 @@ func startDaemon(t *testing.T, farm *sim.Farm, cfg alloctrack.DaemonConfig) *dae
 		t.Fatal(err)
 	}
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
-	d := alloctrack.NewDaemon(cfg, []alloctrack.Source{source.New(a.String())}, log)
+	d := supervisor.NewDaemon(cfg, []supervisor.Source{source.New(a.String())}, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- d.Run(ctx) }()
@@ -289,11 +290,11 @@ func TestDaemonFilters(t *testing.T) {
 	var err error
 	// Devices sim-1 and sim-2, but not sim-2; "sim" alone would match no
 	// serial, as patterns are anchored.
-	if cfg.Serials, err = alloctrack.NewFilter([]string{"sim-[12]", "sim"}, []string{"sim-2"}); err != nil {
+	if cfg.Serials, err = supervisor.NewFilter([]string{"sim-[12]", "sim"}, []string{"sim-2"}); err != nil {
 		t.Fatal(err)
 	}
 	// app1 and app2 but not app2; "app3" alone matches no package name.
-	if cfg.Packages, err = alloctrack.NewFilter([]string{`com\.example\.app[12]`, "app3"}, []string{`.*app2`}); err != nil {
+	if cfg.Packages, err = supervisor.NewFilter([]string{`com\.example\.app[12]`, "app3"}, []string{`.*app2`}); err != nil {
 		t.Fatal(err)
 	}
 	r := startDaemon(t, farm, cfg)
@@ -410,7 +411,7 @@ func TestFilter(t *testing.T) {
 		{[]string{"x", "y"}, []string{"y"}, map[string]bool{"x": true, "y": false, "z": false}},
 	}
 	for i, tt := range tests {
-		f, err := alloctrack.NewFilter(tt.include, tt.exclude)
+		f, err := supervisor.NewFilter(tt.include, tt.exclude)
 		if err != nil {
 			t.Fatalf("%d: %v", i, err)
 		}
@@ -427,7 +428,7 @@ func TestFilter(t *testing.T) {
 		{[]string{"ok", "("}, nil, "("},
 		{nil, []string{"[z-a]"}, "[z-a]"},
 	} {
-		_, err := alloctrack.NewFilter(bad.include, bad.exclude)
+		_, err := supervisor.NewFilter(bad.include, bad.exclude)
 		if err == nil {
 			t.Errorf("NewFilter(%q, %q) accepted a bad pattern", bad.include, bad.exclude)
 			continue
@@ -467,7 +468,7 @@ func TestDaemonHeldBeforeFirstSeen(t *testing.T) {
 	}
 	cfg := daemonConfig()
 	var err error
-	if cfg.Packages, err = alloctrack.NewFilter(nil, []string{`com\.example\.skip`}); err != nil {
+	if cfg.Packages, err = supervisor.NewFilter(nil, []string{`com\.example\.skip`}); err != nil {
 		t.Fatal(err)
 	}
 	r := startDaemon(t, farm, cfg)
@@ -576,7 +577,7 @@ func TestDaemonNeverCrashesDalvik(t *testing.T) {
 	r.stop()
 	// A second daemon over the same host server: its sessions find
 	// tracking off (the first turned it off) and start anew.
-	d2 := alloctrack.NewDaemon(daemonConfig(), []alloctrack.Source{source.New(r.addr)}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	d2 := supervisor.NewDaemon(daemonConfig(), []supervisor.Source{source.New(r.addr)}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d2.Run(ctx) }()
@@ -639,7 +640,7 @@ func TestDaemonOrphanedTrackers(t *testing.T) {
 		eventually(t, "the VM free again", func() bool { return skip.Stats().Connections == 1 })
 		cfg := daemonConfig()
 		cfg.TurnOffOrphans = turnOff
-		if cfg.Packages, err = alloctrack.NewFilter(nil, []string{`com\.example\.skip`}); err != nil {
+		if cfg.Packages, err = supervisor.NewFilter(nil, []string{`com\.example\.skip`}); err != nil {
 			t.Fatal(err)
 		}
 		r := startDaemon(t, farm, cfg)

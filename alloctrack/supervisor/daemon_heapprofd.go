@@ -1,4 +1,4 @@
-package alloctrack
+package supervisor
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/alloctrack/alloctrack/alloctrack"
 
 	"go.uber.org/zap"
 )
@@ -18,17 +20,17 @@ import (
 func (d *Daemon) cleanHeapprofd(ctx context.Context, src Source, serial string, log *zap.Logger) {
 	cctx, cancel := context.WithTimeout(ctx, d.cfg.Heapprofd.StopTimeout)
 	defer cancel()
-	stopped, removed, left, err := CleanHeapprofd(cctx, d.execOn(src, serial), d.cfg.Heapprofd.Poll)
+	stopped, removed, left, err := alloctrack.CleanHeapprofd(cctx, d.execOn(src, serial), d.cfg.Heapprofd.Poll)
 	switch {
 	case err != nil:
-		d.countDeviceError(serial, StageCleanup)
+		d.countDeviceError(serial, alloctrack.StageCleanup)
 		log.Warn("could not clean up all perfetto sessions of an earlier run", zap.Int("sessions_stopped", stopped), zap.Int("files_removed", removed), zap.Int("files_left", left), zap.Error(err))
 	case stopped > 0 || removed > 0:
 		log.Info("stopped perfetto sessions and removed trace files an earlier run left", zap.Int("sessions", stopped), zap.Int("files", removed))
 	}
 }
 
-func (d *Daemon) execOn(src Source, serial string) ExecFunc {
+func (d *Daemon) execOn(src Source, serial string) alloctrack.ExecFunc {
 	return func(ctx context.Context, stdin []byte, argv ...string) ([]byte, []byte, int, error) {
 		return src.Exec(ctx, serial, stdin, argv...)
 	}
@@ -64,7 +66,7 @@ func (w *hpWatch) update(d *Daemon) (gone []string) {
 	wanted := map[string]bool{}
 	unprofileable := map[string]bool{}
 	for pid, name := range w.procs {
-		if name == "" || name == PreInitialized || !d.cfg.Packages.Match(name) {
+		if name == "" || name == alloctrack.PreInitialized || !d.cfg.Packages.Match(name) {
 			continue
 		}
 		switch {
@@ -151,19 +153,19 @@ func (w *hpWatch) nameOf(pid int) string {
 func (d *Daemon) runHeapprofdDevice(ctx context.Context, src Source, serial string, api int, log *zap.Logger) {
 	d.cleanHeapprofd(ctx, src, serial, log)
 	w := &hpWatch{jdwp: map[int]bool{}, procs: map[int]string{}, changed: make(chan struct{}, 1)}
-	targets := map[string]*HeapprofdTarget{}
+	targets := map[string]*alloctrack.HeapprofdTarget{}
 	var tmu sync.Mutex
-	target := func(name string) *HeapprofdTarget {
+	target := func(name string) *alloctrack.HeapprofdTarget {
 		tmu.Lock()
 		defer tmu.Unlock()
 		t := targets[name]
 		if t == nil {
 			counters, stats := d.bind(serial, name)
-			stats.update(func(s *AppStatus) {
-				s.Backend = BackendHeapprofd
+			stats.Update(func(s *alloctrack.AppStatus) {
+				s.Backend = alloctrack.BackendHeapprofd
 				s.Window = d.cfg.Session.Window
 			})
-			t = &HeapprofdTarget{Counters: counters, Stats: stats}
+			t = &alloctrack.HeapprofdTarget{Counters: counters, Stats: stats}
 			targets[name] = t
 		}
 		return t
@@ -175,7 +177,7 @@ func (d *Daemon) runHeapprofdDevice(ctx context.Context, src Source, serial stri
 			t := targets[name]
 			tmu.Unlock()
 			if t != nil {
-				t.Stats.SetState(StateExited)
+				t.Stats.SetState(alloctrack.StateExited)
 			}
 		}
 		w.mu.Lock()
@@ -194,8 +196,8 @@ func (d *Daemon) runHeapprofdDevice(ctx context.Context, src Source, serial stri
 		w.mu.Unlock()
 		for _, name := range unprof {
 			t := target(name)
-			t.Stats.CountError(StageUnprofileable)
-			t.Stats.SetState(StateUnprofileable)
+			t.Stats.CountError(alloctrack.StageUnprofileable)
+			t.Stats.SetState(alloctrack.StateUnprofileable)
 			log.Info("the device says this app is neither debuggable nor profileable (track-app): heapprofd cannot sample it", zap.String("package", name))
 		}
 	}
@@ -220,7 +222,7 @@ func (d *Daemon) runHeapprofdDevice(ctx context.Context, src Source, serial stri
 			if ctx.Err() != nil {
 				return
 			}
-			if errors.Is(err, ErrTrackAppUnsupported) {
+			if errors.Is(err, alloctrack.ErrTrackAppUnsupported) {
 				log.Debug("the device has no track-app: apps are found from track-jdwp and, with --package, the process list")
 				w.mu.Lock()
 				w.noApps = true
@@ -276,7 +278,7 @@ func (d *Daemon) runHeapprofdDevice(ctx context.Context, src Source, serial stri
 	}()
 	defer wg.Wait()
 
-	resolve := func(ctx context.Context, pid int) *HeapprofdTarget {
+	resolve := func(ctx context.Context, pid int) *alloctrack.HeapprofdTarget {
 		name := w.nameOf(pid)
 		if name == "" {
 			// A process started since the last list: ask the device.
@@ -289,7 +291,7 @@ func (d *Daemon) runHeapprofdDevice(ctx context.Context, src Source, serial stri
 			}
 			name = n
 		}
-		if name == "" || name == PreInitialized || !d.cfg.Packages.Match(name) {
+		if name == "" || name == alloctrack.PreInitialized || !d.cfg.Packages.Match(name) {
 			return nil
 		}
 		return target(name)
@@ -306,13 +308,13 @@ func (d *Daemon) runHeapprofdDevice(ctx context.Context, src Source, serial stri
 			}
 			continue
 		}
-		var ts []*HeapprofdTarget
+		var ts []*alloctrack.HeapprofdTarget
 		for _, n := range names {
 			ts = append(ts, target(n))
 		}
 		restart := make(chan struct{})
 		w.run(names, restart)
-		s := &HeapprofdSession{
+		s := &alloctrack.HeapprofdSession{
 			Serial: serial, API: api, Exec: d.execOn(src, serial),
 			Window: d.cfg.Session.Window, Config: d.cfg.Heapprofd,
 			Processes: names, Targets: ts, Resolve: resolve, Restart: restart,
@@ -337,15 +339,15 @@ func (d *Daemon) runHeapprofdDevice(ctx context.Context, src Source, serial stri
 		}
 		wait := d.backoff(attempt)
 		attempt++
-		switch ErrorStage(err) {
-		case StagePerfettoRefused:
+		switch alloctrack.ErrorStage(err) {
+		case alloctrack.StagePerfettoRefused:
 			d.logs.warn(log, key, "the device's tracing service refused the heapprofd session (it allows 5 sessions of adb shell's uid at once, Android Studio's and other people's included); retrying", err)
 		default:
 			d.logs.warn(log, key, "heapprofd session ended; retrying", err)
 		}
 		for _, t := range ts {
-			if st := t.Stats.Snapshot().State; st != StateRefused && st != StateExited {
-				t.Stats.SetState(StateBackoff)
+			if st := t.Stats.Snapshot().State; st != alloctrack.StateRefused && st != alloctrack.StateExited {
+				t.Stats.SetState(alloctrack.StateBackoff)
 			}
 		}
 		if !sleepCtx(ctx, wait) {
@@ -355,7 +357,7 @@ func (d *Daemon) runHeapprofdDevice(ctx context.Context, src Source, serial stri
 	state := ""
 	switch context.Cause(ctx) {
 	case errDeviceGone:
-		state = StateDisconnected
+		state = alloctrack.StateDisconnected
 	}
 	if state != "" {
 		tmu.Lock()
@@ -381,7 +383,7 @@ func (d *Daemon) followProcessList(ctx context.Context, src Source, serial strin
 		case ctx.Err() != nil:
 			return
 		case err != nil:
-			d.countDeviceError(serial, StageProcessList)
+			d.countDeviceError(serial, alloctrack.StageProcessList)
 			d.logs.warn(log, key, "reading the device's process list failed; retrying", err)
 		default:
 			fn(procs)
