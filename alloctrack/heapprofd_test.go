@@ -1,21 +1,14 @@
 package alloctrack_test
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/pprof/profile"
-
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/internal/tracetest"
 	"github.com/alloctrack/alloctrack/perfetto"
 )
 
@@ -54,81 +47,6 @@ func TestEstimateValues(t *testing.T) {
 	}
 }
 
-var (
-	hpAlloc      = perfetto.Frame{RawFunction: "art_quick_alloc_object_resolved_region_tlab", Mapping: "/apex/com.android.art/lib64/libart.so", RelPC: 0x10}
-	hpAllocArray = perfetto.Frame{RawFunction: "art_quick_alloc_array_resolved16_region_tlab", Mapping: "/apex/com.android.art/lib64/libart.so", RelPC: 0x30}
-	hpHeap       = perfetto.Frame{RawFunction: "art::gc::Heap::AllocObjectWithAllocator", Mapping: "/apex/com.android.art/lib64/libart.so", RelPC: 0x40}
-	hpBarSig     = perfetto.Frame{RawFunction: "void com.example.Foo.bar(int)", Mapping: "/data/app/com.example/oat/arm64/base.odex", RelPC: 0x100}
-	hpBar        = perfetto.Frame{RawFunction: "com.example.Foo.bar", Mapping: "/data/app/com.example/oat/arm64/base.odex", RelPC: 0x104}
-	hpRun        = perfetto.Frame{RawFunction: "com.example.Main.run", Mapping: "/data/app/com.example/base.apk", RelPC: 0x200}
-	hpListAdd    = perfetto.Frame{RawFunction: "boolean java.util.ArrayList.add(java.lang.Object)", Mapping: "/system/framework/arm64/boot-framework.oat", RelPC: 0x300}
-	hpUnnamed    = perfetto.Frame{Mapping: "/apex/com.android.art/lib64/libart.so", RelPC: 0x999}
-	hpErr        = perfetto.Frame{Function: "ERROR 2", Mapping: "ERROR"}
-
-	stackA1  = []perfetto.Frame{hpAlloc, hpHeap, hpBarSig, hpRun} // Foo.bar with a signature
-	stackA2  = []perfetto.Frame{hpAlloc, hpBar, hpRun}            // the same method without
-	stackC   = []perfetto.Frame{hpAllocArray, hpBar, hpRun}       // other native frames, same Java frames
-	stackD   = []perfetto.Frame{hpAlloc, hpListAdd, hpRun}
-	stackErr = []perfetto.Frame{hpErr}
-	stackUnk = []perfetto.Frame{hpAlloc, hpUnnamed}
-)
-
-// hpTrace writes three rounds of dumps of pid 42 at interval, values
-// cumulative per callstack id as heapprofd writes them: stack A vanishes
-// from the second dump and comes back under a new id in the third.
-// Per dump, the deltas are
-//
-//	dump 1: A {3, 72}  C {3, 300}  D {5, 80}  ERROR {1, 8}
-//	dump 2:            C {1, 100}  D {0, 0}   unknown {2, 64}
-//	dump 3: A {1, 24}  C {0, 0}    D {1, 16}
-//
-// so site Foo.bar←Main.run (A and C) has 8 samples of 496 bytes, site
-// ArrayList.add←Main.run (D) 6 of 96, and the site without Java frames
-// (ERROR, unknown) 3 of 72: 17 samples of 664 bytes.
-func hpTrace(t testing.TB, interval uint64) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	w := perfetto.NewWriter(&buf, &perfetto.WriterOptions{DumpPacketBytes: 64}) // continued dumps
-	v := func(n, b uint64) perfetto.Values { return perfetto.Values{Count: n, Allocated: b} }
-	dump := func(ts uint64, s ...perfetto.SampleSpec) perfetto.DumpSpec {
-		return perfetto.DumpSpec{PacketTimestamp: ts, PID: 42, Heap: perfetto.ArtHeap, Timestamp: ts, SamplingInterval: interval, Samples: s}
-	}
-	for _, d := range []perfetto.DumpSpec{
-		dump(1e9, perfetto.SampleSpec{Frames: stackA1, Values: v(2, 48)}, perfetto.SampleSpec{Frames: stackA2, Values: v(1, 24)},
-			perfetto.SampleSpec{Frames: stackC, Values: v(3, 300)}, perfetto.SampleSpec{Frames: stackD, Values: v(5, 80)},
-			perfetto.SampleSpec{Frames: stackErr, Values: v(1, 8)}),
-		dump(2e9, perfetto.SampleSpec{Frames: stackC, Values: v(4, 400)}, perfetto.SampleSpec{Frames: stackD, Values: v(5, 80)},
-			perfetto.SampleSpec{Frames: stackUnk, Values: v(2, 64)}),
-		dump(3e9, perfetto.SampleSpec{Frames: stackA1, Values: v(1, 24)}, perfetto.SampleSpec{Frames: stackC, Values: v(4, 400)},
-			perfetto.SampleSpec{Frames: stackD, Values: v(6, 96)}),
-	} {
-		if err := w.WriteDumps(d); err != nil {
-			t.Fatal(err)
-		}
-		if d.PacketTimestamp == 2e9 {
-			w.Retire(stackA1)
-			w.Retire(stackA2)
-		}
-	}
-	return buf.Bytes()
-}
-
-func decodeDumps(t testing.TB, trace []byte) []*perfetto.Dump {
-	t.Helper()
-	dec := perfetto.NewDecoder(bytes.NewReader(trace), nil)
-	var out []*perfetto.Dump
-	for {
-		d, err := dec.Next()
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, d)
-	}
-}
-
 // The sites of hpTrace by their Java frames.
 var (
 	siteBar  = alloctrack.SiteID(alloctrack.SiteHashNames("", []alloctrack.Frame{{Class: "com.example.Foo", Method: "bar", Line: -1}, {Class: "com.example.Main", Method: "run", Line: -1}}))
@@ -142,7 +60,7 @@ var (
 func TestAddDumpFromTrace(t *testing.T) {
 	for _, interval := range []uint64{1, 4096} {
 		t.Run(fmt.Sprint(interval), func(t *testing.T) {
-			dumps := decodeDumps(t, hpTrace(t, interval))
+			dumps := tracetest.Dumps(t, tracetest.Heapprofd(t, interval))
 			if len(dumps) != 3 {
 				t.Fatalf("%d dumps, want 3", len(dumps))
 			}
@@ -320,153 +238,5 @@ func TestIsJavaFrame(t *testing.T) {
 		if got := alloctrack.IsJavaFrame(&c.f); got != c.java {
 			t.Errorf("%+v: java %v, want %v", c.f, got, c.java)
 		}
-	}
-}
-
-// A heapprofd capture: the raw trace as read, profile.pb.gz with samples
-// and estimates, summary.json marked heapprofd and estimated; it reads
-// back as input.
-func TestCaptureHeapprofd(t *testing.T) {
-	trace := hpTrace(t, 4096)
-	dir := t.TempDir()
-	start := time.Unix(1000, 0)
-	w, err := alloctrack.NewCaptureWriter(dir, alloctrack.CaptureMeta{Serial: "s", Package: "com.example", PID: 42, API: 31}, start)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tw, err := w.Trace()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The daemon's way: copy what it reads, then decode it.
-	if _, err := tw.Write(trace); err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range decodeDumps(t, trace) {
-		if !alloctrack.JavaHeapDump(d) {
-			continue // as the session does
-		}
-		if err := w.Add(alloctrack.WindowOfDump(d, time.Time{}, time.Time{})); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Add(&alloctrack.Window{}); err == nil {
-		t.Error("a DDM window in a heapprofd capture was accepted")
-	}
-	if err := w.Report([]byte{1}, nil); err == nil {
-		t.Error("a DDM report in a heapprofd capture was accepted")
-	}
-	sum, err := w.Close(start.Add(30*time.Second), false, nil, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := os.ReadFile(filepath.Join(dir, alloctrack.TraceFile)); !bytes.Equal(got, trace) {
-		t.Errorf("%s holds %d bytes, not the %d of the trace", alloctrack.TraceFile, len(got), len(trace))
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var js map[string]any
-	if err := json.Unmarshal(b, &js); err != nil {
-		t.Fatal(err)
-	}
-	if js["backend"] != "heapprofd" || js["estimated"] != true || js["sampled_allocations"] != 17.0 || js["sampled_bytes"] != 664.0 ||
-		js["sampling_interval_bytes"] != 4096.0 || js["dumps"] != 3.0 || js["error_stack_samples"] != 1.0 || js["unknown_stack_samples"] != 2.0 {
-		t.Errorf("summary.json: %s", b)
-	}
-	if sum.Allocations < 17 || len(sum.TopClasses) != 0 || len(sum.TopSites) != 3 || !sum.TopSites[0].Estimated || sum.TopSites[0].Class != "" {
-		t.Errorf("summary %+v", sum)
-	}
-	f, err := os.Open(filepath.Join(dir, "profile.pb.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	p, err := profile.Parse(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.CheckValid(); err != nil {
-		t.Fatal(err)
-	}
-	var types []string
-	for _, st := range p.SampleType {
-		types = append(types, st.Type)
-	}
-	if strings.Join(types, ",") != "samples,sampled_space,estimated_alloc_objects,estimated_alloc_space" || !strings.Contains(strings.Join(p.Comments, "\n"), "estimates") {
-		t.Errorf("sample types %v, comments %q", types, p.Comments)
-	}
-	var smp, est int64
-	for _, s := range p.Sample {
-		smp += s.Value[0]
-		est += s.Value[2]
-	}
-	if smp != 17 || math.Abs(float64(est)-float64(sum.Allocations)) > 3 {
-		t.Errorf("profile: %d samples (want 17), %d estimated allocations (summary %d)", smp, est, sum.Allocations)
-	}
-
-	// Read back: the directory, and the bare trace.
-	for _, path := range []string{dir, filepath.Join(dir, alloctrack.TraceFile)} {
-		in, err := alloctrack.ReadInput(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tl := alloctrack.NewTally()
-		in.AddTo(tl)
-		if !in.Estimated() || len(in.Dumps) != 3 || len(in.Reports) != 0 || tl.Sampled != (alloctrack.Count{Allocations: 17, Bytes: 664}) || !tl.Estimated || tl.Total.Allocations != sum.Allocations {
-			t.Errorf("%s: estimated %v, %d dumps, %d reports, tally sampled %v estimated %v total %v (summary %d)", path, in.Estimated(), len(in.Dumps), len(in.Reports), tl.Sampled, tl.Estimated, tl.Total, sum.Allocations)
-		}
-		if (path == dir) != (in.Duration == 30*time.Second) {
-			t.Errorf("%s: duration %v", path, in.Duration)
-		}
-	}
-}
-
-// A trace cut or corrupted is an error naming the file, the packet and
-// the byte offset.
-func TestReadInputBadTrace(t *testing.T) {
-	trace := hpTrace(t, 4096)
-	dir := t.TempDir()
-	bad := append([]byte(nil), trace...)
-	bad[1] = 0x7f // the first packet's length, now short: its fields overrun
-	for name, b := range map[string][]byte{"cut.pftrace": trace[:len(trace)-3], "bad.pftrace": bad} {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		_, err := alloctrack.ReadInput(path)
-		var fe *perfetto.FormatError
-		if err == nil || !errors.As(err, &fe) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "packet ") || !strings.Contains(err.Error(), "byte ") {
-			t.Errorf("%s: error %v, want one naming the file, packet and byte", name, err)
-		}
-	}
-}
-
-// Budgets and diffs of traces say their values are estimates.
-func TestBudgetAndDiffOfTrace(t *testing.T) {
-	tl := alloctrack.NewTally()
-	for _, d := range decodeDumps(t, hpTrace(t, 4096)) {
-		tl.Add(alloctrack.WindowOfDump(d, time.Time{}, time.Time{}))
-	}
-	bud, err := alloctrack.ParseBudget("b.yaml", []byte("total: {max_allocations: 10}\nsites: [{match: 'Foo\\.bar', max_bytes: 100}]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := bud.Check(tl, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(v) != 2 {
-		t.Fatalf("violations %v, want 2", v)
-	}
-	for _, x := range v {
-		if !x.Estimated || !strings.Contains(x.String(), "estimate") {
-			t.Errorf("violation %q is not marked as an estimate", x)
-		}
-	}
-	d := alloctrack.Compare(alloctrack.NewTally(), tl, 0, 0)
-	if d.BaseEstimated || !d.NewEstimated || len(d.Sites) != 3 || len(d.Classes) != 0 {
-		t.Errorf("diff %+v", d)
 	}
 }

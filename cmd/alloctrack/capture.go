@@ -19,6 +19,7 @@ import (
 
 	"github.com/alloctrack/alloctrack/adb"
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/offline"
 )
 
 type captureCmd struct {
@@ -92,10 +93,10 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 	if *c.windowMin == 0 {
 		*c.windowMin = min(time.Second, *c.window)
 	}
-	var bud *alloctrack.Budget
+	var bud *offline.Budget
 	if *c.budget != "" {
 		var err error
-		if bud, err = alloctrack.ReadBudget(*c.budget); err != nil {
+		if bud, err = offline.ReadBudget(*c.budget); err != nil {
 			return fail(exitUsage, "%v", err)
 		}
 	}
@@ -168,8 +169,8 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 	}
 
 	start := time.Now()
-	meta := alloctrack.CaptureMeta{Serial: serial, Model: model, API: api, Package: *c.pkg, PID: pid}
-	w, err := alloctrack.NewCaptureWriter(*c.out, meta, start)
+	meta := offline.CaptureMeta{Serial: serial, Model: model, API: api, Package: *c.pkg, PID: pid}
+	w, err := offline.NewCaptureWriter(*c.out, meta, start)
 	if err != nil {
 		return fail(exitFailure, "%v", err)
 	}
@@ -281,7 +282,7 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 	}
 	if bud != nil {
 		t := alloctrack.NewTally()
-		in, err := alloctrack.ReadInput(*c.out)
+		in, err := offline.ReadInput(*c.out)
 		if err != nil {
 			return fail(exitFailure, "%v", err)
 		}
@@ -377,8 +378,8 @@ func joinInts(v []int) string {
 // raw trace as read, each dump into the capture, until the duration ends
 // or Ctrl-C (the session's last dump is read, its perfetto stopped and
 // its file removed either way).
-func (c *captureCmd) captureHeapprofd(ctx context.Context, client *adb.Client, serial string, pid, api int, w *alloctrack.CaptureWriter,
-	stop <-chan struct{}, interrupted *atomic.Bool, cancel context.CancelFunc, bud *alloctrack.Budget, log *zap.Logger,
+func (c *captureCmd) captureHeapprofd(ctx context.Context, client *adb.Client, serial string, pid, api int, w *offline.CaptureWriter,
+	stop <-chan struct{}, interrupted *atomic.Bool, cancel context.CancelFunc, bud *offline.Budget, log *zap.Logger,
 	stdout, stderr io.Writer, progress bool, start time.Time) int {
 	fail := func(code int, format string, args ...any) int {
 		fmt.Fprintf(stderr, "alloctrack capture: "+format+"\n", args...)
@@ -474,7 +475,7 @@ func (c *captureCmd) captureHeapprofd(ctx context.Context, client *adb.Client, s
 	}
 	if bud != nil {
 		t := alloctrack.NewTally()
-		in, err := alloctrack.ReadInput(*c.out)
+		in, err := offline.ReadInput(*c.out)
 		if err != nil {
 			return fail(exitFailure, "%v", err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/offline"
 	"github.com/alloctrack/alloctrack/perfetto"
 	"github.com/alloctrack/alloctrack/sim"
 )
@@ -41,7 +42,7 @@ func TestCaptureHeapprofd(t *testing.T) {
 			if truth.Interval != 2048 || truth.Dumps < 4 {
 				t.Fatalf("the VM saw interval %d and %d dumps", truth.Interval, truth.Dumps)
 			}
-			raw, err := os.ReadFile(filepath.Join(dir, alloctrack.TraceFile))
+			raw, err := os.ReadFile(filepath.Join(dir, offline.TraceFile))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -63,7 +64,7 @@ func TestCaptureHeapprofd(t *testing.T) {
 			if samples != truth.Sampled.Total.Allocations || sampledBytes != truth.Sampled.Total.Bytes || dumps != truth.Dumps {
 				t.Errorf("trace: %d dumps, %d samples, %d bytes; the VM dumped %d, sampled %+v", dumps, samples, sampledBytes, truth.Dumps, truth.Sampled.Total)
 			}
-			var sum alloctrack.Summary
+			var sum offline.Summary
 			b, _ := os.ReadFile(filepath.Join(dir, "summary.json"))
 			if err := json.Unmarshal(b, &sum); err != nil {
 				t.Fatalf("summary.json: %v", err)

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alloctrack/alloctrack/alloctrack/offline"
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
 
 	"github.com/google/pprof/profile"
@@ -177,7 +178,7 @@ func driveAllocations(vm *sim.VM, d time.Duration, batch int) (made, raced uint6
 type captureFiles struct {
 	allocs  int // <n>.alloc files
 	counts  sim.Counts
-	summary alloctrack.Summary
+	summary offline.Summary
 	profile *profile.Profile
 }
 
@@ -399,7 +400,7 @@ func TestCaptureEndToEnd(t *testing.T) {
 				t.Errorf("stdout %q, want it to start %q", res.stdout.String(), want)
 			}
 			// in does what report and diff read: the directory as a whole.
-			in, err := alloctrack.ReadInput(dir)
+			in, err := offline.ReadInput(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -649,7 +650,7 @@ func TestCaptureErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var s alloctrack.Summary
+			var s offline.Summary
 			if err := json.Unmarshal(b, &s); err != nil || s.Error == "" || s.Windows != 0 {
 				t.Errorf("held capture's summary.json (%v):\n%s", err, b)
 			}

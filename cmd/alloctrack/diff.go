@@ -9,6 +9,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/offline"
 )
 
 type diffCmd struct {
@@ -28,8 +29,8 @@ func newDiffCmd(app *kingpin.Application) *diffCmd {
 	return c
 }
 
-func readTally(path string) (*alloctrack.Tally, *alloctrack.Input, error) {
-	in, err := alloctrack.ReadInput(path)
+func readTally(path string) (*alloctrack.Tally, *offline.Input, error) {
+	in, err := offline.ReadInput(path)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -53,7 +54,7 @@ func (c *diffCmd) run(stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "alloctrack diff: new: %v\n", err)
 		return exitFailure
 	}
-	d := alloctrack.Compare(bt, nt, bin.Duration, nin.Duration)
+	d := offline.Compare(bt, nt, bin.Duration, nin.Duration)
 	if *c.top > 0 {
 		d.Classes = d.Classes[:min(*c.top, len(d.Classes))]
 		d.Sites = d.Sites[:min(*c.top, len(d.Sites))]

@@ -9,11 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/alloctrack/alloctrack/alloctrack/offline"
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
 
 	"github.com/google/pprof/profile"
-
-	"github.com/alloctrack/alloctrack/alloctrack"
 )
 
 // threadVariant writes the real report cut to one thread's allocations, a
@@ -60,7 +59,7 @@ func TestDiffJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	var d alloctrack.Diff
+	var d offline.Diff
 	if err := json.Unmarshal([]byte(out), &d); err != nil {
 		t.Fatal(err)
 	}
@@ -99,8 +98,8 @@ func TestReportFormatsAndFilters(t *testing.T) {
 			Allocations uint64
 			Bytes       uint64
 			Sites       int
-			TopClasses  []alloctrack.SummaryClass `json:"top_classes"`
-			TopSites    []alloctrack.SummarySite  `json:"top_sites"`
+			TopClasses  []offline.SummaryClass `json:"top_classes"`
+			TopSites    []offline.SummarySite  `json:"top_sites"`
 		}
 		if code != 0 || json.Unmarshal([]byte(out), &s) != nil {
 			t.Fatalf("exit %d: %s", code, out)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/alloctrack/alloctrack/alloctrack/offline"
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -100,9 +101,9 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "alloctrack report: %v\n", err)
 		return exitUsage
 	}
-	var bud *alloctrack.Budget
+	var bud *offline.Budget
 	if *c.budget != "" {
-		if bud, err = alloctrack.ReadBudget(*c.budget); err != nil {
+		if bud, err = offline.ReadBudget(*c.budget); err != nil {
 			fmt.Fprintf(stderr, "alloctrack report: %v\n", err)
 			return exitUsage
 		}
@@ -126,7 +127,7 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 	var duration time.Duration
 	durationKnown := true
 	for _, name := range *c.inputs {
-		in, err := alloctrack.ReadInput(name)
+		in, err := offline.ReadInput(name)
 		if err != nil {
 			w.Flush()
 			fmt.Fprintf(stderr, "alloctrack report: %v\n", err)
@@ -238,11 +239,11 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 }
 
 // checkBudget prints every violation and returns exitBudget if any.
-func checkBudget(stderr io.Writer, who string, bud *alloctrack.Budget, t *alloctrack.Tally, d time.Duration) int {
+func checkBudget(stderr io.Writer, who string, bud *offline.Budget, t *alloctrack.Tally, d time.Duration) int {
 	v, err := bud.Check(t, d)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", who, err)
-		if errors.Is(err, alloctrack.ErrBudget) {
+		if errors.Is(err, offline.ErrBudget) {
 			return exitUsage
 		}
 		return exitFailure
@@ -256,7 +257,7 @@ func checkBudget(stderr io.Writer, who string, bud *alloctrack.Budget, t *alloct
 	return exitOK
 }
 
-func writeSummary(w io.Writer, in *alloctrack.Input, t *alloctrack.Tally, overflowed, trailing, top int) {
+func writeSummary(w io.Writer, in *offline.Input, t *alloctrack.Tally, overflowed, trailing, top int) {
 	fmt.Fprintf(w, "%s\n", in.Name)
 	est := ""
 	if in.Estimated() {
@@ -329,22 +330,22 @@ type jsonSummary struct {
 	// Estimated: perfetto traces were among the inputs, so allocations
 	// and bytes (here and per site marked estimated) are estimates from
 	// heapprofd samples; sampled_* are what the traces held.
-	Estimated          bool                      `json:"estimated,omitempty"`
-	SampledAllocations uint64                    `json:"sampled_allocations,omitempty"`
-	SampledBytes       uint64                    `json:"sampled_bytes,omitempty"`
-	DurationSeconds    float64                   `json:"duration_seconds,omitempty"`
-	Allocations        uint64                    `json:"allocations"`
-	Bytes              uint64                    `json:"bytes"`
-	Classes            int                       `json:"classes"`
-	Sites              int                       `json:"sites"`
-	TopClasses         []alloctrack.SummaryClass `json:"top_classes"`
-	TopSites           []alloctrack.SummarySite  `json:"top_sites"`
+	Estimated          bool                   `json:"estimated,omitempty"`
+	SampledAllocations uint64                 `json:"sampled_allocations,omitempty"`
+	SampledBytes       uint64                 `json:"sampled_bytes,omitempty"`
+	DurationSeconds    float64                `json:"duration_seconds,omitempty"`
+	Allocations        uint64                 `json:"allocations"`
+	Bytes              uint64                 `json:"bytes"`
+	Classes            int                    `json:"classes"`
+	Sites              int                    `json:"sites"`
+	TopClasses         []offline.SummaryClass `json:"top_classes"`
+	TopSites           []offline.SummarySite  `json:"top_sites"`
 }
 
 func writeJSONSummary(w io.Writer, inputs []string, t *alloctrack.Tally, d time.Duration, top int) {
 	s := jsonSummary{Inputs: inputs, DurationSeconds: d.Seconds(), Allocations: t.Total.Allocations, Bytes: t.Total.Bytes,
 		Classes: len(t.Classes), Sites: t.Sites(), Estimated: t.Estimated, SampledAllocations: t.Sampled.Allocations, SampledBytes: t.Sampled.Bytes}
-	s.TopClasses, s.TopSites = t.Summary(top)
+	s.TopClasses, s.TopSites = offline.TopByBytes(t, top)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.Encode(s)

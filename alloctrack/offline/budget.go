@@ -1,4 +1,4 @@
-package alloctrack
+package offline
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/alloctrack/alloctrack/alloctrack"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -172,12 +174,12 @@ func num(v float64) string {
 // holds heapprofd dumps (t.Estimated), values are estimates and every
 // violation says so; class rules match nothing there, heapprofd recording
 // no class.
-func (b *Budget) Check(t *Tally, d time.Duration) ([]Violation, error) {
+func (b *Budget) Check(t *alloctrack.Tally, d time.Duration) ([]Violation, error) {
 	if d <= 0 && b.NeedsDuration() {
 		return nil, fmt.Errorf("%w: per-second limits need the run's duration: give a capture directory (its summary.json has it), not bare report files", ErrBudget)
 	}
 	var out []Violation
-	eval := func(rule string, l Limits, c Count) {
+	eval := func(rule string, l Limits, c alloctrack.Count) {
 		sec := d.Seconds()
 		if l.MaxAllocationsPerSecond != nil && float64(c.Allocations)/sec > *l.MaxAllocationsPerSecond {
 			out = append(out, Violation{rule, "allocations per second", float64(c.Allocations) / sec, *l.MaxAllocationsPerSecond, t.Estimated})
@@ -196,7 +198,7 @@ func (b *Budget) Check(t *Tally, d time.Duration) ([]Violation, error) {
 		eval("total", *b.Total, t.Total)
 	}
 	for i, r := range b.Classes {
-		var c Count
+		var c alloctrack.Count
 		for name, n := range t.Classes {
 			if r.re.MatchString(name) {
 				c.Allocations += n.Allocations
@@ -208,7 +210,7 @@ func (b *Budget) Check(t *Tally, d time.Duration) ([]Violation, error) {
 	if len(b.Sites) > 0 {
 		sites := t.TopSites(0, false)
 		for i, r := range b.Sites {
-			var c Count
+			var c alloctrack.Count
 			for _, s := range sites {
 				if r.re.MatchString(s.Class + "\n" + strings.Join(s.Frames, "\n")) {
 					c.Allocations += s.Allocations

@@ -1,4 +1,4 @@
-package alloctrack
+package offline
 
 import (
 	"bufio"
@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/alloctrack/alloctrack/alloctrack"
 
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
 
@@ -94,8 +96,8 @@ type CaptureWriter struct {
 	start time.Time
 	n     int
 	sum   Summary
-	tally *Tally
-	prof  *ProfileBuilder
+	tally *alloctrack.Tally
+	prof  *alloctrack.ProfileBuilder
 	trace *os.File // heapprofd captures: the raw trace
 }
 
@@ -114,7 +116,7 @@ func NewCaptureWriter(dir string, meta CaptureMeta, start time.Time) (*CaptureWr
 	if _, err := os.Stat(filepath.Join(dir, TraceFile)); err == nil {
 		return nil, fmt.Errorf("capture: %s already holds a trace (%s); choose another --out", dir, TraceFile)
 	}
-	return &CaptureWriter{dir: dir, meta: meta, start: start, tally: NewTally(), prof: NewProfileBuilder(),
+	return &CaptureWriter{dir: dir, meta: meta, start: start, tally: alloctrack.NewTally(), prof: alloctrack.NewProfileBuilder(),
 		sum: Summary{CaptureMeta: meta, Start: start}}, nil
 }
 
@@ -146,15 +148,15 @@ func WriteFileAtomic(path string, data []byte) error {
 // heapprofd makes the capture a heapprofd one, before its first dump or
 // trace byte.
 func (w *CaptureWriter) heapprofd() error {
-	if w.sum.Backend == BackendHeapprofd {
+	if w.sum.Backend == alloctrack.BackendHeapprofd {
 		return nil
 	}
 	if w.n > 0 {
 		return errors.New("capture: heapprofd dumps in a capture of DDM windows")
 	}
-	w.sum.Backend = BackendHeapprofd
+	w.sum.Backend = alloctrack.BackendHeapprofd
 	w.sum.Estimated = true
-	w.prof = NewHeapprofdProfileBuilder()
+	w.prof = alloctrack.NewHeapprofdProfileBuilder()
 	return nil
 }
 
@@ -180,7 +182,7 @@ func (w *CaptureWriter) Trace() (io.Writer, error) {
 // Report writes one DDM window's REAL payload as <n>.alloc; r is its
 // parse, nil when it did not parse. The window is counted by Add.
 func (w *CaptureWriter) Report(raw []byte, r *allocreport.Report) error {
-	if w.sum.Backend == BackendHeapprofd {
+	if w.sum.Backend == alloctrack.BackendHeapprofd {
 		return errors.New("capture: a DDM window in a heapprofd capture")
 	}
 	w.n++
@@ -199,13 +201,13 @@ func (w *CaptureWriter) Report(raw []byte, r *allocreport.Report) error {
 
 // Add counts one window into the capture's summary and profile, written
 // at Close. A sampled window (heapprofd) makes the capture a heapprofd one.
-func (w *CaptureWriter) Add(win *Window) error {
+func (w *CaptureWriter) Add(win *alloctrack.Window) error {
 	if win.Sampling != nil {
 		if err := w.heapprofd(); err != nil {
 			return err
 		}
 		w.sum.Dumps++
-	} else if w.sum.Backend == BackendHeapprofd {
+	} else if w.sum.Backend == alloctrack.BackendHeapprofd {
 		return errors.New("capture: a DDM window in a heapprofd capture")
 	}
 	if err := w.prof.Add(win); err != nil {
@@ -231,7 +233,7 @@ func (w *CaptureWriter) Dumps() int { return w.sum.Dumps }
 func (w *CaptureWriter) Windows() int { return w.n }
 
 // Total is what the windows written so far hold.
-func (w *CaptureWriter) Total() Count { return w.tally.Total }
+func (w *CaptureWriter) Total() alloctrack.Count { return w.tally.Total }
 
 // Close writes summary.json and profile.pb.gz. runErr, if any, is noted in
 // the summary; interrupted marks a capture ended early by the user.
@@ -244,8 +246,8 @@ func (w *CaptureWriter) Close(end time.Time, interrupted bool, runErr error, top
 	if runErr != nil {
 		s.Error = runErr.Error()
 	}
-	s.TopClasses, s.TopSites = w.tally.Summary(top)
-	if s.Backend == BackendHeapprofd {
+	s.TopClasses, s.TopSites = TopByBytes(w.tally, top)
+	if s.Backend == alloctrack.BackendHeapprofd {
 		t := w.tally
 		s.SampledAllocations, s.SampledBytes = t.Sampled.Allocations, t.Sampled.Bytes
 		s.SamplingInterval = t.SamplingInterval
@@ -278,8 +280,9 @@ func (w *CaptureWriter) Close(end time.Time, interrupted bool, runErr error, top
 	return s, nil
 }
 
-// Summary returns the top classes and sites by bytes.
-func (t *Tally) Summary(top int) ([]SummaryClass, []SummarySite) {
+// TopByBytes returns t's top classes and sites by bytes, as a summary
+// lists them.
+func TopByBytes(t *alloctrack.Tally, top int) ([]SummaryClass, []SummarySite) {
 	var classes []SummaryClass
 	for _, c := range t.TopClasses(top, true) {
 		classes = append(classes, SummaryClass{Class: c.Class, Allocations: c.Allocations, Bytes: c.Bytes})
@@ -314,14 +317,14 @@ type Input struct {
 func (in *Input) Estimated() bool { return in.Trace != "" }
 
 // AddTo counts the input into t: its reports, or its dumps.
-func (in *Input) AddTo(t *Tally) {
+func (in *Input) AddTo(t *alloctrack.Tally) {
 	for _, r := range in.Reports {
-		w := WindowOfReport(r, time.Time{}, time.Time{})
+		w := alloctrack.WindowOfReport(r, time.Time{}, time.Time{})
 		t.Add(w)
 		w.Release()
 	}
 	for _, d := range in.Dumps {
-		t.Add(WindowOfDump(d, time.Time{}, time.Time{}))
+		t.Add(alloctrack.WindowOfDump(d, time.Time{}, time.Time{}))
 	}
 }
 

@@ -1,10 +1,12 @@
-package alloctrack
+package offline
 
 import (
 	"cmp"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/alloctrack/alloctrack/alloctrack"
 )
 
 // Rate is a count over a run, per second when the run's duration is known.
@@ -37,7 +39,7 @@ type Diff struct {
 	Sites         []DiffRow `json:"sites"`
 }
 
-func rate(c Count, sec float64) Rate {
+func rate(c alloctrack.Count, sec float64) Rate {
 	return Rate{Allocations: float64(c.Allocations) / sec, Bytes: float64(c.Bytes) / sec}
 }
 
@@ -45,7 +47,7 @@ func rate(c Count, sec float64) Rate {
 // (per-second rates when both are known, counts per run otherwise). Rows
 // are sorted by regression: the largest increase in bytes first, then in
 // allocations.
-func Compare(base, nw *Tally, bd, nd time.Duration) *Diff {
+func Compare(base, nw *alloctrack.Tally, bd, nd time.Duration) *Diff {
 	d := &Diff{PerSecond: bd > 0 && nd > 0, BaseEstimated: base.Estimated, NewEstimated: nw.Estimated}
 	bs, ns := 1.0, 1.0
 	if d.PerSecond {
@@ -60,7 +62,7 @@ func Compare(base, nw *Tally, bd, nd time.Duration) *Diff {
 		keys[k] = true
 	}
 	for k := range keys {
-		var b, n Count
+		var b, n alloctrack.Count
 		if c := base.Classes[k]; c != nil {
 			b = *c
 		}
@@ -70,7 +72,7 @@ func Compare(base, nw *Tally, bd, nd time.Duration) *Diff {
 		d.Classes = append(d.Classes, row(DiffRow{Class: k}, rate(b, bs), rate(n, ns)))
 	}
 	sites := map[string]*DiffRow{}
-	add := func(s Site, isNew bool, sec float64) {
+	add := func(s alloctrack.Site, isNew bool, sec float64) {
 		k := s.Class + "\n" + strings.Join(s.Frames, "\n")
 		r := sites[k]
 		if r == nil {
