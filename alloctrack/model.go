@@ -27,6 +27,15 @@ func (c *Count) add(size uint32) {
 	c.Bytes += uint64(size)
 }
 
+// Plus returns c and o summed.
+func (c Count) Plus(o Count) Count { return addCounts(c, o) }
+
+// Plus returns e and o summed.
+func (e Estimate) Plus(o Estimate) Estimate {
+	e.add(o)
+	return e
+}
+
 func addCounts(a, b Count) Count {
 	return Count{Allocations: a.Allocations + b.Allocations, Bytes: a.Bytes + b.Bytes}
 }
@@ -220,4 +229,21 @@ func AppFrame(r *allocreport.Report, st allocreport.Stack) int {
 		return -1
 	}
 	return 0
+}
+
+// CapLabel cuts s to at most max bytes, ending in "..." when cut, never
+// inside a UTF-8 sequence.
+func CapLabel(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	ellipsis := "..."
+	if max < len(ellipsis) {
+		ellipsis = ""
+	}
+	cut := max - len(ellipsis)
+	for cut > 0 && cut < len(s) && s[cut]&0xc0 == 0x80 {
+		cut-- // never inside a UTF-8 sequence
+	}
+	return s[:cut] + ellipsis
 }

@@ -348,8 +348,7 @@ func TestProfileAddRefusesMixing(t *testing.T) {
 	}
 	exact := WindowOfReport(r, time.Time{}, time.Time{})
 	defer exact.Release()
-	sampled := &Window{Sampling: &Sampling{Interval: 4096}, Sites: []SiteDelta{{Hash: 1, Count: Count{1, 16}}}, Source: &dumpSource{frames: [][]Frame{nil}}}
-	sampled.Source.(*dumpSource).w = sampled
+	sampled := &Window{Sampling: &Sampling{Interval: 4096}, Sites: []SiteDelta{{Hash: 1, Count: Count{1, 16}}}, Source: fixedSource{{ID: SiteID(1), Heapprofd: true}}}
 
 	b := NewProfileBuilder()
 	if err := b.Add(sampled); err == nil {
@@ -372,3 +371,10 @@ func TestProfileAddRefusesMixing(t *testing.T) {
 		t.Errorf("%d samples, want 1", n)
 	}
 }
+
+// fixedSource names a window's sites from a list.
+type fixedSource []SiteInfo
+
+func (f fixedSource) SiteInfo(i, _ int) SiteInfo { return f[i] }
+func (f fixedSource) Threads() []ThreadDelta     { return nil }
+func (f fixedSource) Release()                   {}

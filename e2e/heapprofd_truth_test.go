@@ -12,6 +12,7 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 	"github.com/alloctrack/alloctrack/sim"
 )
 
@@ -359,7 +360,7 @@ func (ap appProfile) sampledBySite(t *testing.T) map[string][2]int64 {
 				frames = append(frames, alloctrack.Frame{Class: name[:i], Method: name[i+1:], Line: -1})
 			}
 		}
-		id := alloctrack.SiteID(alloctrack.HeapprofdSiteHash(frames))
+		id := alloctrack.SiteID(heapprofd.SiteHash(frames))
 		v := out[id]
 		out[id] = [2]int64{v[0] + s.Value[ns], v[1] + s.Value[nb]}
 	}

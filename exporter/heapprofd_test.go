@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 	"github.com/alloctrack/alloctrack/exporter"
 	"github.com/alloctrack/alloctrack/perfetto"
 )
@@ -41,14 +42,14 @@ func heapprofdApp(serial, pkg string, n int) alloctrack.AppSnapshot {
 		d.Delta.Allocated += v.Allocated
 	}
 	now := time.Unix(1000, 0)
-	c.Add(alloctrack.WindowOfDump(d, now.Add(-10*time.Second), now))
+	c.Add(heapprofd.WindowOfDump(d, now.Add(-10*time.Second), now))
 	a := alloctrack.AppSnapshot{AppStatus: alloctrack.AppStatus{
 		Serial: serial, Package: pkg, PID: 4242, State: alloctrack.StateTracking, Tracking: true,
 		Errors: map[string]uint64{"perfetto-read": 1}, RTT: alloctrack.NewHistogram(alloctrack.RTTBuckets),
 		Backend: alloctrack.BackendHeapprofd,
 	}, Counts: c.Snapshot()}
 	st := alloctrack.NewAppStats(serial, 4242)
-	st.AddDumpStats(d, 12345)
+	heapprofd.CountDump(st, d, 12345)
 	a.Heapprofd = st.Snapshot().Heapprofd
 	a.Heapprofd.Sessions = 1
 	return a

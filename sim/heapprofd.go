@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 	"github.com/alloctrack/alloctrack/perfetto"
 )
 
@@ -134,7 +135,7 @@ func (p *program) heapprofdStacks(pkg string, broken bool) *hpStacks {
 			byKey[k] = si
 			hs.stacks = append(hs.stacks, hpStack{
 				frames: fr, java: java,
-				siteID: alloctrack.SiteID(alloctrack.HeapprofdSiteHash(java)),
+				siteID: alloctrack.SiteID(heapprofd.SiteHash(java)),
 				key:    SiteKey("", names),
 			})
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/alloctrack/alloctrack/adb"
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 	"github.com/alloctrack/alloctrack/perfetto"
 )
 
@@ -166,7 +167,7 @@ func TestPerfettoHeapprofdSampledTruth(t *testing.T) {
 			t.Fatalf("dump of pid %d heap %q interval %d", dp.PID, dp.Heap, dp.SamplingInterval)
 		}
 		for _, sd := range dp.Stacks {
-			id := alloctrack.SiteID(alloctrack.HeapprofdSiteHash(alloctrack.JavaFrames(sd.Stack)))
+			id := alloctrack.SiteID(heapprofd.SiteHash(heapprofd.JavaFrames(sd.Stack)))
 			c := got[id]
 			c.Allocations += sd.Delta.Count
 			c.Bytes += sd.Delta.Allocated

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 	"github.com/alloctrack/alloctrack/perfetto"
 	"github.com/alloctrack/alloctrack/web"
 )
@@ -26,7 +27,7 @@ func TestHeapprofdApp(t *testing.T) {
 		d.Stacks = append(d.Stacks, perfetto.StackDelta{Stack: st, Delta: v, Total: v})
 	}
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	c.Add(alloctrack.WindowOfDump(d, now.Add(-10*time.Second), now))
+	c.Add(heapprofd.WindowOfDump(d, now.Add(-10*time.Second), now))
 	app := alloctrack.AppSnapshot{AppStatus: alloctrack.AppStatus{Serial: "sim-31", Package: "com.example.hp", PID: 7, State: alloctrack.StateTracking,
 		Backend: alloctrack.BackendHeapprofd, Errors: map[string]uint64{}}, Counts: c.Snapshot()}
 	src := fakeSource{snap: alloctrack.Snapshot{Apps: []alloctrack.AppSnapshot{app}}, recent: map[string]alloctrack.Recent{"sim-31/com.example.hp": c.Recent(0)}}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
 
@@ -324,7 +325,7 @@ func (in *Input) AddTo(t *alloctrack.Tally) {
 		w.Release()
 	}
 	for _, d := range in.Dumps {
-		t.Add(alloctrack.WindowOfDump(d, time.Time{}, time.Time{}))
+		t.Add(heapprofd.WindowOfDump(d, time.Time{}, time.Time{}))
 	}
 }
 

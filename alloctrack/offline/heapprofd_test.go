@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 	"github.com/alloctrack/alloctrack/alloctrack/offline"
 	"github.com/alloctrack/alloctrack/internal/tracetest"
 	"github.com/alloctrack/alloctrack/perfetto"
@@ -45,10 +46,10 @@ func TestCaptureHeapprofd(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, d := range tracetest.Dumps(t, trace) {
-		if !alloctrack.JavaHeapDump(d) {
+		if !heapprofd.JavaHeapDump(d) {
 			continue // as the session does
 		}
-		if err := w.Add(alloctrack.WindowOfDump(d, time.Time{}, time.Time{})); err != nil {
+		if err := w.Add(heapprofd.WindowOfDump(d, time.Time{}, time.Time{})); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -149,7 +150,7 @@ func TestReadInputBadTrace(t *testing.T) {
 func TestBudgetAndDiffOfTrace(t *testing.T) {
 	tl := alloctrack.NewTally()
 	for _, d := range tracetest.Dumps(t, tracetest.Heapprofd(t, 4096)) {
-		tl.Add(alloctrack.WindowOfDump(d, time.Time{}, time.Time{}))
+		tl.Add(heapprofd.WindowOfDump(d, time.Time{}, time.Time{}))
 	}
 	bud, err := offline.ParseBudget("b.yaml", []byte("total: {max_allocations: 10}\nsites: [{match: 'Foo\\.bar', max_bytes: 100}]\n"))
 	if err != nil {

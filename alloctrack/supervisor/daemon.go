@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
 
@@ -152,7 +153,7 @@ type DaemonConfig struct {
 	// every app; BackendHeapprofd for every app; BackendAuto for DDM
 	// below API 31 and heapprofd from API 31 (Android 12) on.
 	Backend   string
-	Heapprofd alloctrack.HeapprofdConfig
+	Heapprofd heapprofd.Config
 }
 
 // backendFor returns the backend the daemon uses on a device at api

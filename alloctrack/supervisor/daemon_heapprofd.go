@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 
 	"go.uber.org/zap"
 )
@@ -20,7 +21,7 @@ import (
 func (d *Daemon) cleanHeapprofd(ctx context.Context, src Source, serial string, log *zap.Logger) {
 	cctx, cancel := context.WithTimeout(ctx, d.cfg.Heapprofd.StopTimeout)
 	defer cancel()
-	stopped, removed, left, err := alloctrack.CleanHeapprofd(cctx, d.execOn(src, serial), d.cfg.Heapprofd.Poll)
+	stopped, removed, left, err := heapprofd.Clean(cctx, d.execOn(src, serial), d.cfg.Heapprofd.Poll)
 	switch {
 	case err != nil:
 		d.countDeviceError(serial, alloctrack.StageCleanup)
@@ -30,7 +31,7 @@ func (d *Daemon) cleanHeapprofd(ctx context.Context, src Source, serial string, 
 	}
 }
 
-func (d *Daemon) execOn(src Source, serial string) alloctrack.ExecFunc {
+func (d *Daemon) execOn(src Source, serial string) heapprofd.ExecFunc {
 	return func(ctx context.Context, stdin []byte, argv ...string) ([]byte, []byte, int, error) {
 		return src.Exec(ctx, serial, stdin, argv...)
 	}
@@ -153,9 +154,9 @@ func (w *hpWatch) nameOf(pid int) string {
 func (d *Daemon) runHeapprofdDevice(ctx context.Context, src Source, serial string, api int, log *zap.Logger) {
 	d.cleanHeapprofd(ctx, src, serial, log)
 	w := &hpWatch{jdwp: map[int]bool{}, procs: map[int]string{}, changed: make(chan struct{}, 1)}
-	targets := map[string]*alloctrack.HeapprofdTarget{}
+	targets := map[string]*heapprofd.Target{}
 	var tmu sync.Mutex
-	target := func(name string) *alloctrack.HeapprofdTarget {
+	target := func(name string) *heapprofd.Target {
 		tmu.Lock()
 		defer tmu.Unlock()
 		t := targets[name]
@@ -165,7 +166,7 @@ func (d *Daemon) runHeapprofdDevice(ctx context.Context, src Source, serial stri
 				s.Backend = alloctrack.BackendHeapprofd
 				s.Window = d.cfg.Session.Window
 			})
-			t = &alloctrack.HeapprofdTarget{Counters: counters, Stats: stats}
+			t = &heapprofd.Target{Counters: counters, Stats: stats}
 			targets[name] = t
 		}
 		return t
@@ -278,7 +279,7 @@ func (d *Daemon) runHeapprofdDevice(ctx context.Context, src Source, serial stri
 	}()
 	defer wg.Wait()
 
-	resolve := func(ctx context.Context, pid int) *alloctrack.HeapprofdTarget {
+	resolve := func(ctx context.Context, pid int) *heapprofd.Target {
 		name := w.nameOf(pid)
 		if name == "" {
 			// A process started since the last list: ask the device.
@@ -308,13 +309,13 @@ func (d *Daemon) runHeapprofdDevice(ctx context.Context, src Source, serial stri
 			}
 			continue
 		}
-		var ts []*alloctrack.HeapprofdTarget
+		var ts []*heapprofd.Target
 		for _, n := range names {
 			ts = append(ts, target(n))
 		}
 		restart := make(chan struct{})
 		w.run(names, restart)
-		s := &alloctrack.HeapprofdSession{
+		s := &heapprofd.Session{
 			Serial: serial, API: api, Exec: d.execOn(src, serial),
 			Window: d.cfg.Session.Window, Config: d.cfg.Heapprofd,
 			Processes: names, Targets: ts, Resolve: resolve, Restart: restart,

@@ -19,6 +19,7 @@ import (
 
 	"github.com/alloctrack/alloctrack/adb"
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 	"github.com/alloctrack/alloctrack/alloctrack/offline"
 )
 
@@ -402,7 +403,7 @@ func (c *captureCmd) captureHeapprofd(ctx context.Context, client *adb.Client, s
 	}
 	var writeErr error
 	stats := alloctrack.NewAppStats(serial, pid)
-	target := &alloctrack.HeapprofdTarget{
+	target := &heapprofd.Target{
 		Counters: alloctrack.NewCounters(alloctrack.AggregateConfig{TopClasses: 1, TopSites: 1}),
 		Stats:    stats,
 		Window: func(win *alloctrack.Window) {
@@ -429,14 +430,14 @@ func (c *captureCmd) captureHeapprofd(ctx context.Context, client *adb.Client, s
 	for rctx.Err() == nil {
 		// One session by pid; heapprofd ending the profile (an overrun)
 		// takes a new one, and so does a rotation.
-		s := &alloctrack.HeapprofdSession{
+		s := &heapprofd.Session{
 			Serial: serial, API: api, PIDs: []int{pid}, Window: *c.window,
 			Exec: func(ctx context.Context, stdin []byte, argv ...string) ([]byte, []byte, int, error) {
 				return client.Exec(ctx, serial, stdin, argv...)
 			},
-			Config:  alloctrack.HeapprofdConfig{SamplingInterval: *c.hpInterval},
-			Targets: []*alloctrack.HeapprofdTarget{target},
-			Resolve: func(_ context.Context, p int) *alloctrack.HeapprofdTarget {
+			Config:  heapprofd.Config{SamplingInterval: *c.hpInterval},
+			Targets: []*heapprofd.Target{target},
+			Resolve: func(_ context.Context, p int) *heapprofd.Target {
 				if p == pid {
 					return target
 				}

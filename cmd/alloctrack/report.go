@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 	"github.com/alloctrack/alloctrack/alloctrack/offline"
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
 
@@ -170,7 +171,7 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 			if keep := frameFilter(*c.frame); keep != nil {
 				d = keep(d)
 			}
-			win := alloctrack.WindowOfDump(d, time.Time{}, time.Time{})
+			win := heapprofd.WindowOfDump(d, time.Time{}, time.Time{})
 			t.Add(win)
 			all.Add(win)
 			if *c.format == "pprof" {
@@ -385,7 +386,7 @@ func frameFilter(frame string) func(d *perfetto.Dump) *perfetto.Dump {
 		out := *d
 		out.Stacks = nil
 		for _, sd := range d.Stacks {
-			for _, f := range alloctrack.JavaFrames(sd.Stack) {
+			for _, f := range heapprofd.JavaFrames(sd.Stack) {
 				if re.MatchString(f.Function()) {
 					out.Stacks = append(out.Stacks, sd)
 					break

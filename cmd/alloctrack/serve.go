@@ -28,6 +28,7 @@ import (
 
 	"github.com/alloctrack/alloctrack/adb"
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 	"github.com/alloctrack/alloctrack/alloctrack/supervisor"
 	"github.com/alloctrack/alloctrack/exporter"
 	"github.com/alloctrack/alloctrack/internal/source"
@@ -242,7 +243,7 @@ func (c *serveCmd) run(stderr io.Writer) int {
 		WaitingRetry:     *c.waitingRetry,
 		TurnOffOrphans:   *c.turnOffOrphans,
 		Backend:          *c.backend,
-		Heapprofd: alloctrack.HeapprofdConfig{
+		Heapprofd: heapprofd.Config{
 			SamplingInterval: *c.hpInterval, StopTimeout: *c.shutdownTimeout,
 			Rotate: *c.hpRotate, MaxFileBytes: uint64(*c.hpMaxFile),
 		},

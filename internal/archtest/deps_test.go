@@ -11,15 +11,18 @@ const mod = "github.com/alloctrack/alloctrack/"
 // forbidden lists, per package, import path prefixes that must not appear
 // among its dependencies (direct or indirect).
 var forbidden = map[string][]string{
-	"jdwp":             {mod + "adb", mod + "ddms", mod + "alloctrack", mod + "exporter", mod + "sim", "github.com/prometheus/", "go.uber.org/zap", "github.com/electricbubble/gadb"},
-	"ddms":             {mod + "adb", mod + "alloctrack", mod + "exporter", mod + "sim", "github.com/prometheus/", "go.uber.org/zap", "github.com/electricbubble/gadb"},
-	"ddms/allocreport": {mod + "adb", mod + "jdwp", mod + "alloctrack", mod + "exporter", mod + "sim", "github.com/prometheus/", "go.uber.org/zap", "github.com/electricbubble/gadb"},
-	"perfetto":         {mod + "adb", mod + "ddms", mod + "jdwp", mod + "alloctrack", mod + "exporter", mod + "sim", "github.com/prometheus/", "go.uber.org/zap", "github.com/electricbubble/gadb"},
-	"alloctrack":       {mod + "exporter", mod + "sim", "github.com/prometheus/", "github.com/electricbubble/gadb"},
-	"adb":              {mod + "alloctrack", mod + "exporter", mod + "sim", "github.com/prometheus/"},
-	"exporter":         {mod + "adb", mod + "sim", "github.com/electricbubble/gadb"},
-	"web":              {mod + "adb", mod + "sim", mod + "exporter", "github.com/prometheus/", "github.com/electricbubble/gadb"},
-	"sim":              {mod + "exporter", mod + "adb", "github.com/prometheus/", "github.com/electricbubble/gadb"},
+	"jdwp":                  {mod + "adb", mod + "ddms", mod + "alloctrack", mod + "exporter", mod + "sim", "github.com/prometheus/", "go.uber.org/zap", "github.com/electricbubble/gadb"},
+	"ddms":                  {mod + "adb", mod + "alloctrack", mod + "exporter", mod + "sim", "github.com/prometheus/", "go.uber.org/zap", "github.com/electricbubble/gadb"},
+	"ddms/allocreport":      {mod + "adb", mod + "jdwp", mod + "alloctrack", mod + "exporter", mod + "sim", "github.com/prometheus/", "go.uber.org/zap", "github.com/electricbubble/gadb"},
+	"perfetto":              {mod + "adb", mod + "ddms", mod + "jdwp", mod + "alloctrack", mod + "exporter", mod + "sim", "github.com/prometheus/", "go.uber.org/zap", "github.com/electricbubble/gadb"},
+	"alloctrack":            {mod + "alloctrack/", mod + "exporter", mod + "sim", "github.com/prometheus/", "github.com/electricbubble/gadb"},
+	"alloctrack/heapprofd":  {mod + "alloctrack/supervisor", mod + "alloctrack/offline", mod + "adb", mod + "exporter", mod + "web", mod + "sim", "github.com/prometheus/", "github.com/electricbubble/gadb"},
+	"alloctrack/supervisor": {mod + "alloctrack/offline", mod + "adb", mod + "exporter", mod + "web", mod + "sim", "github.com/prometheus/", "github.com/electricbubble/gadb"},
+	"alloctrack/offline":    {mod + "alloctrack/supervisor", mod + "adb", mod + "exporter", mod + "web", mod + "sim", "github.com/prometheus/", "github.com/electricbubble/gadb"},
+	"adb":                   {mod + "alloctrack", mod + "exporter", mod + "sim", "github.com/prometheus/"},
+	"exporter":              {mod + "adb", mod + "sim", "github.com/electricbubble/gadb"},
+	"web":                   {mod + "adb", mod + "sim", mod + "exporter", "github.com/prometheus/", "github.com/electricbubble/gadb"},
+	"sim":                   {mod + "exporter", mod + "adb", "github.com/prometheus/", "github.com/electricbubble/gadb"},
 }
 
 func TestPackageBoundaries(t *testing.T) {

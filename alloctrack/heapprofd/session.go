@@ -1,4 +1,4 @@
-package alloctrack
+package heapprofd
 
 import (
 	"bytes"
@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/alloctrack/alloctrack/alloctrack"
+
 	"go.uber.org/zap"
 
 	"github.com/alloctrack/alloctrack/perfetto"
@@ -23,17 +25,17 @@ import (
 // trace file and session name of ours: a daemon that starts finds what an
 // earlier run left behind by it, and touches nothing else.
 const (
-	PerfettoTraceDir = "/data/misc/perfetto-traces"
-	HeapprofdPrefix  = "alloctrack-"
+	TraceDir = "/data/misc/perfetto-traces"
+	Prefix   = "alloctrack-"
 )
 
 // ExecFunc runs a command on one device (shell protocol v2): stdin is the
 // command's input, code its exit status.
 type ExecFunc func(ctx context.Context, stdin []byte, argv ...string) (stdout, stderr []byte, code int, err error)
 
-// HeapprofdConfig tunes heapprofd sessions. The zero value gives the
+// Config tunes heapprofd sessions. The zero value gives the
 // defaults; docs/heapprofd-devices.md says why each is what it is.
-type HeapprofdConfig struct {
+type Config struct {
 	// SamplingInterval is the mean bytes between samples (default 4096);
 	// 1 samples every allocation.
 	SamplingInterval uint64
@@ -69,7 +71,7 @@ type HeapprofdConfig struct {
 }
 
 // Fill sets every unset field to its default.
-func (c *HeapprofdConfig) Fill(window time.Duration) {
+func (c *Config) Fill(window time.Duration) {
 	if c.SamplingInterval == 0 {
 		c.SamplingInterval = 4096
 	}
@@ -99,14 +101,14 @@ func (c *HeapprofdConfig) Fill(window time.Duration) {
 	}
 }
 
-// HeapprofdTarget is one app a session samples: where its dumps are
+// Target is one app a session samples: where its dumps are
 // counted.
-type HeapprofdTarget struct {
-	Counters *Counters
-	Stats    *AppStats
+type Target struct {
+	Counters *alloctrack.Counters
+	Stats    *alloctrack.AppStats
 	// Window, if set, gets the window of every Java heap dump of the
 	// app, once counted.
-	Window func(*Window)
+	Window func(*alloctrack.Window)
 
 	last        time.Time // end of the last dump counted
 	dumps       int
@@ -115,7 +117,7 @@ type HeapprofdTarget struct {
 	warned      bool
 }
 
-// HeapprofdSession samples the Java heap of some processes of one device
+// Session samples the Java heap of some processes of one device
 // through one perfetto session with one android.heapprofd data source, as
 // long as its context lives. One session per device keeps within the
 // tracing service's limit of 5 sessions per uid, which every adb shell user
@@ -128,12 +130,12 @@ type HeapprofdTarget struct {
 // (which only a new session resumes); on the way out it stops perfetto,
 // waits until the process is gone, counts the last dump and removes the
 // file.
-type HeapprofdSession struct {
+type Session struct {
 	Serial string
 	API    int // the device's API level: picks --background-wait (33+)
 	Exec   ExecFunc
 	Window time.Duration
-	Config HeapprofdConfig
+	Config Config
 
 	// Processes are the process names to profile (process_cmdline: each
 	// must equal a process's name; com.example.app does not cover
@@ -144,10 +146,10 @@ type HeapprofdSession struct {
 	// Targets are the apps the session is for: their states and error
 	// counts follow the session's (starting, refused, tracking once
 	// heapprofd writes for the session).
-	Targets []*HeapprofdTarget
+	Targets []*Target
 	// Resolve returns the target a dump of pid is counted for, nil to
 	// leave it out. It is called once per pid.
-	Resolve func(ctx context.Context, pid int) *HeapprofdTarget
+	Resolve func(ctx context.Context, pid int) *Target
 	// Restart, if set, ends the session when it fires (the set of
 	// processes to profile changed).
 	Restart <-chan struct{}
@@ -163,8 +165,8 @@ type HeapprofdSession struct {
 	offset   int64
 	feed     bytes.Buffer
 	dec      *perfetto.Decoder
-	targets  map[uint64]*HeapprofdTarget
-	all      []*HeapprofdTarget
+	targets  map[uint64]*Target
+	all      []*Target
 	boot     time.Time // the device's boot, in local time (zero: unknown)
 	idleRead int       // windows without file growth
 	ended    bool      // a profile ended: a new session is due
@@ -172,34 +174,34 @@ type HeapprofdSession struct {
 
 // Rejected tells whether heapprofd said, when the session stopped, that
 // another session held the target's process all along.
-func (t *HeapprofdTarget) Rejected() bool { return t.rejected }
+func (t *Target) Rejected() bool { return t.rejected }
 
 // Run runs the session and always stops what it started. It returns nil
 // when ctx ended, Restart fired, the session rotated or a profile ended,
 // and a *SessionError otherwise.
-func (s *HeapprofdSession) Run(ctx context.Context) (err error) {
+func (s *Session) Run(ctx context.Context) (err error) {
 	s.Config.Fill(s.Window)
 	if s.Log == nil {
 		s.Log = zap.NewNop()
 	}
-	s.targets = map[uint64]*HeapprofdTarget{}
+	s.targets = map[uint64]*Target{}
 	s.all = slices.Clone(s.Targets)
 	for _, t := range s.all {
 		// A rejection is told only when a session stops: until this one
 		// stops, or a dump comes, the last one's holds.
 		t.dumps, t.wasRejected, t.rejected = 0, t.rejected, false
-		t.Stats.Update(func(st *AppStatus) {
-			st.Backend = BackendHeapprofd
+		t.Stats.Update(func(st *alloctrack.AppStatus) {
+			st.Backend = alloctrack.BackendHeapprofd
 			st.Heapprofd.Sessions++
-			if st.State != StateTracking && st.State != StateRejected {
-				st.State, st.Since, st.Tracking = StateStarting, time.Now(), false
+			if st.State != alloctrack.StateTracking && st.State != alloctrack.StateRejected {
+				st.State, st.Since, st.Tracking = alloctrack.StateStarting, time.Now(), false
 			}
 		})
 	}
 	if err := s.start(ctx); err != nil {
-		stage, state := ErrorStage(err), StateBackoff
-		if stage == StagePerfettoRefused {
-			state = StateRefused
+		stage, state := alloctrack.ErrorStage(err), alloctrack.StateBackoff
+		if stage == alloctrack.StagePerfettoRefused {
+			state = alloctrack.StateRefused
 		}
 		for _, t := range s.all {
 			t.Stats.CountError(stage)
@@ -249,29 +251,29 @@ func (s *HeapprofdSession) Run(ctx context.Context) (err error) {
 		case ctx.Err() != nil:
 			return nil
 		case err != nil:
-			return StageErrorf(StagePerfettoRead, "looking for perfetto %d: %w", s.bg, err)
+			return alloctrack.StageErrorf(alloctrack.StagePerfettoRead, "looking for perfetto %d: %w", s.bg, err)
 		case !alive:
 			// What it wrote between the read and its end.
 			if _, err := s.read(ctx); err != nil {
 				s.Log.Warn("reading the ended session's file", zap.Error(err))
 			}
 			s.bg = 0
-			s.countAll(StagePerfettoEnded)
-			return &SessionError{Stage: StagePerfettoEnded, Err: fmt.Errorf("%w (pid gone; the file has %d bytes)", ErrPerfettoEnded, s.offset)}
+			s.countAll(alloctrack.StagePerfettoEnded)
+			return &alloctrack.SessionError{Stage: alloctrack.StagePerfettoEnded, Err: fmt.Errorf("%w (pid gone; the file has %d bytes)", alloctrack.ErrPerfettoEnded, s.offset)}
 		}
 		// A session whose processes never connected (frozen, say) writes
 		// nothing at all: only one that wrote and then stopped is stalled.
 		if grew || s.dec.Stats().ProfilePackets == 0 {
 			s.idleRead = 0
 		} else if s.idleRead++; s.idleRead >= s.Config.StallWindows {
-			s.countAll(StagePerfettoStalled)
-			return &SessionError{Stage: StagePerfettoStalled, Err: fmt.Errorf("%w: %d windows without a byte", ErrPerfettoStalled, s.idleRead)}
+			s.countAll(alloctrack.StagePerfettoStalled)
+			return &alloctrack.SessionError{Stage: alloctrack.StagePerfettoStalled, Err: fmt.Errorf("%w: %d windows without a byte", alloctrack.ErrPerfettoStalled, s.idleRead)}
 		}
 	}
 }
 
 // traceConfig is the session's TraceConfig.
-func (s *HeapprofdSession) traceConfig() *perfetto.HeapprofdSession {
+func (s *Session) traceConfig() *perfetto.HeapprofdSession {
 	window := uint32(max(s.Window.Milliseconds(), 100))
 	cfg := &perfetto.HeapprofdSession{
 		BufferKB:      s.Config.BufferKB,
@@ -301,15 +303,15 @@ func (s *HeapprofdSession) traceConfig() *perfetto.HeapprofdSession {
 	return cfg
 }
 
-func (s *HeapprofdSession) start(ctx context.Context) error {
+func (s *Session) start(ctx context.Context) error {
 	var nonce [4]byte
 	rand.Read(nonce[:])
-	s.name = HeapprofdPrefix + sanitize(s.Serial) + "-" + hex.EncodeToString(nonce[:])
-	s.path = PerfettoTraceDir + "/" + s.name + ".pftrace"
+	s.name = Prefix + sanitize(s.Serial) + "-" + hex.EncodeToString(nonce[:])
+	s.path = TraceDir + "/" + s.name + ".pftrace"
 	cfg := s.traceConfig().Marshal()
 	s.boot = s.deviceBoot(ctx)
 	flag := "--background"
-	if s.API >= APIBackgroundWait {
+	if s.API >= alloctrack.APIBackgroundWait {
 		flag = "--background-wait"
 	}
 	out, errOut, code, err := s.Exec(ctx, cfg, "perfetto", flag, "-c", "-", "-o", s.path)
@@ -319,7 +321,7 @@ func (s *HeapprofdSession) start(ctx context.Context) error {
 		out, errOut, code, err = s.Exec(ctx, cfg, "perfetto", flag, "-c", "-", "-o", s.path)
 	}
 	if err != nil {
-		return StageErrorf(StagePerfettoStart, "starting perfetto: %w", err)
+		return alloctrack.StageErrorf(alloctrack.StagePerfettoStart, "starting perfetto: %w", err)
 	}
 	if code != 0 {
 		msg := firstLine(errOut, out)
@@ -331,14 +333,14 @@ func (s *HeapprofdSession) start(ctx context.Context) error {
 			// The service refused it (too many sessions, the name in use)
 			// or could not start it.
 			s.rmFile(ctx)
-			return &SessionError{Stage: StagePerfettoRefused, Err: fmt.Errorf("%w: perfetto %s exited %d: %s", ErrPerfettoRefused, flag, code, msg)}
+			return &alloctrack.SessionError{Stage: alloctrack.StagePerfettoRefused, Err: fmt.Errorf("%w: perfetto %s exited %d: %s", alloctrack.ErrPerfettoRefused, flag, code, msg)}
 		}
-		return StageErrorf(StagePerfettoStart, "perfetto exited %d: %s", code, msg)
+		return alloctrack.StageErrorf(alloctrack.StagePerfettoStart, "perfetto exited %d: %s", code, msg)
 	}
 	if pid, perr := strconv.Atoi(strings.TrimSpace(string(out))); perr == nil && pid > 0 {
 		s.bg = pid
 	} else if s.bg, err = s.findOurs(ctx); err != nil || s.bg == 0 {
-		return StageErrorf(StagePerfettoStart, "perfetto %s printed %q, not its pid, and the process list has no perfetto writing %s (%v)", flag, truncateBytes(out, 80), s.path, err)
+		return alloctrack.StageErrorf(alloctrack.StagePerfettoStart, "perfetto %s printed %q, not its pid, and the process list has no perfetto writing %s (%v)", flag, truncateBytes(out, 80), s.path, err)
 	}
 	if flag == "--background" {
 		// The service answers the forked child only: a refusal ends it
@@ -355,7 +357,7 @@ func (s *HeapprofdSession) start(ctx context.Context) error {
 			// ends as perfetto-ended.)
 			s.bg = 0
 			s.rmFile(ctx)
-			return &SessionError{Stage: StagePerfettoRefused, Err: fmt.Errorf("%w: perfetto %s printed a pid, and the process was gone within %v", ErrPerfettoRefused, flag, s.Config.StartCheck)}
+			return &alloctrack.SessionError{Stage: alloctrack.StagePerfettoRefused, Err: fmt.Errorf("%w: perfetto %s printed a pid, and the process was gone within %v", alloctrack.ErrPerfettoRefused, flag, s.Config.StartCheck)}
 		}
 	}
 	s.dec = perfetto.NewDecoder(&s.feed, &perfetto.Options{Follow: true})
@@ -366,7 +368,7 @@ func (s *HeapprofdSession) start(ctx context.Context) error {
 
 // deviceBoot reads the device's uptime (CLOCK_BOOTTIME, the trace's clock)
 // to place dumps at their own time. Zero when it cannot.
-func (s *HeapprofdSession) deviceBoot(ctx context.Context) time.Time {
+func (s *Session) deviceBoot(ctx context.Context) time.Time {
 	before := time.Now()
 	out, _, code, err := s.Exec(ctx, nil, "cat", "/proc/uptime")
 	if err != nil || code != 0 {
@@ -389,7 +391,7 @@ func (s *HeapprofdSession) deviceBoot(ctx context.Context) time.Time {
 // is there and its command line names our file (the pid was not reused).
 // The shell may not send perfetto signal 0 (SELinux), but may read every
 // process's /proc entries.
-func (s *HeapprofdSession) alive(ctx context.Context) (bool, error) {
+func (s *Session) alive(ctx context.Context) (bool, error) {
 	return perfettoAlive(ctx, s.Exec, s.bg, s.path)
 }
 
@@ -411,13 +413,13 @@ func perfettoAlive(ctx context.Context, exec ExecFunc, pid int, path string) (bo
 }
 
 // wroteAny tells whether the trace file holds at least one byte.
-func (s *HeapprofdSession) wroteAny(ctx context.Context) bool {
+func (s *Session) wroteAny(ctx context.Context) bool {
 	out, _, code, err := s.Exec(ctx, nil, "tail", "-c", "1", s.path)
 	return err == nil && code == 0 && len(out) > 0
 }
 
 // findOurs finds the pid of the perfetto writing our file.
-func (s *HeapprofdSession) findOurs(ctx context.Context) (int, error) {
+func (s *Session) findOurs(ctx context.Context) (int, error) {
 	ps, err := listPerfettos(ctx, s.Exec)
 	if err != nil {
 		return 0, err
@@ -431,14 +433,14 @@ func (s *HeapprofdSession) findOurs(ctx context.Context) (int, error) {
 }
 
 // read takes what the trace file gained and counts the dumps it ends.
-func (s *HeapprofdSession) read(ctx context.Context) (grew bool, err error) {
+func (s *Session) read(ctx context.Context) (grew bool, err error) {
 	out, errOut, code, err := s.Exec(ctx, nil, "tail", "-c", "+"+strconv.FormatInt(s.offset+1, 10), s.path)
 	if err == nil && code != 0 {
 		err = fmt.Errorf("tail exited %d: %s", code, firstLine(errOut, out))
 	}
 	if err != nil {
-		s.countAll(StagePerfettoRead)
-		return false, StageErrorf(StagePerfettoRead, "reading %s: %w", s.path, err)
+		s.countAll(alloctrack.StagePerfettoRead)
+		return false, alloctrack.StageErrorf(alloctrack.StagePerfettoRead, "reading %s: %w", s.path, err)
 	}
 	s.offset += int64(len(out))
 	if s.Raw != nil && len(out) > 0 {
@@ -455,8 +457,8 @@ func (s *HeapprofdSession) read(ctx context.Context) (grew bool, err error) {
 			break
 		}
 		if err != nil {
-			s.countAll(StagePerfettoRead)
-			return false, StageErrorf(StagePerfettoRead, "%s: %w", s.path, err)
+			s.countAll(alloctrack.StagePerfettoRead)
+			return false, alloctrack.StageErrorf(alloctrack.StagePerfettoRead, "%s: %w", s.path, err)
 		}
 		t := s.target(ctx, d.PID)
 		if t == nil {
@@ -471,18 +473,18 @@ func (s *HeapprofdSession) read(ctx context.Context) (grew bool, err error) {
 		// gave no sample yet is connected and idle, or not yet started.
 		for _, t := range s.all {
 			if t.dumps == 0 && !t.rejected && !t.wasRejected {
-				t.Stats.SetState(StateTracking)
+				t.Stats.SetState(alloctrack.StateTracking)
 			}
 		}
 	}
 	if unattributed > 0 && len(s.all) > 0 {
-		s.all[0].Stats.AddDumpStats(nil, unattributed)
+		CountDump(s.all[0].Stats, nil, unattributed)
 	}
 	return len(out) > 0, nil
 }
 
 // target returns the target of pid's dumps, resolving it the first time.
-func (s *HeapprofdSession) target(ctx context.Context, pid uint64) *HeapprofdTarget {
+func (s *Session) target(ctx context.Context, pid uint64) *Target {
 	t, ok := s.targets[pid]
 	if ok {
 		return t
@@ -494,10 +496,10 @@ func (s *HeapprofdSession) target(ctx context.Context, pid uint64) *HeapprofdTar
 	if t != nil {
 		if !slices.Contains(s.all, t) {
 			s.all = append(s.all, t)
-			t.Stats.Update(func(st *AppStatus) { st.Heapprofd.Sessions++ })
+			t.Stats.Update(func(st *alloctrack.AppStatus) { st.Heapprofd.Sessions++ })
 		}
-		t.Stats.Update(func(st *AppStatus) {
-			st.Backend = BackendHeapprofd
+		t.Stats.Update(func(st *alloctrack.AppStatus) {
+			st.Backend = alloctrack.BackendHeapprofd
 			st.PID = int(pid)
 		})
 	}
@@ -505,17 +507,17 @@ func (s *HeapprofdSession) target(ctx context.Context, pid uint64) *HeapprofdTar
 }
 
 // countAll counts an error stage for every target.
-func (s *HeapprofdSession) countAll(stage string) {
+func (s *Session) countAll(stage string) {
 	for _, t := range s.all {
 		t.Stats.CountError(stage)
 	}
 }
 
 // count counts one dump for its target and acts on its status flags.
-func (s *HeapprofdSession) count(t *HeapprofdTarget, d *perfetto.Dump, traceBytes int) {
+func (s *Session) count(t *Target, d *perfetto.Dump, traceBytes int) {
 	if d.RejectedConcurrent {
 		t.rejected = true
-		t.Stats.AddDumpStats(nil, traceBytes)
+		CountDump(t.Stats, nil, traceBytes)
 		return
 	}
 	t.rejected, t.wasRejected = false, false
@@ -533,9 +535,9 @@ func (s *HeapprofdSession) count(t *HeapprofdTarget, d *perfetto.Dump, traceByte
 			t.Window(w)
 		}
 	}
-	t.Stats.AddDumpStats(d, traceBytes)
+	CountDump(t.Stats, d, traceBytes)
 	if t.dumps == 0 {
-		t.Stats.SetState(StateTracking)
+		t.Stats.SetState(alloctrack.StateTracking)
 	}
 	t.dumps++
 	if d.Broken.Count > 0 && !t.warned {
@@ -546,11 +548,11 @@ func (s *HeapprofdSession) count(t *HeapprofdTarget, d *perfetto.Dump, traceByte
 	}
 	switch {
 	case d.BufferOverran || d.BufferCorrupted:
-		t.Stats.CountError(StageOverran)
+		t.Stats.CountError(alloctrack.StageOverran)
 		s.Log.Warn("heapprofd ended a process's profile: its shared-memory buffer overran; starting a new session", zap.Uint64("pid", d.PID))
 		s.ended = true
 	case d.HitGuardrail:
-		t.Stats.CountError(StageGuardrail)
+		t.Stats.CountError(alloctrack.StageGuardrail)
 		s.Log.Warn("heapprofd ended a process's profile: it hit a guardrail; starting a new session", zap.Uint64("pid", d.PID))
 		s.ended = true
 	case d.Disconnected:
@@ -562,7 +564,7 @@ func (s *HeapprofdSession) count(t *HeapprofdTarget, d *perfetto.Dump, traceByte
 
 // dumpTime places a dump at its own time: its packet's BOOTTIME stamp
 // from the device's boot, kept within (last, now]. now when unknown.
-func (s *HeapprofdSession) dumpTime(d *perfetto.Dump, last, now time.Time) time.Time {
+func (s *Session) dumpTime(d *perfetto.Dump, last, now time.Time) time.Time {
 	if s.boot.IsZero() || d.PacketTimestamp == 0 {
 		return now
 	}
@@ -581,11 +583,11 @@ func (s *HeapprofdSession) dumpTime(d *perfetto.Dump, last, now time.Time) time.
 // and removes it. A perfetto still there after the stop timeout keeps its
 // file: the service may still write to it; the clean-up at the device's
 // next arrival removes it.
-func (s *HeapprofdSession) stop(ctx context.Context) error {
+func (s *Session) stop(ctx context.Context) error {
 	if s.bg != 0 {
 		if err := stopPerfetto(ctx, s.Exec, s.bg, s.path, s.Config.Poll); err != nil {
-			s.countAll(StagePerfettoStop)
-			return StageErrorf(StagePerfettoStop, "%w; %s left on the device", err, s.path)
+			s.countAll(alloctrack.StagePerfettoStop)
+			return alloctrack.StageErrorf(alloctrack.StagePerfettoStop, "%w; %s left on the device", err, s.path)
 		}
 		s.bg = 0
 	}
@@ -596,12 +598,12 @@ func (s *HeapprofdSession) stop(ctx context.Context) error {
 	for _, t := range s.all {
 		switch {
 		case t.rejected:
-			t.Stats.CountError(StageRejected)
-			t.Stats.SetState(StateRejected)
+			t.Stats.CountError(alloctrack.StageRejected)
+			t.Stats.SetState(alloctrack.StateRejected)
 		case t.wasRejected && t.dumps == 0 && s.dec.Stats().ProfilePackets > 0:
 			// The other profiler let go; the app was idle since.
 			t.wasRejected = false
-			t.Stats.SetState(StateTracking)
+			t.Stats.SetState(alloctrack.StateTracking)
 		}
 	}
 	if err := s.rmFile(ctx); err != nil {
@@ -611,7 +613,7 @@ func (s *HeapprofdSession) stop(ctx context.Context) error {
 	return rerr
 }
 
-func (s *HeapprofdSession) rmFile(ctx context.Context) error {
+func (s *Session) rmFile(ctx context.Context) error {
 	if _, errOut, code, err := s.Exec(ctx, nil, "rm", "-f", s.path); err != nil || code != 0 {
 		return fmt.Errorf("rm %s: exit %d %s %v", s.path, code, firstLine(errOut, nil), err)
 	}
@@ -681,7 +683,7 @@ func listPerfettos(ctx context.Context, exec ExecFunc) ([]perfettoProcess, error
 			continue
 		}
 		for i, a := range f[:len(f)-1] {
-			if (a == "-o" || a == "--out") && strings.HasPrefix(f[i+1], PerfettoTraceDir+"/"+HeapprofdPrefix) {
+			if (a == "-o" || a == "--out") && strings.HasPrefix(f[i+1], TraceDir+"/"+Prefix) {
 				ps = append(ps, perfettoProcess{pid: pid, path: f[i+1]})
 			}
 		}
@@ -689,14 +691,14 @@ func listPerfettos(ctx context.Context, exec ExecFunc) ([]perfettoProcess, error
 	return ps, nil
 }
 
-// CleanHeapprofd stops every perfetto of ours on a device and removes our
+// Clean stops every perfetto of ours on a device and removes our
 // trace files: what an earlier run of the daemon left behind when it was
 // killed, or when the device or the adb server went away. Ours are the
-// perfetto processes writing to, and the files named, HeapprofdPrefix in
-// PerfettoTraceDir; nothing else is touched. A file whose perfetto did not
+// perfetto processes writing to, and the files named, Prefix in
+// TraceDir; nothing else is touched. A file whose perfetto did not
 // end within ctx is kept (left counts them): the service may still write
 // to it.
-func CleanHeapprofd(ctx context.Context, exec ExecFunc, poll time.Duration) (stopped, removed, left int, err error) {
+func Clean(ctx context.Context, exec ExecFunc, poll time.Duration) (stopped, removed, left int, err error) {
 	ps, err := listPerfettos(ctx, exec)
 	if err != nil {
 		return 0, 0, 0, err
@@ -711,14 +713,14 @@ func CleanHeapprofd(ctx context.Context, exec ExecFunc, poll time.Duration) (sto
 		}
 		stopped++
 	}
-	out, errOut, code, err := exec(ctx, nil, "ls", PerfettoTraceDir)
+	out, errOut, code, err := exec(ctx, nil, "ls", TraceDir)
 	if err != nil || code != 0 {
-		return stopped, 0, len(busy), errors.Join(append(errs, fmt.Errorf("listing %s: exit %d %s %v", PerfettoTraceDir, code, firstLine(errOut, out), err))...)
+		return stopped, 0, len(busy), errors.Join(append(errs, fmt.Errorf("listing %s: exit %d %s %v", TraceDir, code, firstLine(errOut, out), err))...)
 	}
 	var files []string
 	for _, name := range strings.Fields(string(out)) {
-		path := PerfettoTraceDir + "/" + name
-		if strings.HasPrefix(name, HeapprofdPrefix) && !strings.Contains(name, "/") && !busy[path] {
+		path := TraceDir + "/" + name
+		if strings.HasPrefix(name, Prefix) && !strings.Contains(name, "/") && !busy[path] {
 			files = append(files, path)
 		}
 	}

@@ -1,9 +1,11 @@
-package alloctrack
+package heapprofd
 
 import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/alloctrack/alloctrack/alloctrack"
 
 	"github.com/alloctrack/alloctrack/perfetto"
 )
@@ -29,8 +31,8 @@ import (
 // approximation for stacks of variable-sized objects (arrays). Interval 1
 // samples every allocation: the estimate is then the sampled values
 // themselves, exactly. Interval 0 (not given) is taken as 1.
-func EstimateValues(v perfetto.Values, interval uint64) Estimate {
-	e := Estimate{Allocations: float64(v.Count), Bytes: float64(v.Allocated)}
+func EstimateValues(v perfetto.Values, interval uint64) alloctrack.Estimate {
+	e := alloctrack.Estimate{Allocations: float64(v.Count), Bytes: float64(v.Allocated)}
 	if interval <= 1 || v.Count == 0 || v.Allocated == 0 {
 		return e
 	}
@@ -40,7 +42,7 @@ func EstimateValues(v perfetto.Values, interval uint64) Estimate {
 		return e
 	}
 	scale := 1 / p
-	return Estimate{Allocations: e.Allocations * scale, Bytes: e.Bytes * scale}
+	return alloctrack.Estimate{Allocations: e.Allocations * scale, Bytes: e.Bytes * scale}
 }
 
 // IsJavaFrame tells whether a frame of a heapprofd stack is a Java method
@@ -68,29 +70,29 @@ func IsJavaFrame(f *perfetto.Frame) bool {
 // (allocating) first, by names: Class is the dotted class and Method the
 // method, split at the last dot of the normalized function name. Heapprofd
 // gives no file or line: File is "" and Line -1.
-func JavaFrames(st *perfetto.Stack) []Frame {
-	var out []Frame
+func JavaFrames(st *perfetto.Stack) []alloctrack.Frame {
+	var out []alloctrack.Frame
 	for _, f := range st.Frames {
 		if !IsJavaFrame(f) {
 			continue
 		}
 		i := strings.LastIndexByte(f.Function, '.')
-		out = append(out, Frame{Class: f.Function[:i], Method: f.Function[i+1:], Line: -1})
+		out = append(out, alloctrack.Frame{Class: f.Function[:i], Method: f.Function[i+1:], Line: -1})
 	}
 	return out
 }
 
-// HeapprofdSiteHash is the site hash of a heapprofd stack's Java frames
+// SiteHash is the site hash of a heapprofd stack's Java frames
 // (see JavaFrames): SiteHashNames with class "".
-func HeapprofdSiteHash(frames []Frame) uint64 {
-	return SiteHashNames("", frames)
+func SiteHash(frames []alloctrack.Frame) uint64 {
+	return alloctrack.SiteHashNames("", frames)
 }
 
 // heapprofdAppFrame returns the index of the first frame outside framework
 // packages, 0 when all are, -1 for no frames (as Report.AppFrame).
-func heapprofdAppFrame(frames []Frame) int {
+func heapprofdAppFrame(frames []alloctrack.Frame) int {
 	for j, f := range frames {
-		if !IsFrameworkClass(f.Class) {
+		if !alloctrack.IsFrameworkClass(f.Class) {
 			return j
 		}
 	}
@@ -101,13 +103,13 @@ func heapprofdAppFrame(frames []Frame) int {
 }
 
 // heapprofdSiteInfo builds the labels of a heapprofd site.
-func heapprofdSiteInfo(h uint64, frames []Frame, stackMax int) SiteInfo {
-	info := SiteInfo{ID: SiteID(h), Heapprofd: true, Frames: frames}
+func heapprofdSiteInfo(h uint64, frames []alloctrack.Frame, stackMax int) alloctrack.SiteInfo {
+	info := alloctrack.SiteInfo{ID: alloctrack.SiteID(h), Heapprofd: true, Frames: frames}
 	if j := heapprofdAppFrame(frames); j >= 0 {
 		info.Frame = frames[j].Function()
 	}
 	if stackMax > 0 {
-		info.Stack = capLabel(strings.Join(info.FrameStrings(), "; "), stackMax)
+		info.Stack = alloctrack.CapLabel(strings.Join(info.FrameStrings(), "; "), stackMax)
 	}
 	return info
 }
@@ -118,9 +120,9 @@ func heapprofdSiteInfo(h uint64, frames []Frame, stackMax int) SiteInfo {
 // estimated from them (EstimateValues, per stack and summed). A dump of
 // another heap than the Java heap (see JavaHeapDump) gives a window with
 // nothing in it.
-func WindowOfDump(d *perfetto.Dump, start, end time.Time) *Window {
+func WindowOfDump(d *perfetto.Dump, start, end time.Time) *alloctrack.Window {
 	ds := &dumpSource{}
-	w := &Window{Start: start, End: end, Sampling: &Sampling{Interval: d.SamplingInterval}, Source: ds}
+	w := &alloctrack.Window{Start: start, End: end, Sampling: &alloctrack.Sampling{Interval: d.SamplingInterval}, Source: ds}
 	if !JavaHeapDump(d) {
 		return w
 	}
@@ -138,21 +140,21 @@ func WindowOfDump(d *perfetto.Dump, start, end time.Time) *Window {
 			w.Sampling.UnknownStackSamples += v.Count
 		}
 		frames := JavaFrames(sd.Stack)
-		h := HeapprofdSiteHash(frames)
+		h := SiteHash(frames)
 		k, ok := byHash[h]
 		if !ok {
 			k = len(w.Sites)
 			byHash[h] = k
-			w.Sites = append(w.Sites, SiteDelta{Hash: h})
+			w.Sites = append(w.Sites, alloctrack.SiteDelta{Hash: h})
 			ds.frames = append(ds.frames, frames)
 		}
-		smp := Count{Allocations: v.Count, Bytes: v.Allocated}
+		smp := alloctrack.Count{Allocations: v.Count, Bytes: v.Allocated}
 		e := EstimateValues(v, d.SamplingInterval)
 		site := &w.Sites[k]
-		site.Count = addCounts(site.Count, smp)
-		site.Estimated.add(e)
-		w.Total = addCounts(w.Total, smp)
-		w.Estimated.add(e)
+		site.Count = site.Count.Plus(smp)
+		site.Estimated = site.Estimated.Plus(e)
+		w.Total = w.Total.Plus(smp)
+		w.Estimated = w.Estimated.Plus(e)
 	}
 	ds.w = w
 	return w
@@ -160,15 +162,15 @@ func WindowOfDump(d *perfetto.Dump, start, end time.Time) *Window {
 
 // dumpSource names the sites of a dump's window.
 type dumpSource struct {
-	w      *Window
-	frames [][]Frame // by site
+	w      *alloctrack.Window
+	frames [][]alloctrack.Frame // by site
 }
 
-func (ds *dumpSource) SiteInfo(i, stackMax int) SiteInfo {
+func (ds *dumpSource) SiteInfo(i, stackMax int) alloctrack.SiteInfo {
 	return heapprofdSiteInfo(ds.w.Sites[i].Hash, ds.frames[i], stackMax)
 }
 
-func (ds *dumpSource) Threads() []ThreadDelta { return nil }
+func (ds *dumpSource) Threads() []alloctrack.ThreadDelta { return nil }
 
 func (ds *dumpSource) Release() {}
 
@@ -180,30 +182,13 @@ func JavaHeapDump(d *perfetto.Dump) bool {
 	return d != nil && (d.Heap == perfetto.ArtHeap || d.Heap == "")
 }
 
-// capLabel cuts s to at most max bytes, ending in "..." when cut, never
-// inside a UTF-8 sequence.
-func capLabel(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	ellipsis := "..."
-	if max < len(ellipsis) {
-		ellipsis = ""
-	}
-	cut := max - len(ellipsis)
-	for cut > 0 && cut < len(s) && s[cut]&0xc0 == 0x80 {
-		cut-- // never inside a UTF-8 sequence
-	}
-	return s[:cut] + ellipsis
-}
-
-// AddDumpStats counts one dump of the app in its heapprofd status: the
+// CountDump counts one dump of the app in its heapprofd status: the
 // dump, its samples and sampled bytes, the samples on broken stacks (by
 // kind of unwind failure), the sampling interval it gives, and traceBytes,
 // the trace bytes read from the device since the last call (0 when they
 // are counted elsewhere). d may be nil to count bytes alone.
-func (a *AppStats) AddDumpStats(d *perfetto.Dump, traceBytes int) {
-	a.Update(func(s *AppStatus) {
+func CountDump(a *alloctrack.AppStats, d *perfetto.Dump, traceBytes int) {
+	a.Update(func(s *alloctrack.AppStatus) {
 		h := &s.Heapprofd
 		if traceBytes > 0 {
 			h.TraceBytes += uint64(traceBytes)

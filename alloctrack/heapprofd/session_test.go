@@ -1,4 +1,4 @@
-package alloctrack_test
+package heapprofd_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 	"github.com/alloctrack/alloctrack/internal/source"
 	"github.com/alloctrack/alloctrack/sim"
 )
@@ -17,7 +18,7 @@ import (
 type hpDevice struct {
 	farm *sim.Farm
 	dev  *sim.Device
-	exec alloctrack.ExecFunc
+	exec heapprofd.ExecFunc
 }
 
 func newHPDevice(t *testing.T, api, apps int, rate float64, adjust func(*sim.DeviceConfig)) *hpDevice {
@@ -45,14 +46,14 @@ func newHPDevice(t *testing.T, api, apps int, rate float64, adjust func(*sim.Dev
 
 // session returns a session for every app of the device, by name, with a
 // target per app.
-func (h *hpDevice) session(window time.Duration) (*alloctrack.HeapprofdSession, map[int]*alloctrack.HeapprofdTarget) {
-	byPID := map[int]*alloctrack.HeapprofdTarget{}
-	s := &alloctrack.HeapprofdSession{
+func (h *hpDevice) session(window time.Duration) (*heapprofd.Session, map[int]*heapprofd.Target) {
+	byPID := map[int]*heapprofd.Target{}
+	s := &heapprofd.Session{
 		Serial: h.dev.Serial(), API: h.dev.Config().API, Exec: h.exec, Window: window,
-		Config: alloctrack.HeapprofdConfig{StopTimeout: 5 * time.Second, StartCheck: 200 * time.Millisecond},
+		Config: heapprofd.Config{StopTimeout: 5 * time.Second, StartCheck: 200 * time.Millisecond},
 	}
 	for _, vm := range h.dev.VMs() {
-		t := &alloctrack.HeapprofdTarget{
+		t := &heapprofd.Target{
 			Counters: alloctrack.NewCounters(alloctrack.AggregateConfig{}),
 			Stats:    alloctrack.NewAppStats(h.dev.Serial(), vm.PID()),
 		}
@@ -60,19 +61,19 @@ func (h *hpDevice) session(window time.Duration) (*alloctrack.HeapprofdSession, 
 		s.Targets = append(s.Targets, t)
 		s.Processes = append(s.Processes, vm.ProcessName())
 	}
-	s.Resolve = func(_ context.Context, pid int) *alloctrack.HeapprofdTarget { return byPID[pid] }
+	s.Resolve = func(_ context.Context, pid int) *heapprofd.Target { return byPID[pid] }
 	return s, byPID
 }
 
 // leftovers lists perfetto sessions and trace files of ours on the device.
 func (h *hpDevice) leftovers() (sessions int, files []string) {
 	for _, p := range h.dev.PerfettoSessions() {
-		if strings.HasPrefix(p.SessionName, alloctrack.HeapprofdPrefix) {
+		if strings.HasPrefix(p.SessionName, heapprofd.Prefix) {
 			sessions++
 		}
 	}
 	for name := range h.dev.TraceFiles() {
-		if strings.HasPrefix(name, alloctrack.HeapprofdPrefix) {
+		if strings.HasPrefix(name, heapprofd.Prefix) {
 			files = append(files, name)
 		}
 	}
@@ -178,7 +179,7 @@ func TestHeapprofdSessionRotates(t *testing.T) {
 	h := newHPDevice(t, 33, 3, 2000, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
-	var targets map[int]*alloctrack.HeapprofdTarget
+	var targets map[int]*heapprofd.Target
 	stop, watched := make(chan struct{}), make(chan int)
 	go func() {
 		most := 0
@@ -254,7 +255,7 @@ func TestCleanHeapprofdWaitsForPerfetto(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	stopped, removed, left, err := alloctrack.CleanHeapprofd(context.Background(), h.exec, 50*time.Millisecond)
+	stopped, removed, left, err := heapprofd.Clean(context.Background(), h.exec, 50*time.Millisecond)
 	if err != nil || stopped != 1 || removed != 1 || left != 0 {
 		t.Fatalf("CleanHeapprofd: stopped %d removed %d left %d: %v", stopped, removed, left, err)
 	}

@@ -1,4 +1,4 @@
-package alloctrack_test
+package heapprofd_test
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 	"github.com/alloctrack/alloctrack/internal/tracetest"
 	"github.com/alloctrack/alloctrack/perfetto"
 )
@@ -35,13 +36,13 @@ func TestEstimateValues(t *testing.T) {
 		{"objects far above the interval: always sampled", perfetto.Values{Count: 3, Allocated: 3 << 20}, 4096, alloctrack.Estimate{Allocations: 3, Bytes: 3 << 20}},
 		{"nothing", perfetto.Values{}, 4096, alloctrack.Estimate{}},
 	} {
-		got := alloctrack.EstimateValues(c.v, c.interval)
+		got := heapprofd.EstimateValues(c.v, c.interval)
 		if !near(got.Allocations, c.want.Allocations) || !near(got.Bytes, c.want.Bytes) {
 			t.Errorf("%s: %+v at %d: got %+v, want %+v", c.name, c.v, c.interval, got, c.want)
 		}
 	}
 	// Small objects: each sample stands for about interval bytes.
-	e := alloctrack.EstimateValues(perfetto.Values{Count: 1000, Allocated: 16000}, 4096)
+	e := heapprofd.EstimateValues(perfetto.Values{Count: 1000, Allocated: 16000}, 4096)
 	if r := e.Bytes / (1000 * 4096); r < 1 || r > 1.003 {
 		t.Errorf("1000 samples of 16-byte objects at 4096: %.0f bytes estimated, %.4f × 1000 × 4096", e.Bytes, r)
 	}
@@ -68,8 +69,8 @@ func TestAddDumpFromTrace(t *testing.T) {
 			st := alloctrack.NewAppStats("s", 42)
 			t0 := time.Unix(1000, 0)
 			for i, d := range dumps {
-				c.Add(alloctrack.WindowOfDump(d, t0.Add(time.Duration(i)*10*time.Second), t0.Add(time.Duration(i+1)*10*time.Second)))
-				st.AddDumpStats(d, 100)
+				c.Add(heapprofd.WindowOfDump(d, t0.Add(time.Duration(i)*10*time.Second), t0.Add(time.Duration(i+1)*10*time.Second)))
+				heapprofd.CountDump(st, d, 100)
 			}
 			ct := c.Snapshot()
 			if !ct.Heapprofd || ct.Total != (alloctrack.Count{}) || len(ct.Classes) != 0 || ct.ClassOther != (alloctrack.Count{}) {
@@ -167,7 +168,7 @@ func TestAddDumpTopSites(t *testing.T) {
 		return d
 	}
 	now := time.Unix(1000, 0)
-	c.Add(alloctrack.WindowOfDump(mk(1, 50, 3, 40, 2), now, now.Add(time.Second)))
+	c.Add(heapprofd.WindowOfDump(mk(1, 50, 3, 40, 2), now, now.Add(time.Second)))
 	ct := c.Snapshot()
 	var frames []string
 	for _, s := range ct.Sites {
@@ -197,7 +198,7 @@ func TestAddDumpTopSites(t *testing.T) {
 	// Later dumps: admitted sites keep counting, the rest go to other.
 	for range 3 {
 		now = now.Add(time.Second)
-		c.Add(alloctrack.WindowOfDump(mk(100, 1, 100, 1, 100), now, now.Add(time.Second)))
+		c.Add(heapprofd.WindowOfDump(mk(100, 1, 100, 1, 100), now, now.Add(time.Second)))
 		check()
 	}
 	if n := len(c.Snapshot().Sites); n != 2 {
@@ -208,13 +209,13 @@ func TestAddDumpTopSites(t *testing.T) {
 	native := mk(1000)
 	native.Heap = "libc.malloc"
 	before := c.Snapshot().Sampled
-	c.Add(alloctrack.WindowOfDump(native, now, now.Add(time.Second)))
+	c.Add(heapprofd.WindowOfDump(native, now, now.Add(time.Second)))
 	if got := c.Snapshot().Sampled; got != before {
 		t.Errorf("a native heap dump counted: sampled %v → %v", before, got)
 	}
 	// An empty dump still counts as a window, and changes Gen.
 	g := c.Snapshot().Gen
-	c.Add(alloctrack.WindowOfDump(&perfetto.Dump{}, now, now.Add(time.Second)))
+	c.Add(heapprofd.WindowOfDump(&perfetto.Dump{}, now, now.Add(time.Second)))
 	if ct := c.Snapshot(); ct.Gen == g || len(ct.Windows) != 6 {
 		t.Errorf("empty dump: gen %d → %d, %d windows", g, ct.Gen, len(ct.Windows))
 	}
@@ -235,7 +236,7 @@ func TestIsJavaFrame(t *testing.T) {
 		{perfetto.Frame{Mapping: "/data/app/x/base.odex", RelPC: 4}, false},
 		{perfetto.Frame{Function: "ERROR 2", Mapping: "ERROR"}, false},
 	} {
-		if got := alloctrack.IsJavaFrame(&c.f); got != c.java {
+		if got := heapprofd.IsJavaFrame(&c.f); got != c.java {
 			t.Errorf("%+v: java %v, want %v", c.f, got, c.java)
 		}
 	}

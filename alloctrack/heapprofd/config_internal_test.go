@@ -1,4 +1,4 @@
-package alloctrack
+package heapprofd
 
 import (
 	"testing"
@@ -10,7 +10,7 @@ import (
 // TestHeapprofdTraceConfig: the config is one real perfetto accepts and
 // whose dumps reach the file in time, bounded on the device.
 func TestHeapprofdTraceConfig(t *testing.T) {
-	s := &HeapprofdSession{Serial: "emulator-5554", Window: 10 * time.Second, Processes: []string{"com.example.app", "com.example.app:remote"}}
+	s := &Session{Serial: "emulator-5554", Window: 10 * time.Second, Processes: []string{"com.example.app", "com.example.app:remote"}}
 	s.Config.Fill(s.Window)
 	s.name = "alloctrack-x"
 	cfg, err := perfetto.ParseHeapprofdSession(s.traceConfig().Marshal())
