@@ -53,7 +53,7 @@ fuzz:
 BENCHCOUNT ?= 5
 bench:
 	$(GO) test ./ddms/allocreport -run '^$$' -bench '^BenchmarkParse(Max|MaxLargeTables|Real)(Reusing)?$$' -benchmem -count $(BENCHCOUNT)
-	$(GO) test ./alloctrack -run '^$$' -bench '^BenchmarkCountersAdd$$' -benchmem -count $(BENCHCOUNT)
+	$(GO) test ./alloctrack/ddm -run '^$$' -bench '^BenchmarkCountersAdd$$' -benchmem -count $(BENCHCOUNT)
 	$(GO) test ./exporter   -run '^$$' -bench '^BenchmarkMetricsRender$$' -benchmem -count $(BENCHCOUNT)
 
 # Parse speed against Google's ddmlib (needs a JDK and libandroid-ddms-java).

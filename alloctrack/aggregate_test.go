@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/alloctrack/alloctrack/alloctrack/ddm"
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
@@ -114,7 +115,7 @@ func TestCountersAdmissionAndOther(t *testing.T) {
 		r, tot := randomReport(t, rng, 500, 10, 40)
 		want.Allocations += tot.Allocations
 		want.Bytes += tot.Bytes
-		c.Add(alloctrack.WindowOfReport(r, time.Time{}, now.Add(time.Duration(i)*time.Second)))
+		c.Add(ddm.WindowOfReport(r, time.Time{}, now.Add(time.Duration(i)*time.Second)))
 		got := c.Snapshot()
 		if len(got.Classes) != 3 || len(got.Sites) != 5 {
 			t.Fatalf("report %d: %d classes and %d sites admitted, want 3 and 5", i, len(got.Classes), len(got.Sites))
@@ -150,7 +151,7 @@ func TestCountersAdmitByWeight(t *testing.T) {
 	const tries = 50
 	for range tries {
 		c := alloctrack.NewCounters(alloctrack.AggregateConfig{TopClasses: 1, TopSites: 1})
-		c.Add(alloctrack.WindowOfReport(build(t, light, heavy), time.Time{}, time.Unix(1, 0)))
+		c.Add(ddm.WindowOfReport(build(t, light, heavy), time.Time{}, time.Unix(1, 0)))
 		got := c.Snapshot()
 		if got.Classes[0].Class != "com.example.Heavy" || got.Sites[0].Class != "com.example.Heavy" {
 			wrong++
@@ -185,7 +186,7 @@ func TestCountersSiteIdentityByNames(t *testing.T) {
 	idOf := func(r *allocreport.Report, class string) string {
 		for i := range r.Allocations {
 			if r.ClassName(&r.Allocations[i]) == class {
-				return alloctrack.SiteID(alloctrack.SiteHash(r, i))
+				return alloctrack.SiteID(ddm.SiteHash(r, i))
 			}
 		}
 		t.Fatalf("no allocation of %s", class)
@@ -202,7 +203,7 @@ func TestCountersSiteIdentityByNames(t *testing.T) {
 	c := alloctrack.NewCounters(alloctrack.AggregateConfig{TopClasses: 10, TopSites: 10})
 	now := time.Unix(100, 0)
 	for _, r := range []*allocreport.Report{r1, r2, r3} {
-		c.Add(alloctrack.WindowOfReport(r, time.Time{}, now))
+		c.Add(ddm.WindowOfReport(r, time.Time{}, now))
 	}
 	got := c.Snapshot()
 	if len(got.Sites) != 2 {
@@ -223,7 +224,7 @@ func TestCountersSiteIdentityByNames(t *testing.T) {
 
 	// A different line, or a different allocated class, is another site.
 	c2 := alloctrack.NewCounters(alloctrack.AggregateConfig{})
-	c2.Add(alloctrack.WindowOfReport(build(t, site,
+	c2.Add(ddm.WindowOfReport(build(t, site,
 		al{class: "Lcom/example/Item;", size: 24, n: 1, frames: appStack("load", 43)},
 		al{class: "Lcom/example/Item2;", size: 24, n: 1, frames: appStack("load", 42)},
 	), time.Time{}, now))
@@ -270,7 +271,7 @@ func TestCountersSiteFrame(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := alloctrack.NewCounters(alloctrack.AggregateConfig{})
-			c.Add(alloctrack.WindowOfReport(build(t, al{class: "[I", size: 16, n: 1, frames: tt.frames}), time.Time{}, time.Unix(1, 0)))
+			c.Add(ddm.WindowOfReport(build(t, al{class: "[I", size: 16, n: 1, frames: tt.frames}), time.Time{}, time.Unix(1, 0)))
 			got := c.Snapshot()
 			if len(got.Sites) != 1 {
 				t.Fatalf("%d sites", len(got.Sites))
@@ -294,7 +295,7 @@ func TestCountersStackLabel(t *testing.T) {
 	full := "java.util.ArrayList.add(ArrayList.java:457); com.example.app.Feed.load(Feed.java:42)"
 	for _, max := range []int{len(full) + 10, len(full), len(full) - 1, 40, 10, 3} {
 		c := alloctrack.NewCounters(alloctrack.AggregateConfig{StackLabelMax: max})
-		c.Add(alloctrack.WindowOfReport(build(t, al{class: "[I", size: 16, n: 1, frames: frames}), time.Time{}, time.Unix(1, 0)))
+		c.Add(ddm.WindowOfReport(build(t, al{class: "[I", size: 16, n: 1, frames: frames}), time.Time{}, time.Unix(1, 0)))
 		s := c.Snapshot().Sites[0].Stack
 		switch {
 		case max >= len(full):
@@ -313,13 +314,13 @@ func TestCountersStackLabel(t *testing.T) {
 		deep = append(deep, fr("Lcom/example/Deep;", "recurse", "Deep.java", int16(i+1)))
 	}
 	c := alloctrack.NewCounters(alloctrack.AggregateConfig{StackLabelMax: 100})
-	c.Add(alloctrack.WindowOfReport(build(t, al{class: "[I", size: 16, n: 1, frames: deep}), time.Time{}, time.Unix(1, 0)))
+	c.Add(ddm.WindowOfReport(build(t, al{class: "[I", size: 16, n: 1, frames: deep}), time.Time{}, time.Unix(1, 0)))
 	if s := c.Snapshot().Sites[0].Stack; len(s) != 100 {
 		t.Errorf("deep stack label of %d bytes, want 100", len(s))
 	}
 	// Default cap.
 	c = alloctrack.NewCounters(alloctrack.AggregateConfig{})
-	c.Add(alloctrack.WindowOfReport(build(t, al{class: "[I", size: 16, n: 1, frames: deep}), time.Time{}, time.Unix(1, 0)))
+	c.Add(ddm.WindowOfReport(build(t, al{class: "[I", size: 16, n: 1, frames: deep}), time.Time{}, time.Unix(1, 0)))
 	if s := c.Snapshot().Sites[0].Stack; len(s) != 1024 {
 		t.Errorf("deep stack label of %d bytes with the default cap, want 1024", len(s))
 	}
@@ -336,7 +337,7 @@ func TestCountersStackLabelIsValidUTF8(t *testing.T) {
 	var bad []int
 	for max := 4; max < 40; max++ {
 		c := alloctrack.NewCounters(alloctrack.AggregateConfig{StackLabelMax: max})
-		c.Add(alloctrack.WindowOfReport(build(t, al{class: "[I", size: 16, n: 1, frames: frames}), time.Time{}, time.Unix(1, 0)))
+		c.Add(ddm.WindowOfReport(build(t, al{class: "[I", size: 16, n: 1, frames: frames}), time.Time{}, time.Unix(1, 0)))
 		s := c.Snapshot().Sites[0]
 		if !utf8.ValidString(s.Stack) {
 			bad = append(bad, max)
@@ -360,7 +361,7 @@ func TestCountersStackLabelTinyCap(t *testing.T) {
 		}
 	}()
 	c := alloctrack.NewCounters(alloctrack.AggregateConfig{StackLabelMax: 2})
-	c.Add(alloctrack.WindowOfReport(build(t, al{class: "[I", size: 16, n: 1, frames: appStack("a", 1)}), time.Time{}, time.Unix(1, 0)))
+	c.Add(ddm.WindowOfReport(build(t, al{class: "[I", size: 16, n: 1, frames: appStack("a", 1)}), time.Time{}, time.Unix(1, 0)))
 	if s := c.Snapshot().Sites[0].Stack; len(s) > 2 {
 		t.Errorf("stack %q longer than the cap of 2", s)
 	}
@@ -373,8 +374,8 @@ func TestCountersExpiry(t *testing.T) {
 	b := al{class: "Lcom/example/B;", size: 8, n: 10, frames: appStack("b", 2)}
 	cc := al{class: "Lcom/example/C;", size: 8, n: 3, frames: appStack("c", 3)}
 
-	c.Add(alloctrack.WindowOfReport(build(t, a), time.Time{}, t0))
-	c.Add(alloctrack.WindowOfReport(build(t, b, cc), time.Time{}, t0.Add(10*time.Second))) // both wait as candidates, B heavier
+	c.Add(ddm.WindowOfReport(build(t, a), time.Time{}, t0))
+	c.Add(ddm.WindowOfReport(build(t, b, cc), time.Time{}, t0.Add(10*time.Second))) // both wait as candidates, B heavier
 	got := c.Snapshot()
 	if len(got.Classes) != 1 || got.Classes[0].Class != "com.example.A" || got.Sites[0].Class != "com.example.A" {
 		t.Fatalf("before expiry: %+v %+v", got.Classes, got.Sites)
@@ -382,14 +383,14 @@ func TestCountersExpiry(t *testing.T) {
 	checkSums(t, got, alloctrack.Count{Allocations: 14, Bytes: 112})
 
 	// Just inside the expiry: A stays.
-	c.Add(alloctrack.WindowOfReport(build(t), time.Time{}, t0.Add(time.Minute)))
+	c.Add(ddm.WindowOfReport(build(t), time.Time{}, t0.Add(time.Minute)))
 	if got := c.Snapshot(); got.Classes[0].Class != "com.example.A" {
 		t.Fatalf("A expired after exactly one Expiry of idleness: %+v", got.Classes)
 	}
 
 	// A is idle longer than Expiry: it goes, B (the heaviest candidate)
 	// comes in from zero.
-	c.Add(alloctrack.WindowOfReport(build(t), time.Time{}, t0.Add(time.Minute+time.Second)))
+	c.Add(ddm.WindowOfReport(build(t), time.Time{}, t0.Add(time.Minute+time.Second)))
 	got = c.Snapshot()
 	if len(got.Classes) != 1 || got.Classes[0].Class != "com.example.B" || got.Classes[0].Count != (alloctrack.Count{}) {
 		t.Fatalf("after expiry: classes %+v, want B from zero", got.Classes)
@@ -399,7 +400,7 @@ func TestCountersExpiry(t *testing.T) {
 	if len(got.Sites) != 0 {
 		t.Fatalf("after expiry: sites %+v, want none until B's site counts again", got.Sites)
 	}
-	c.Add(alloctrack.WindowOfReport(build(t, al{class: b.class, size: 8, n: 2, frames: b.frames}), time.Time{}, t0.Add(time.Minute+2*time.Second)))
+	c.Add(ddm.WindowOfReport(build(t, al{class: b.class, size: 8, n: 2, frames: b.frames}), time.Time{}, t0.Add(time.Minute+2*time.Second)))
 	if s := c.Snapshot().Sites; len(s) != 1 || s[0].Class != "com.example.B" || s[0].Frame != "com.example.app.Feed.b(Feed.java:2)" ||
 		s[0].Count != (alloctrack.Count{Allocations: 2, Bytes: 16}) {
 		t.Fatalf("after B counts again: sites %+v, want B's site with only the new 2 allocations", s)
@@ -414,7 +415,7 @@ func TestCountersExpiry(t *testing.T) {
 	}
 
 	// B counts from now on; A would now wait as a candidate.
-	c.Add(alloctrack.WindowOfReport(build(t, b, a), time.Time{}, t0.Add(2*time.Minute)))
+	c.Add(ddm.WindowOfReport(build(t, b, a), time.Time{}, t0.Add(2*time.Minute)))
 	got = c.Snapshot()
 	if got.Classes[0].Class != "com.example.B" || got.Classes[0].Allocations != 12 || got.Sites[0].Allocations != 12 {
 		t.Fatalf("B after admission: %+v %+v", got.Classes, got.Sites)
@@ -442,7 +443,7 @@ func TestCountersNeverDecrease(t *testing.T) {
 				want.Allocations += tot.Allocations
 				want.Bytes += tot.Bytes
 				now = now.Add(time.Duration(rng.IntN(20)) * time.Second)
-				c.Add(alloctrack.WindowOfReport(r, time.Time{}, now))
+				c.Add(ddm.WindowOfReport(r, time.Time{}, now))
 				got := c.Snapshot()
 				if got.Total != want {
 					t.Fatalf("add %d: total %+v, want %+v", i, got.Total, want)
@@ -515,7 +516,7 @@ func TestCountersManyDistinctSites(t *testing.T) {
 			want.Allocations++
 			want.Bytes += 16
 		}
-		c.Add(alloctrack.WindowOfReport(build(t, allocs...), time.Time{}, time.Unix(int64(rep), 0)))
+		c.Add(ddm.WindowOfReport(build(t, allocs...), time.Time{}, time.Unix(int64(rep), 0)))
 		got := c.Snapshot()
 		if len(got.Sites) != 20 || len(got.Classes) != 10 {
 			t.Fatalf("%d sites, %d classes admitted", len(got.Sites), len(got.Classes))
@@ -537,7 +538,7 @@ func TestCountersConcurrent(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	for i, r := range reports {
-		wg.Go(func() { c.Add(alloctrack.WindowOfReport(r, time.Time{}, time.Unix(int64(i), 0))) })
+		wg.Go(func() { c.Add(ddm.WindowOfReport(r, time.Time{}, time.Unix(int64(i), 0))) })
 		wg.Go(func() { c.Snapshot() })
 	}
 	wg.Wait()
@@ -565,9 +566,9 @@ func TestSiteHashNamesMatchesReport(t *testing.T) {
 		a := &r.Allocations[i]
 		var names []alloctrack.Frame
 		for _, f := range r.Stack(a).All() {
-			names = append(names, alloctrack.FrameOf(r, f))
+			names = append(names, ddm.FrameOf(r, f))
 		}
-		if got, want := alloctrack.SiteHashNames(r.ClassName(a), names), alloctrack.SiteHash(r, i); got != want {
+		if got, want := alloctrack.SiteHashNames(r.ClassName(a), names), ddm.SiteHash(r, i); got != want {
 			t.Fatalf("allocation %d: SiteHashNames %x, Report.SiteHash %x", i, got, want)
 		}
 	}
@@ -591,7 +592,7 @@ func TestCountersKeepNothingOfThePayload(t *testing.T) {
 	}
 	classes := append([]string(nil), r.Classes...)
 	c := alloctrack.NewCounters(alloctrack.AggregateConfig{})
-	c.Add(alloctrack.WindowOfReport(r, time.Time{}, time.Unix(10, 0)))
+	c.Add(ddm.WindowOfReport(r, time.Time{}, time.Unix(10, 0)))
 	before := fmt.Sprintf("%+v", c.Snapshot())
 	for i := range payload {
 		payload[i] = 0xEE
@@ -631,8 +632,8 @@ func TestCountersKeepNoNameTable(t *testing.T) {
 		shared[unsafe.StringData(s)] = s
 	}
 	c := alloctrack.NewCounters(alloctrack.AggregateConfig{TopClasses: 2})
-	c.Add(alloctrack.WindowOfReport(r, time.Time{}, time.Unix(10, 0)))
-	c.Add(alloctrack.WindowOfReport(r, time.Time{}, time.Unix(20, 0)))
+	c.Add(ddm.WindowOfReport(r, time.Time{}, time.Unix(10, 0)))
+	c.Add(ddm.WindowOfReport(r, time.Time{}, time.Unix(20, 0)))
 	var kept []string
 	for _, cc := range c.Snapshot().Classes {
 		kept = append(kept, cc.Class)

@@ -1,11 +1,15 @@
-// Package alloctrack is the counting model and the device sessions: what
-// the daemon and the offline commands count, and how they get it.
+// Package alloctrack is the counting model: what every backend produces
+// and every consumer reads, with no device, codec or log in it.
 //
-// The model: Counters keep an app's per-class and per-site totals, with a
-// bounded number of series and the rest in "other"; Tally keeps a whole
-// run's; ProfileBuilder turns either source into a pprof profile. The
-// sources: Session runs the DDM allocation tracker of one VM over JDWP
-// (Android 4.4–11), HeapprofdSession one perfetto heapprofd session for a
-// device's apps (Android 12+). Daemon supervises devices and apps on
-// adb servers. Captures, budgets and diffs are the offline runs.
+// A backend (alloctrack/ddm for Android 4.4–11, alloctrack/heapprofd for
+// Android 12+) turns what it reads into a Window: one app's allocations
+// over a span of time, per class and per site (window.go). Counters keep
+// an app's totals for the daemon, with a bounded number of series and the
+// rest in "other"; Tally keeps a whole run's for reports, budgets and
+// diffs; ProfileBuilder makes pprof profiles. Each takes a window with one
+// Add. The vocabulary (backends, states, stages, errors) is in const.go,
+// the units (counts, estimates, frames, site ids) in model.go, and what
+// the exporter and the web view read in snapshot.go. The supervisor
+// (alloctrack/supervisor) runs the backends; alloctrack/offline holds the
+// runs without a daemon.
 package alloctrack

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/ddm"
 )
 
 // Recent sums exactly the last n windows, bounded by HistoryWindows, and
@@ -19,7 +20,7 @@ func TestCountersRecent(t *testing.T) {
 	for i := range 7 {
 		r, tot := randomReport(t, rng, 200+100*i, 10, 40)
 		totals = append(totals, tot)
-		c.Add(alloctrack.WindowOfReport(r, start.Add(time.Duration(2*i)*time.Second), start.Add(time.Duration(2*i+2)*time.Second)))
+		c.Add(ddm.WindowOfReport(r, start.Add(time.Duration(2*i)*time.Second), start.Add(time.Duration(2*i+2)*time.Second)))
 	}
 	if got := len(c.Snapshot().Windows); got != 4 {
 		t.Fatalf("snapshot holds %d windows, want the last 4", got)
@@ -62,14 +63,14 @@ func TestCountersRecent(t *testing.T) {
 	}
 	// Add without a start begins where the last window ended.
 	r, _ := randomReport(t, rng, 10, 2, 2)
-	c.Add(alloctrack.WindowOfReport(r, time.Time{}, start.Add(20*time.Second)))
+	c.Add(ddm.WindowOfReport(r, time.Time{}, start.Add(20*time.Second)))
 	ws := c.Recent(1).Windows
 	if len(ws) != 1 || !ws[0].Start.Equal(start.Add(14*time.Second)) {
 		t.Errorf("a window with no start after one with a start: window %+v, want it to start at the previous end", ws)
 	}
 	// Negative: no history.
 	none := alloctrack.NewCounters(alloctrack.AggregateConfig{HistoryWindows: -1})
-	none.Add(alloctrack.WindowOfReport(r, time.Time{}, start))
+	none.Add(ddm.WindowOfReport(r, time.Time{}, start))
 	if rc := none.Recent(0); len(rc.Windows) != 0 || rc.Total.Allocations != 0 {
 		t.Errorf("HistoryWindows -1 remembered %+v", rc)
 	}

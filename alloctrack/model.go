@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/alloctrack/alloctrack/ddms/allocreport"
 	"github.com/cespare/xxhash/v2"
 )
 
@@ -22,7 +21,8 @@ type Count struct {
 	Bytes       uint64
 }
 
-func (c *Count) add(size uint32) {
+// Allocate counts one allocation of size bytes.
+func (c *Count) Allocate(size uint32) {
 	c.Allocations++
 	c.Bytes += uint64(size)
 }
@@ -125,11 +125,6 @@ func (f Frame) String() string {
 	return b.String()
 }
 
-// FrameOf returns frame f of r by names.
-func FrameOf(r *allocreport.Report, f allocreport.Frame) Frame {
-	return Frame{Class: r.Classes[f.Class], Method: r.Methods[f.Method], File: r.Files[f.File], Line: int(f.Line)}
-}
-
 // Other is the class and site label that collects everything not admitted
 // to a series of its own.
 const Other = "other"
@@ -176,17 +171,23 @@ func SiteID(h uint64) string {
 // (top first), all names dotted as in Report.Classes, Methods and Files:
 // the hash Counters gives the same site in any report.
 func SiteHashNames(class string, frames []Frame) uint64 {
-	h := mix(0x616c6c6f63, xxhash.Sum64String(class))
+	h := SiteHashStart(xxhash.Sum64String(class))
 	for _, f := range frames {
-		h = mix(h, frameHash(xxhash.Sum64String(f.Class), xxhash.Sum64String(f.Method), xxhash.Sum64String(f.File), int16(f.Line)))
+		h = SiteHashFrame(h, xxhash.Sum64String(f.Class), xxhash.Sum64String(f.Method), xxhash.Sum64String(f.File), int16(f.Line))
 	}
 	return h
 }
 
-// SiteHash returns the stable hash of allocation i's site.
-func SiteHash(r *allocreport.Report, i int) uint64 {
-	a := &r.Allocations[i]
-	return newSiteHasher(r).site(a, r.Stack(a))
+// SiteHashStart begins the site hash of an allocated class, given the
+// xxhash of its dotted name; SiteHashFrame adds each frame, top first. A
+// backend that hashes many sites of one set of names (a report's tables)
+// hashes each name once and chains these.
+func SiteHashStart(class uint64) uint64 { return mix(0x616c6c6f63, class) }
+
+// SiteHashFrame extends site hash h by one frame, given the xxhashes of its
+// dotted class, method and file names, and its line.
+func SiteHashFrame(h, class, method, file uint64, line int16) uint64 {
+	return mix(h, frameHash(class, method, file, line))
 }
 
 func mix(h, v uint64) uint64 {
@@ -215,20 +216,6 @@ func IsFrameworkClass(class string) bool {
 		}
 	}
 	return false
-}
-
-// AppFrame returns the index of the first frame of st that is not in a
-// framework package, or 0 (the top frame) when all are; -1 when st is empty.
-func AppFrame(r *allocreport.Report, st allocreport.Stack) int {
-	for j, f := range st.All() {
-		if !IsFrameworkClass(r.Classes[f.Class]) {
-			return j
-		}
-	}
-	if st.Len() == 0 {
-		return -1
-	}
-	return 0
 }
 
 // CapLabel cuts s to at most max bytes, ending in "..." when cut, never

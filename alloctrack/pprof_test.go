@@ -1,4 +1,4 @@
-package alloctrack
+package alloctrack_test
 
 import (
 	"bufio"
@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/ddm"
 
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
 
@@ -25,8 +28,8 @@ func realProfile(t *testing.T) (*allocreport.Report, *profile.Profile, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := NewProfileBuilder()
-	b.Add(WindowOfReport(r, time.Time{}, time.Time{}))
+	b := alloctrack.NewProfileBuilder()
+	b.Add(ddm.WindowOfReport(r, time.Time{}, time.Time{}))
 	start := time.Date(2018, 12, 6, 16, 6, 51, 0, time.UTC)
 	p := b.Profile(start, 10*time.Second)
 	if err := p.CheckValid(); err != nil {
@@ -110,10 +113,10 @@ func TestProfileBuilderRealReport(t *testing.T) {
 
 	// One location per distinct frame, each with its own non-zero address
 	// inside the mapping; functions named Class.method.
-	frames := map[Frame]bool{}
+	frames := map[alloctrack.Frame]bool{}
 	for i := range r.Allocations {
 		for _, f := range r.Stack(&r.Allocations[i]).All() {
-			frames[FrameOf(r, f)] = true
+			frames[ddm.FrameOf(r, f)] = true
 		}
 	}
 	addrs := map[uint64]uint64{}
@@ -211,13 +214,13 @@ func TestProfileGoToolPprof(t *testing.T) {
 }
 
 func TestFrameAddress(t *testing.T) {
-	f := Frame{Class: "com.example.Main", Method: "run", File: "Main.java", Line: 12}
-	a := FrameAddress(f)
-	if a == 0 || a < 0x1000 || a != FrameAddress(f) {
+	f := alloctrack.Frame{Class: "com.example.Main", Method: "run", File: "Main.java", Line: 12}
+	a := alloctrack.FrameAddress(f)
+	if a == 0 || a < 0x1000 || a != alloctrack.FrameAddress(f) {
 		t.Fatalf("FrameAddress %#x", a)
 	}
-	seen := map[uint64]Frame{a: f}
-	for _, g := range []Frame{
+	seen := map[uint64]alloctrack.Frame{a: f}
+	for _, g := range []alloctrack.Frame{
 		{Class: "com.example.Main", Method: "run", File: "Main.java", Line: 13},
 		{Class: "com.example.Main", Method: "run", File: "Other.java", Line: 12},
 		{Class: "com.example.Main", Method: "walk", File: "Main.java", Line: 12},
@@ -225,7 +228,7 @@ func TestFrameAddress(t *testing.T) {
 		{Class: "com.example.Main", Method: "run", File: "Main.java", Line: -2},
 		{Class: "com.example.Main", Method: "run", Line: 12},
 	} {
-		b := FrameAddress(g)
+		b := alloctrack.FrameAddress(g)
 		if o, dup := seen[b]; dup {
 			t.Errorf("%+v and %+v share %#x", o, g, b)
 		}
@@ -233,73 +236,14 @@ func TestFrameAddress(t *testing.T) {
 	}
 }
 
-// TestProfileBuilderAddressCollision: a frame whose address is taken by
-// another frame gets the next free address, the same in every builder,
-// never zero.
-func TestProfileBuilderAddressCollision(t *testing.T) {
-	f := Frame{Class: "com.example.Main", Method: "run", File: "Main.java", Line: 12}
-	g := Frame{Class: "com.example.Main", Method: "main", File: "Main.java", Line: 3}
-	home := FrameAddress(f)
-	probe := (home + 0x10) | 0x1000
-	build := func(taken ...uint64) (*ProfileBuilder, uint64) {
-		b := NewProfileBuilder()
-		for i, a := range taken {
-			// Frames that (as far as the builder knows) hashed there first.
-			b.addrs[a] = Frame{Class: "fake.Taken", Method: "m" + strconv.Itoa(i)}
-		}
-		b.AddSite("byte[]", []Frame{f, g}, 7, 1, 16)
-		b.AddSite("char[]", []Frame{f}, -1, 2, 48)
-		l := b.locs[f]
-		if l == nil {
-			t.Fatal("no location for the frame")
-		}
-		return b, l.Address
-	}
-
-	if _, a := build(); a != home {
-		t.Errorf("without a collision the frame has %#x, want FrameAddress %#x", a, home)
-	}
-	for _, taken := range [][]uint64{{home}, {home, probe}} {
-		b, a := build(taken...)
-		if a == 0 || a == home || a == probe && len(taken) > 1 {
-			t.Errorf("taken %#x: the frame got %#x", taken, a)
-		}
-		if b.addrs[a] != f {
-			t.Errorf("taken %#x: address %#x is recorded for %+v", taken, a, b.addrs[a])
-		}
-		for _, x := range taken {
-			if b.addrs[x] == f {
-				t.Errorf("taken %#x: the frame took over %#x", taken, x)
-			}
-		}
-		if _, again := build(taken...); again != a {
-			t.Errorf("taken %#x: %#x, then %#x in another builder", taken, a, again)
-		}
-		// Both samples share the frame's one location.
-		p := b.Profile(time.Unix(0, 0), time.Second)
-		if err := p.CheckValid(); err != nil {
-			t.Fatal(err)
-		}
-		if len(p.Sample) != 2 || p.Sample[0].Location[0] != p.Sample[1].Location[0] || len(p.Location) != 2 {
-			t.Errorf("taken %#x: %d samples, %d locations", taken, len(p.Sample), len(p.Location))
-		}
-		if p.Location[0].Address == p.Location[1].Address {
-			t.Errorf("taken %#x: two frames at %#x", taken, p.Location[0].Address)
-		}
-	}
-	if _, a := build(home); a != probe {
-		t.Logf("with its home taken the frame moved to %#x (the first probe is %#x)", a, probe)
-	}
-}
-
 // TestProfileBuilderEdges: no stack, unknown and native lines, unknown
 // thread, and nothing counted.
 func TestProfileBuilderEdges(t *testing.T) {
-	b := NewProfileBuilder()
+	b := alloctrack.NewProfileBuilder()
 	b.AddSite("byte[]", nil, -1, 3, 48)
 	b.AddSite("byte[]", nil, -1, 1, 16) // same sample
-	b.AddSite("int[]", []Frame{{Class: "java.lang.Object", Method: "internalClone", Line: -2}, {Class: "a.B", Method: "c", File: "B.java", Line: -1}}, 12, 1, 24)
-	b.AddSite("int[]", []Frame{{Class: "a.B", Method: "c", File: "B.java", Line: 5}}, 12, 0, 0) // nothing: no sample
+	b.AddSite("int[]", []alloctrack.Frame{{Class: "java.lang.Object", Method: "internalClone", Line: -2}, {Class: "a.B", Method: "c", File: "B.java", Line: -1}}, 12, 1, 24)
+	b.AddSite("int[]", []alloctrack.Frame{{Class: "a.B", Method: "c", File: "B.java", Line: 5}}, 12, 0, 0) // nothing: no sample
 	p := b.Profile(time.Unix(0, 0), time.Second)
 	if err := p.CheckValid(); err != nil {
 		t.Fatal(err)
@@ -346,11 +290,11 @@ func TestProfileAddRefusesMixing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exact := WindowOfReport(r, time.Time{}, time.Time{})
+	exact := ddm.WindowOfReport(r, time.Time{}, time.Time{})
 	defer exact.Release()
-	sampled := &Window{Sampling: &Sampling{Interval: 4096}, Sites: []SiteDelta{{Hash: 1, Count: Count{1, 16}}}, Source: fixedSource{{ID: SiteID(1), Heapprofd: true}}}
+	sampled := &alloctrack.Window{Sampling: &alloctrack.Sampling{Interval: 4096}, Sites: []alloctrack.SiteDelta{{Hash: 1, Count: alloctrack.Count{1, 16}}}, Source: fixedSource{{ID: alloctrack.SiteID(1), Heapprofd: true}}}
 
-	b := NewProfileBuilder()
+	b := alloctrack.NewProfileBuilder()
 	if err := b.Add(sampled); err == nil {
 		t.Error("a sampled window went into an exact profile")
 	}
@@ -360,7 +304,7 @@ func TestProfileAddRefusesMixing(t *testing.T) {
 	if err := b.Add(exact); err != nil {
 		t.Fatal(err)
 	}
-	h := NewHeapprofdProfileBuilder()
+	h := alloctrack.NewHeapprofdProfileBuilder()
 	if err := h.Add(exact); err == nil {
 		t.Error("an exact window went into a heapprofd profile")
 	}
@@ -373,8 +317,8 @@ func TestProfileAddRefusesMixing(t *testing.T) {
 }
 
 // fixedSource names a window's sites from a list.
-type fixedSource []SiteInfo
+type fixedSource []alloctrack.SiteInfo
 
-func (f fixedSource) SiteInfo(i, _ int) SiteInfo { return f[i] }
-func (f fixedSource) Threads() []ThreadDelta     { return nil }
-func (f fixedSource) Release()                   {}
+func (f fixedSource) SiteInfo(i, _ int) alloctrack.SiteInfo { return f[i] }
+func (f fixedSource) Threads() []alloctrack.ThreadDelta     { return nil }
+func (f fixedSource) Release()                              {}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alloctrack/alloctrack/alloctrack/ddm"
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -294,7 +295,7 @@ func TestCollectorNonASCIIStacks(t *testing.T) {
 			t.Fatal(err)
 		}
 		counters := alloctrack.NewCounters(alloctrack.AggregateConfig{}) // default 1024-byte stack cap
-		counters.Add(alloctrack.WindowOfReport(r, time.Time{}, time.Unix(1, 0)))
+		counters.Add(ddm.WindowOfReport(r, time.Time{}, time.Unix(1, 0)))
 		snap := alloctrack.Snapshot{Apps: []alloctrack.AppSnapshot{{
 			AppStatus: alloctrack.AppStatus{Serial: "s", Package: "com.例子.应用", State: alloctrack.StateTracking, RTT: rtt()},
 			Counts:    counters.Snapshot(),

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alloctrack/alloctrack/alloctrack/ddm"
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -197,7 +198,7 @@ func TestFastMetricsFollowChanges(t *testing.T) {
 		return alloctrack.AppSnapshot{AppStatus: alloctrack.AppStatus{Serial: "s", Package: "p", State: alloctrack.StateTracking, RTT: rtt()}, Counts: c.Snapshot()}
 	}
 	for i := 1; i <= 3; i++ {
-		c.Add(alloctrack.WindowOfReport(r, time.Time{}, timeAt(i)))
+		c.Add(ddm.WindowOfReport(r, time.Time{}, timeAt(i)))
 		src.s = alloctrack.Snapshot{Apps: []alloctrack.AppSnapshot{app()}}
 		got, _ := fetch(t, h, "", "")
 		want := `alloctrack_allocations_total{class="byte[]",package="p",serial="s"} ` + string(rune('0'+i))

@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/ddm"
 	"github.com/alloctrack/alloctrack/alloctrack/supervisor"
 	"github.com/alloctrack/alloctrack/exporter"
 	"github.com/alloctrack/alloctrack/internal/source"
@@ -69,7 +70,7 @@ func liveFarm(t *testing.T, devices, apps int) (*sim.Farm, *supervisor.Daemon, s
 		t.Fatal(err)
 	}
 	d := supervisor.NewDaemon(supervisor.DaemonConfig{
-		Session:   alloctrack.SessionConfig{Window: time.Second, MinWindow: 500 * time.Millisecond, RequestTimeout: 5 * time.Second, ReportTimeout: 10 * time.Second},
+		Session:   ddm.Config{Window: time.Second, MinWindow: 500 * time.Millisecond, RequestTimeout: 5 * time.Second, ReportTimeout: 10 * time.Second},
 		Aggregate: alloctrack.AggregateConfig{TopClasses: 100, TopSites: 200},
 	}, []supervisor.Source{source.New(addr.String())}, zap.NewNop())
 	ctx, cancel := context.WithCancel(context.Background())

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/ddm"
 	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
@@ -320,7 +321,7 @@ func (in *Input) Estimated() bool { return in.Trace != "" }
 // AddTo counts the input into t: its reports, or its dumps.
 func (in *Input) AddTo(t *alloctrack.Tally) {
 	for _, r := range in.Reports {
-		w := alloctrack.WindowOfReport(r, time.Time{}, time.Time{})
+		w := ddm.WindowOfReport(r, time.Time{}, time.Time{})
 		t.Add(w)
 		w.Release()
 	}

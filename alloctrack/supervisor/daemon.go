@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/ddm"
 	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
@@ -110,7 +111,7 @@ func (f Filter) Match(name string) bool {
 // DaemonConfig configures a Daemon.
 type DaemonConfig struct {
 	Serials, Packages Filter
-	Session           alloctrack.SessionConfig
+	Session           ddm.Config
 	Aggregate         alloctrack.AggregateConfig
 	ReportsPerDevice  int // concurrent REAL transfers per device (default 2)
 	// ReportsInFlight bounds the reports being read at once across all
@@ -239,7 +240,7 @@ type Daemon struct {
 	log     *zap.Logger
 	logs    *rateLog
 	buffers *jdwp.Buffers
-	allocs  *alloctrack.AllocArrays
+	allocs  *ddm.AllocArrays
 
 	mu      sync.Mutex
 	servers map[string]*serverEntry
@@ -262,7 +263,7 @@ func NewDaemon(cfg DaemonConfig, sources []Source, log *zap.Logger) *Daemon {
 		cfg: cfg, sources: sources, log: log,
 		logs:    newRateLog(cfg.LogEvery),
 		buffers: buffers,
-		allocs:  alloctrack.NewAllocArrays(cfg.ReportBuffers, cfg.ReportBufferIdle),
+		allocs:  ddm.NewAllocArrays(cfg.ReportBuffers, cfg.ReportBufferIdle),
 		servers: map[string]*serverEntry{},
 		devices: map[string]*deviceEntry{},
 		apps:    map[appKey]*appEntry{},
@@ -663,7 +664,7 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, rep
 	}
 	defer d.logs.forget(key)
 	for attempt := 0; ctx.Err() == nil; attempt++ {
-		s := &alloctrack.Session{
+		s := &ddm.Session{
 			Serial: serial, PID: pid, API: api, UnansweredProbes: unanswered, ReportCap: reportCap,
 			OnHeld: func() {
 				markHeld()
@@ -707,7 +708,7 @@ func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, rep
 		wait := d.backoff(attempt)
 		switch {
 		case errors.Is(err, alloctrack.ErrFiltered):
-			var fe *alloctrack.FilteredError
+			var fe *ddm.FilteredError
 			switch {
 			case errors.As(err, &fe) && fe.Stopped:
 				log.Info("an app the package filters exclude had its allocation tracker left on (by an earlier, wider run?); turned it off", zap.String("package", fe.App))

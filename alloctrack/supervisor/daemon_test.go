@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alloctrack/alloctrack/alloctrack/ddm"
 	"github.com/alloctrack/alloctrack/alloctrack/supervisor"
 	"github.com/alloctrack/alloctrack/ddms"
 	"github.com/alloctrack/alloctrack/jdwp"
@@ -24,7 +25,7 @@ import (
 // daemonConfig has short timings so that the tests run in seconds.
 func daemonConfig() supervisor.DaemonConfig {
 	return supervisor.DaemonConfig{
-		Session: alloctrack.SessionConfig{
+		Session: ddm.Config{
 			Window:         100 * time.Millisecond,
 			MinWindow:      50 * time.Millisecond,
 			RequestTimeout: 300 * time.Millisecond,

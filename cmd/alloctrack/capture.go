@@ -19,6 +19,7 @@ import (
 
 	"github.com/alloctrack/alloctrack/adb"
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/ddm"
 	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 	"github.com/alloctrack/alloctrack/alloctrack/offline"
 )
@@ -157,7 +158,7 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 	if jdwpPIDs == nil && lookup.Err() != nil {
 		return fail(exitFailure, "listing debuggable processes on %s: no answer from the adb server (%v)", serial, terr)
 	}
-	scfg := alloctrack.SessionConfig{Window: *c.window, MinWindow: *c.windowMin, RequestTimeout: *c.requestTimeout, ReportTimeout: *c.reportTimeout}
+	scfg := ddm.Config{Window: *c.window, MinWindow: *c.windowMin, RequestTimeout: *c.requestTimeout, ReportTimeout: *c.reportTimeout}
 	pid := *c.pid
 	if pid == 0 {
 		var code int
@@ -208,7 +209,7 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 	}
 	var writeErr error
 	var named string // the app's name by its VM's account
-	s := &alloctrack.Session{
+	s := &ddm.Session{
 		Serial: serial, PID: pid, API: api,
 		Open: func(ctx context.Context) (io.ReadWriteCloser, error) { return client.OpenJDWP(ctx, serial, pid) },
 		Accept: func(app string) bool {
@@ -222,7 +223,7 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 		Config: scfg,
 		Stop:   stop,
 		Log:    log,
-		OnWindow: func(cy *alloctrack.Cycle, win *alloctrack.Window) {
+		OnWindow: func(cy *ddm.Cycle, win *alloctrack.Window) {
 			err := w.Report(cy.Raw, cy.Report)
 			if err == nil && win != nil {
 				err = w.Add(win)
@@ -299,7 +300,7 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 // its name (HELO, APNM) and the first, by pid, that calls itself pkg is
 // taken. When several pids matched it says on w which was taken and why.
 // A non-zero code comes with a message.
-func findApp(ctx context.Context, client *adb.Client, serial, pkg string, api int, jdwpPIDs []int, cfg alloctrack.SessionConfig, w io.Writer) (pid, code int, msg string) {
+func findApp(ctx context.Context, client *adb.Client, serial, pkg string, api int, jdwpPIDs []int, cfg ddm.Config, w io.Writer) (pid, code int, msg string) {
 	sctx, cancel := context.WithTimeout(ctx, 2*cfg.RequestTimeout)
 	pids, err := client.PIDsOf(sctx, serial, pkg, api)
 	cancel()
@@ -345,9 +346,9 @@ func findApp(ctx context.Context, client *adb.Client, serial, pkg string, api in
 
 // vmName asks the VM of pid its app name (HELO, or APNM while it is not
 // yet named) and leaves again before anything is tracked.
-func vmName(ctx context.Context, client *adb.Client, serial string, pid, api int, cfg alloctrack.SessionConfig) (string, error) {
+func vmName(ctx context.Context, client *adb.Client, serial string, pid, api int, cfg ddm.Config) (string, error) {
 	var name string
-	s := &alloctrack.Session{
+	s := &ddm.Session{
 		Serial: serial, PID: pid, API: api,
 		Open:   func(ctx context.Context) (io.ReadWriteCloser, error) { return client.OpenJDWP(ctx, serial, pid) },
 		Accept: func(app string) bool { name = app; return false },

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/alloctrack/alloctrack/alloctrack/ddm"
 	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 	"github.com/alloctrack/alloctrack/alloctrack/offline"
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
@@ -185,7 +186,7 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 			if keep != nil {
 				r = r.Filter(keep)
 			}
-			win := alloctrack.WindowOfReport(r, time.Time{}, time.Time{})
+			win := ddm.WindowOfReport(r, time.Time{}, time.Time{})
 			t.Add(win)
 			all.Add(win)
 			if *c.format == "pprof" {

@@ -28,6 +28,7 @@ import (
 
 	"github.com/alloctrack/alloctrack/adb"
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/ddm"
 	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 	"github.com/alloctrack/alloctrack/alloctrack/supervisor"
 	"github.com/alloctrack/alloctrack/exporter"
@@ -227,7 +228,7 @@ func (c *serveCmd) run(stderr io.Writer) int {
 
 	d := supervisor.NewDaemon(supervisor.DaemonConfig{
 		Serials: serials, Packages: packages,
-		Session: alloctrack.SessionConfig{
+		Session: ddm.Config{
 			Window: *c.window, MinWindow: *c.windowMin,
 			RequestTimeout: *c.requestTimeout, ReportTimeout: *c.reportTimeout,
 			// On a stop, a report already asked for is awaited, then

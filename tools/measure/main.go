@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/ddm"
 	"github.com/alloctrack/alloctrack/alloctrack/supervisor"
 	"github.com/alloctrack/alloctrack/internal/source"
 	"github.com/alloctrack/alloctrack/sim"
@@ -78,7 +79,7 @@ func coverage(args []string) error {
 		return err
 	}
 	d := supervisor.NewDaemon(supervisor.DaemonConfig{
-		Session:   alloctrack.SessionConfig{Window: *window, MinWindow: time.Second},
+		Session:   ddm.Config{Window: *window, MinWindow: time.Second},
 		Aggregate: alloctrack.AggregateConfig{TopClasses: 1000, TopSites: 10000},
 	}, []supervisor.Source{source.New(addr.String())}, nil)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -1,4 +1,4 @@
-package alloctrack
+package ddm
 
 import (
 	"testing"

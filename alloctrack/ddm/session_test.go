@@ -1,4 +1,4 @@
-package alloctrack_test
+package ddm_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/ddm"
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
 	"github.com/alloctrack/alloctrack/jdwp"
 	"github.com/alloctrack/alloctrack/sim"
@@ -27,10 +28,10 @@ type fixture struct {
 	vm       *sim.VM
 	counters *alloctrack.Counters
 	stats    *alloctrack.AppStats
-	session  *alloctrack.Session
+	session  *ddm.Session
 }
 
-func newFixture(t *testing.T, api int, app sim.AppConfig, cfg alloctrack.SessionConfig) *fixture {
+func newFixture(t *testing.T, api int, app sim.AppConfig, cfg ddm.Config) *fixture {
 	t.Helper()
 	d := sim.NewDevice(sim.DeviceConfig{Serial: "s1", API: api})
 	if app.PID == 0 {
@@ -44,7 +45,7 @@ func newFixture(t *testing.T, api int, app sim.AppConfig, cfg alloctrack.Session
 	t.Cleanup(d.Close)
 	f := &fixture{dev: d, vm: vm, counters: alloctrack.NewCounters(alloctrack.AggregateConfig{TopClasses: 1000, TopSites: 10000}),
 		stats: alloctrack.NewAppStats("s1", app.PID)}
-	f.session = &alloctrack.Session{
+	f.session = &ddm.Session{
 		Serial: "s1", PID: app.PID, API: api,
 		Open: func(ctx context.Context) (io.ReadWriteCloser, error) {
 			return d.OpenService("jdwp:" + strconv.Itoa(app.PID))
@@ -99,7 +100,7 @@ func (f *fixture) windows() uint64 {
 func TestSessionWindowOrderAndCleanExit(t *testing.T) {
 	wl := sim.DefaultWorkload()
 	wl.Rate = 5000
-	f := newFixture(t, 30, sim.AppConfig{Workload: wl}, alloctrack.SessionConfig{Window: 50 * time.Millisecond})
+	f := newFixture(t, 30, sim.AppConfig{Workload: wl}, ddm.Config{Window: 50 * time.Millisecond})
 	stop, _ := f.run(t)
 	waitFor(t, "3 windows", func() bool { return f.windows() >= 3 })
 	if err := stop(); err != nil {
@@ -147,7 +148,7 @@ func TestSessionOverflowShrinksWindow(t *testing.T) {
 	f := newFixture(t, 30, sim.AppConfig{Workload: wl},
 		// A floor of one round trip: the window may shrink well below
 		// 20 of them here, where a 65,535-entry round trip is long.
-		alloctrack.SessionConfig{Window: 400 * time.Millisecond, MinWindow: 50 * time.Millisecond, RTTFloor: 1})
+		ddm.Config{Window: 400 * time.Millisecond, MinWindow: 50 * time.Millisecond, RTTFloor: 1})
 	f.run(t)
 	waitFor(t, "an overflowed window and a shorter window", func() bool {
 		st := f.stats.Snapshot()
@@ -159,7 +160,7 @@ func TestSessionOverflowShrinksWindow(t *testing.T) {
 }
 
 func TestSessionUnsupportedOnAPI31(t *testing.T) {
-	f := newFixture(t, 31, sim.AppConfig{}, alloctrack.SessionConfig{RequestTimeout: 200 * time.Millisecond})
+	f := newFixture(t, 31, sim.AppConfig{}, ddm.Config{RequestTimeout: 200 * time.Millisecond})
 	err := f.session.Run(context.Background())
 	if !errors.Is(err, alloctrack.ErrUnsupported) {
 		t.Fatalf("err = %v, want ErrUnsupported", err)
@@ -175,7 +176,7 @@ func TestSessionUnsupportedOnAPI31(t *testing.T) {
 }
 
 func TestSessionRestartsTrackingLeftOn(t *testing.T) {
-	f := newFixture(t, 30, sim.AppConfig{}, alloctrack.SessionConfig{Window: 50 * time.Millisecond})
+	f := newFixture(t, 30, sim.AppConfig{}, ddm.Config{Window: 50 * time.Millisecond})
 	// A client that died left tracking on.
 	s := f.session
 	s2 := *s
@@ -214,7 +215,7 @@ func TestSessionRestartsTrackingLeftOn(t *testing.T) {
 }
 
 func TestSessionHeldByAnotherDebugger(t *testing.T) {
-	f := newFixture(t, 30, sim.AppConfig{}, alloctrack.SessionConfig{})
+	f := newFixture(t, 30, sim.AppConfig{}, ddm.Config{})
 	f.vm.SetFaults(sim.Faults{DebuggerAttached: true})
 	if err := f.session.Run(context.Background()); !errors.Is(err, alloctrack.ErrHeld) {
 		t.Fatalf("err = %v, want ErrHeld", err)
@@ -222,7 +223,7 @@ func TestSessionHeldByAnotherDebugger(t *testing.T) {
 }
 
 func TestSessionPackageFilter(t *testing.T) {
-	f := newFixture(t, 30, sim.AppConfig{Package: "com.other"}, alloctrack.SessionConfig{})
+	f := newFixture(t, 30, sim.AppConfig{Package: "com.other"}, ddm.Config{})
 	f.session.Accept = func(app string) bool { return app == "com.wanted" }
 	if err := f.session.Run(context.Background()); !errors.Is(err, alloctrack.ErrFiltered) {
 		t.Fatalf("err = %v, want ErrFiltered", err)
@@ -233,7 +234,7 @@ func TestSessionPackageFilter(t *testing.T) {
 }
 
 func TestSessionWaitsForAppName(t *testing.T) {
-	f := newFixture(t, 30, sim.AppConfig{Package: "com.late", NameAfter: 200 * time.Millisecond}, alloctrack.SessionConfig{Window: 50 * time.Millisecond})
+	f := newFixture(t, 30, sim.AppConfig{Package: "com.late", NameAfter: 200 * time.Millisecond}, ddm.Config{Window: 50 * time.Millisecond})
 	named := make(chan string, 1)
 	bind := f.session.Bind
 	f.session.Bind = func(app string) (*alloctrack.Counters, *alloctrack.AppStats) {
@@ -253,7 +254,7 @@ func TestSessionWaitsForAppName(t *testing.T) {
 // answered at once.
 func TestSessionWaitingAppIsLeftFree(t *testing.T) {
 	for _, api := range []int{26, 30} {
-		f := newFixture(t, api, sim.AppConfig{Package: "com.wait", WaitingForDebugger: true}, alloctrack.SessionConfig{RequestTimeout: 2 * time.Second})
+		f := newFixture(t, api, sim.AppConfig{Package: "com.wait", WaitingForDebugger: true}, ddm.Config{RequestTimeout: 2 * time.Second})
 		if err := f.session.Run(context.Background()); !errors.Is(err, alloctrack.ErrWaiting) {
 			t.Fatalf("API %d: err = %v, want ErrWaiting", api, err)
 		}
@@ -285,7 +286,7 @@ func TestSessionWaitingAppIsLeftFree(t *testing.T) {
 // TestSessionAPNMBeforeEcho: a VM of Android 5 to 11 may send an APNM
 // before its handshake echo; the session still starts, and tracks.
 func TestSessionAPNMBeforeEcho(t *testing.T) {
-	f := newFixture(t, 29, sim.AppConfig{Package: "com.early"}, alloctrack.SessionConfig{Window: 50 * time.Millisecond})
+	f := newFixture(t, 29, sim.AppConfig{Package: "com.early"}, ddm.Config{Window: 50 * time.Millisecond})
 	f.vm.SetFaults(sim.Faults{APNMBeforeEcho: true})
 	f.run(t)
 	waitFor(t, "a window", func() bool { return f.windows() >= 1 })
@@ -300,7 +301,7 @@ func TestSessionHeld(t *testing.T) {
 		if vmAPI == 0 {
 			vmAPI = 30 // a device that did not say its API level
 		}
-		f := newFixture(t, vmAPI, sim.AppConfig{}, alloctrack.SessionConfig{RequestTimeout: 300 * time.Millisecond})
+		f := newFixture(t, vmAPI, sim.AppConfig{}, ddm.Config{RequestTimeout: 300 * time.Millisecond})
 		f.session.API = api
 		f.vm.SetFaults(sim.Faults{DebuggerAttached: true})
 		if err := f.session.Run(context.Background()); !errors.Is(err, alloctrack.ErrHeld) {
@@ -308,7 +309,7 @@ func TestSessionHeld(t *testing.T) {
 		}
 	}
 	// Below Android 9 a handshake without echo is no sign of a holder.
-	f := newFixture(t, 27, sim.AppConfig{}, alloctrack.SessionConfig{RequestTimeout: 300 * time.Millisecond})
+	f := newFixture(t, 27, sim.AppConfig{}, ddm.Config{RequestTimeout: 300 * time.Millisecond})
 	f.session.Open = func(ctx context.Context) (io.ReadWriteCloser, error) {
 		a, b := net.Pipe()
 		go io.Copy(io.Discard, b)
@@ -328,9 +329,9 @@ func TestSessionSlowProbe(t *testing.T) {
 	for _, c := range []struct {
 		api, before int
 		unsupported bool
-	}{{30, 0, false}, {28, 1, false}, {30, alloctrack.UnansweredProbeLimit - 1, true}, {31, 0, true}, {0, 0, true}} {
+	}{{30, 0, false}, {28, 1, false}, {30, ddm.UnansweredProbeLimit - 1, true}, {31, 0, true}, {0, 0, true}} {
 		vmAPI := max(c.api, 30)
-		f := newFixture(t, vmAPI, sim.AppConfig{}, alloctrack.SessionConfig{RequestTimeout: 200 * time.Millisecond})
+		f := newFixture(t, vmAPI, sim.AppConfig{}, ddm.Config{RequestTimeout: 200 * time.Millisecond})
 		f.session.API, f.session.UnansweredProbes = c.api, c.before
 		f.vm.SetFaults(sim.Faults{HangREAQ: 1})
 		err := f.session.Run(context.Background())
@@ -349,7 +350,7 @@ func TestSessionSlowProbe(t *testing.T) {
 func TestSessionReportTooLargeStillDisables(t *testing.T) {
 	wl := sim.DefaultWorkload()
 	wl.Rate = 5000
-	f := newFixture(t, 30, sim.AppConfig{Workload: wl}, alloctrack.SessionConfig{Window: 100 * time.Millisecond, MaxPacketSize: 2000})
+	f := newFixture(t, 30, sim.AppConfig{Workload: wl}, ddm.Config{Window: 100 * time.Millisecond, MaxPacketSize: 2000})
 	err := f.session.Run(context.Background())
 	var tl *jdwp.PacketTooLargeError
 	if !errors.As(err, &tl) {
@@ -369,7 +370,7 @@ func TestSessionReportTooLargeStillDisables(t *testing.T) {
 func TestSessionWindowFloor(t *testing.T) {
 	wl := sim.DefaultWorkload()
 	wl.Rate = 20000
-	f := newFixture(t, 30, sim.AppConfig{Workload: wl, MaxEntries: 500}, alloctrack.SessionConfig{Window: time.Second, MinWindow: 10 * time.Millisecond})
+	f := newFixture(t, 30, sim.AppConfig{Workload: wl, MaxEntries: 500}, ddm.Config{Window: time.Second, MinWindow: 10 * time.Millisecond})
 	f.session.ReportCap = 500
 	f.vm.SetFaults(sim.Faults{Latency: 15 * time.Millisecond}) // a round trip of at least 15 ms
 	stop, _ := f.run(t)
@@ -378,8 +379,8 @@ func TestSessionWindowFloor(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	if minRTT := 15 * time.Millisecond; st.Window < alloctrack.RTTFloor*minRTT {
-		t.Errorf("window %v after %d overflows, below %d round trips of at least %v", st.Window, st.Overflowed, alloctrack.RTTFloor, minRTT)
+	if minRTT := 15 * time.Millisecond; st.Window < ddm.RTTFloor*minRTT {
+		t.Errorf("window %v after %d overflows, below %d round trips of at least %v", st.Window, st.Overflowed, ddm.RTTFloor, minRTT)
 	}
 }
 
@@ -389,9 +390,9 @@ func TestSessionWindowFloor(t *testing.T) {
 func TestSessionDalvikFullRing(t *testing.T) {
 	wl := sim.DefaultWorkload()
 	wl.Rate = 0
-	f := newFixture(t, 19, sim.AppConfig{Workload: wl}, alloctrack.SessionConfig{Window: 300 * time.Millisecond, MinWindow: 300 * time.Millisecond})
+	f := newFixture(t, 19, sim.AppConfig{Workload: wl}, ddm.Config{Window: 300 * time.Millisecond, MinWindow: 300 * time.Millisecond})
 	var declared []int
-	f.session.OnWindow = func(w *alloctrack.Cycle, _ *alloctrack.Window) {
+	f.session.OnWindow = func(w *ddm.Cycle, _ *alloctrack.Window) {
 		if w.Report != nil {
 			declared = append(declared, w.Report.DeclaredCount)
 		}
@@ -418,7 +419,7 @@ func TestSessionDalvikFullRing(t *testing.T) {
 func TestSessionAnswerTime(t *testing.T) {
 	wl := sim.DefaultWorkload()
 	wl.Rate = 0
-	f := newFixture(t, 30, sim.AppConfig{Workload: wl}, alloctrack.SessionConfig{Window: 200 * time.Millisecond, RTTFloor: 1})
+	f := newFixture(t, 30, sim.AppConfig{Workload: wl}, ddm.Config{Window: 200 * time.Millisecond, RTTFloor: 1})
 	stop, _ := f.run(t)
 	waitFor(t, "tracking", f.vm.Tracking)
 	f.vm.Allocate(allocreport.MaxEntries)
@@ -436,7 +437,7 @@ func TestSessionAnswerTime(t *testing.T) {
 func TestSessionCorruptReportIsCountedAndSkipped(t *testing.T) {
 	wl := sim.DefaultWorkload()
 	wl.Rate = 2000
-	f := newFixture(t, 30, sim.AppConfig{Workload: wl}, alloctrack.SessionConfig{Window: 50 * time.Millisecond})
+	f := newFixture(t, 30, sim.AppConfig{Workload: wl}, ddm.Config{Window: 50 * time.Millisecond})
 	f.vm.SetFaults(sim.Faults{CorruptREAL: 1, TruncateREAL: 1})
 	stop, _ := f.run(t)
 	waitFor(t, "4 windows", func() bool { return f.windows() >= 4 })
@@ -452,7 +453,7 @@ func TestSessionCorruptReportIsCountedAndSkipped(t *testing.T) {
 }
 
 func TestSessionHungReportEndsSessionAndDisables(t *testing.T) {
-	f := newFixture(t, 30, sim.AppConfig{}, alloctrack.SessionConfig{Window: 20 * time.Millisecond, ReportTimeout: 200 * time.Millisecond})
+	f := newFixture(t, 30, sim.AppConfig{}, ddm.Config{Window: 20 * time.Millisecond, ReportTimeout: 200 * time.Millisecond})
 	f.vm.SetFaults(sim.Faults{HangREAL: 1})
 	err := f.session.Run(context.Background())
 	if err == nil || !strings.HasPrefix(err.Error(), alloctrack.StageReport) {
@@ -473,7 +474,7 @@ func TestSessionHungReportEndsSessionAndDisables(t *testing.T) {
 func TestSessionStoppedMidReportCountsIt(t *testing.T) {
 	wl := sim.DefaultWorkload()
 	wl.Rate = 5000
-	f := newFixture(t, 30, sim.AppConfig{Workload: wl}, alloctrack.SessionConfig{Window: 50 * time.Millisecond})
+	f := newFixture(t, 30, sim.AppConfig{Workload: wl}, ddm.Config{Window: 50 * time.Millisecond})
 	// Every request is handled 300 ms after it arrives: a window's REAL is
 	// on its way from 50 ms to at least 350 ms after the window before it
 	// was counted.
@@ -494,7 +495,7 @@ func TestSessionStoppedMidReportCountsIt(t *testing.T) {
 }
 
 func TestSessionDroppedConnection(t *testing.T) {
-	f := newFixture(t, 30, sim.AppConfig{}, alloctrack.SessionConfig{Window: 20 * time.Millisecond})
+	f := newFixture(t, 30, sim.AppConfig{}, ddm.Config{Window: 20 * time.Millisecond})
 	f.vm.SetFaults(sim.Faults{DropREAL: 1})
 	err := f.session.Run(context.Background())
 	if err == nil || !strings.HasPrefix(err.Error(), alloctrack.StageReport) {
@@ -509,7 +510,7 @@ func TestSessionsShareReportReads(t *testing.T) {
 	var fs []*fixture
 	var stops []func() error
 	for range 3 {
-		f := newFixture(t, 30, sim.AppConfig{}, alloctrack.SessionConfig{Window: 20 * time.Millisecond})
+		f := newFixture(t, 30, sim.AppConfig{}, ddm.Config{Window: 20 * time.Millisecond})
 		f.session.Buffers = bufs
 		fs = append(fs, f)
 	}
@@ -544,7 +545,7 @@ func TestSessionGivesBackEveryReportBuffer(t *testing.T) {
 			bufs := jdwp.NewBuffers(2, 2)
 			wl := sim.DefaultWorkload()
 			wl.Rate = 100000 // about 5,000 entries a window: reports large enough to be lent
-			f := newFixture(t, 30, sim.AppConfig{Workload: wl}, alloctrack.SessionConfig{Window: 50 * time.Millisecond})
+			f := newFixture(t, 30, sim.AppConfig{Workload: wl}, ddm.Config{Window: 50 * time.Millisecond})
 			f.session.Buffers = bufs
 			f.vm.SetFaults(faults)
 			stop, done := f.run(t)
@@ -568,7 +569,7 @@ func TestSessionGivesBackEveryReportBuffer(t *testing.T) {
 // TestSessionErrorStage: a session's error carries its stage as a value
 // (ErrorStage), with the stage still leading its text.
 func TestSessionErrorStage(t *testing.T) {
-	f := newFixture(t, 30, sim.AppConfig{}, alloctrack.SessionConfig{})
+	f := newFixture(t, 30, sim.AppConfig{}, ddm.Config{})
 	f.session.Open = func(context.Context) (io.ReadWriteCloser, error) { return nil, errors.New("no such device") }
 	err := f.session.Run(context.Background())
 	if alloctrack.ErrorStage(err) != alloctrack.StageConnect || !strings.HasPrefix(err.Error(), alloctrack.StageConnect+": ") {

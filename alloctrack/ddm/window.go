@@ -1,16 +1,19 @@
 // The window of a DDM report: its allocations summed per class and per
 // site, fast enough for the largest report a VM sends.
 
-package alloctrack
+package ddm
 
 import (
 	"bytes"
 	"encoding/binary"
 	"hash/maphash"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/alloctrack/alloctrack/alloctrack"
 
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
 	"github.com/cespare/xxhash/v2"
@@ -40,31 +43,31 @@ func sameWire(st allocreport.Stack, b []byte) bool {
 }
 
 func (sh *siteHasher) site(a *allocreport.Allocation, st allocreport.Stack) uint64 {
-	h := mix(0x616c6c6f63, sh.classes[a.Class])
+	h := alloctrack.SiteHashStart(sh.classes[a.Class])
 	if b, stride := st.Wire(); stride == allocreport.FrameLen {
 		// The common layout, straight from the frame bytes.
 		for j := 0; j+8 <= len(b); j += 8 {
 			v := binary.BigEndian.Uint64(b[j : j+8])
-			h = mix(h, frameHash(sh.classes[v>>48], sh.methods[v>>32&0xffff], sh.files[v>>16&0xffff], int16(v)))
+			h = alloctrack.SiteHashFrame(h, sh.classes[v>>48], sh.methods[v>>32&0xffff], sh.files[v>>16&0xffff], int16(v))
 		}
 		return h
 	}
 	for j := range st.Len() {
 		f := st.At(j)
-		h = mix(h, frameHash(sh.classes[f.Class], sh.methods[f.Method], sh.files[f.File], f.Line))
+		h = alloctrack.SiteHashFrame(h, sh.classes[f.Class], sh.methods[f.Method], sh.files[f.File], f.Line)
 	}
 	return h
 }
 
 // reportSiteInfo builds the labels of the site of allocation a of r, its
 // stack label capped at stackMax bytes (0: none).
-func reportSiteInfo(r *allocreport.Report, a *allocreport.Allocation, h uint64, stackMax int) SiteInfo {
+func reportSiteInfo(r *allocreport.Report, a *allocreport.Allocation, h uint64, stackMax int) alloctrack.SiteInfo {
 	st := r.Stack(a)
-	info := SiteInfo{ID: SiteID(h), Class: r.ClassName(a)}
+	info := alloctrack.SiteInfo{ID: alloctrack.SiteID(h), Class: r.ClassName(a)}
 	if j := AppFrame(r, st); j >= 0 {
 		info.Frame = r.FrameString(st.At(j))
 	}
-	info.Frames = make([]Frame, st.Len())
+	info.Frames = make([]alloctrack.Frame, st.Len())
 	for j, f := range st.All() {
 		info.Frames[j] = FrameOf(r, f)
 	}
@@ -109,14 +112,14 @@ type rawSeq struct {
 // across reports (and apps) through scratchPool rather than allocated per
 // window; Window.Release gives it back.
 type reportScratch struct {
-	win     Window
+	win     alloctrack.Window
 	r       *allocreport.Report
 	reps    []int32 // by site: one allocation of it
 	siteOf  []int32 // by allocation: its site
 	table   []int32 // open addressing over sites: index + 1, 0 for empty
 	raws    []rawSeq
-	raw     []int32 // open addressing over raws
-	classes []Count // by class index
+	raw     []int32            // open addressing over raws
+	classes []alloctrack.Count // by class index
 	hashes  [3][]uint64
 }
 
@@ -128,7 +131,7 @@ var scratchPool = sync.Pool{New: func() any { return new(reportScratch) }}
 // hashTables fills the scratch's name hashes of r's tables.
 func (sc *reportScratch) hashTables(r *allocreport.Report) *siteHasher {
 	for i, t := range [3][]string{r.Classes, r.Methods, r.Files} {
-		h := grow(sc.hashes[i], len(t))
+		h := zeroed(sc.hashes[i], len(t))
 		for j, s := range t {
 			h[j] = xxhash.Sum64String(s)
 		}
@@ -139,20 +142,20 @@ func (sc *reportScratch) hashTables(r *allocreport.Report) *siteHasher {
 
 // aggregate sums r's allocations per class and per distinct site, into
 // sc.win.Sites in order of first allocation.
-func (sc *reportScratch) aggregate(r *allocreport.Report) (total Count) {
+func (sc *reportScratch) aggregate(r *allocreport.Report) (total alloctrack.Count) {
 	sh := sc.hashTables(r)
-	sc.classes = grow(sc.classes, len(r.Classes))
+	sc.classes = zeroed(sc.classes, len(r.Classes))
 	n := len(r.Allocations)
 	size := 16
 	for size < 2*n {
 		size <<= 1
 	}
-	sc.table = grow(sc.table, size)
-	sc.raw = grow(sc.raw, size)
+	sc.table = zeroed(sc.table, size)
+	sc.raw = zeroed(sc.raw, size)
 	mask := uint64(size - 1)
 	sites := sc.win.Sites[:0]
 	sc.reps = sc.reps[:0]
-	sc.siteOf = grow(sc.siteOf, n)
+	sc.siteOf = zeroed(sc.siteOf, n)
 	sc.raws = sc.raws[:0]
 	// Allocations of one site usually repeat the same bytes (class and
 	// frame indices): those are matched by their bytes first, and the
@@ -162,8 +165,8 @@ func (sc *reportScratch) aggregate(r *allocreport.Report) (total Count) {
 	useRaw := true
 	for i := range r.Allocations {
 		a := &r.Allocations[i]
-		total.add(a.Size)
-		sc.classes[a.Class].add(a.Size)
+		total.Allocate(a.Size)
+		sc.classes[a.Class].Allocate(a.Size)
 		st := r.Stack(a)
 		var rh uint64
 		if useRaw {
@@ -182,7 +185,7 @@ func (sc *reportScratch) aggregate(r *allocreport.Report) (total Count) {
 						break
 					}
 					if e := &sc.raws[k-1]; e.h == rh && e.class == a.Class && sameWire(r.Stack(&r.Allocations[e.rep]), stb) {
-						sites[e.site].Count.add(a.Size)
+						sites[e.site].Count.Allocate(a.Size)
 						sc.siteOf[i] = e.site
 						found = true
 						break
@@ -198,15 +201,15 @@ func (sc *reportScratch) aggregate(r *allocreport.Report) (total Count) {
 		for j := h & mask; ; j = (j + 1) & mask {
 			k := sc.table[j]
 			if k == 0 {
-				sites = append(sites, SiteDelta{Hash: h})
+				sites = append(sites, alloctrack.SiteDelta{Hash: h})
 				sc.reps = append(sc.reps, int32(i))
 				site = int32(len(sites) - 1)
-				sites[site].Count.add(a.Size)
+				sites[site].Count.Allocate(a.Size)
 				sc.table[j] = site + 1
 				break
 			}
 			if s := &sites[k-1]; s.Hash == h {
-				s.Count.add(a.Size)
+				s.Count.Allocate(a.Size)
 				site = k - 1
 				break
 			}
@@ -231,32 +234,32 @@ func (sc *reportScratch) aggregate(r *allocreport.Report) (total Count) {
 // summed per class and per site, exactly, with every allocation's thread
 // kept (Window.Threads). The window refers to r: keep r unchanged until the
 // window is released.
-func WindowOfReport(r *allocreport.Report, start, end time.Time) *Window {
+func WindowOfReport(r *allocreport.Report, start, end time.Time) *alloctrack.Window {
 	sc := scratchPool.Get().(*reportScratch)
 	sc.r = r
 	w := &sc.win
-	*w = Window{Start: start, End: end, Classes: w.Classes[:0], Sites: w.Sites[:0], Source: sc}
+	*w = alloctrack.Window{Start: start, End: end, Classes: w.Classes[:0], Sites: w.Sites[:0], Source: sc}
 	if len(r.Allocations) == 0 {
 		return w
 	}
 	w.Total = sc.aggregate(r)
 	for idx, n := range sc.classes {
 		if n.Allocations > 0 {
-			w.Classes = append(w.Classes, ClassDelta{Class: r.Classes[idx], Count: n})
+			w.Classes = append(w.Classes, alloctrack.ClassDelta{Class: r.Classes[idx], Count: n})
 		}
 	}
 	return w
 }
 
 // SiteInfo implements WindowSource.
-func (sc *reportScratch) SiteInfo(i, stackMax int) SiteInfo {
+func (sc *reportScratch) SiteInfo(i, stackMax int) alloctrack.SiteInfo {
 	return reportSiteInfo(sc.r, &sc.r.Allocations[sc.reps[i]], sc.win.Sites[i].Hash, stackMax)
 }
 
 // Threads implements WindowSource: the report's allocations summed per
 // site and thread, in order of first allocation.
-func (sc *reportScratch) Threads() []ThreadDelta {
-	var out []ThreadDelta
+func (sc *reportScratch) Threads() []alloctrack.ThreadDelta {
+	var out []alloctrack.ThreadDelta
 	idx := map[[2]int32]int{}
 	for i := range sc.r.Allocations {
 		a := &sc.r.Allocations[i]
@@ -265,9 +268,9 @@ func (sc *reportScratch) Threads() []ThreadDelta {
 		if !ok {
 			j = len(out)
 			idx[k] = j
-			out = append(out, ThreadDelta{Site: int(k[0]), Thread: int(a.Thread)})
+			out = append(out, alloctrack.ThreadDelta{Site: int(k[0]), Thread: int(a.Thread)})
 		}
-		out[j].Count.add(a.Size)
+		out[j].Count.Allocate(a.Size)
 	}
 	return out
 }
@@ -277,4 +280,37 @@ func (sc *reportScratch) Release() {
 	sc.r = nil
 	sc.win.Source = nil
 	scratchPool.Put(sc)
+}
+
+// FrameOf returns frame f of r by names.
+func FrameOf(r *allocreport.Report, f allocreport.Frame) alloctrack.Frame {
+	return alloctrack.Frame{Class: r.Classes[f.Class], Method: r.Methods[f.Method], File: r.Files[f.File], Line: int(f.Line)}
+}
+
+// AppFrame returns the index of the first frame of st that is not in a
+// framework package, or 0 (the top frame) when all are; -1 when st is empty.
+func AppFrame(r *allocreport.Report, st allocreport.Stack) int {
+	for j, f := range st.All() {
+		if !alloctrack.IsFrameworkClass(r.Classes[f.Class]) {
+			return j
+		}
+	}
+	if st.Len() == 0 {
+		return -1
+	}
+	return 0
+}
+
+// SiteHash returns the stable hash of allocation i's site.
+func SiteHash(r *allocreport.Report, i int) uint64 {
+	a := &r.Allocations[i]
+	return newSiteHasher(r).site(a, r.Stack(a))
+}
+
+// zeroed returns s with length n, all zero, reusing its array when large
+// enough.
+func zeroed[T any](s []T, n int) []T {
+	s = slices.Grow(s[:0], n)[:n]
+	clear(s)
+	return s
 }

@@ -1,4 +1,4 @@
-package alloctrack
+package ddm
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/alloctrack/alloctrack/alloctrack"
 
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
 
@@ -35,8 +37,8 @@ const UnansweredProbeLimit = 3
 // is connected); Android 14's ART accepts and closes it again.
 const APIHangsHeld = 28
 
-// SessionConfig holds the timings of a session.
-type SessionConfig struct {
+// Config holds the timings of a session.
+type Config struct {
 	Window    time.Duration // window length (default 10 s)
 	MinWindow time.Duration // shortest window after overflows (default 3 s; never under RTTFloor round trips)
 	// RTTFloor is how many report round trips a window lasts at least
@@ -53,7 +55,7 @@ type SessionConfig struct {
 }
 
 // Fill sets every unset field to its default.
-func (c *SessionConfig) Fill() {
+func (c *Config) Fill() {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
 			*d = v
@@ -122,13 +124,13 @@ type Session struct {
 	Accept func(app string) bool
 	// Bind is called once the app is named; it returns the counters and
 	// stats to update (shared by every process of the same app).
-	Bind   func(app string) (*Counters, *AppStats)
-	Config SessionConfig
+	Bind   func(app string) (*alloctrack.Counters, *alloctrack.AppStats)
+	Config Config
 	// Slots limits concurrent REAL transfers on the device (nil: none).
 	Slots chan struct{}
 	// OnWindow, if set, sees every cycle and, when its report parsed,
 	// its window (capture uses it).
-	OnWindow func(c *Cycle, w *Window)
+	OnWindow func(c *Cycle, w *alloctrack.Window)
 	// Buffers, if set, lends the buffers reports are read into (and
 	// bounds how many are read at once); each window's payload goes back
 	// once the window is counted, so OnWindow must not keep the Cycle,
@@ -165,7 +167,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 	rwc, err := s.Open(openCtx)
 	cancel()
 	if err != nil {
-		return StageErrorf(StageConnect, "opening jdwp:%d: %w", s.PID, err)
+		return alloctrack.StageErrorf(alloctrack.StageConnect, "opening jdwp:%d: %w", s.PID, err)
 	}
 	names := make(chan string, 4)
 	var waiting atomic.Bool // the VM sent WAIT
@@ -184,7 +186,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 		return s.checkFiltered(ctx, client, cfg, app)
 	}
 	counters, stats := s.Bind(app)
-	stats.Update(func(st *AppStatus) { st.PID, st.AppName, st.Package = s.PID, app, app })
+	stats.Update(func(st *alloctrack.AppStatus) { st.PID, st.AppName, st.Package = s.PID, app, app })
 	log = log.With(zap.String("package", app))
 
 	// Probe: a VM that never answers REAQ cannot track (Android 12+).
@@ -199,15 +201,15 @@ func (s *Session) Run(ctx context.Context) (err error) {
 			// Android 12+ VMs answer REAQ with nothing (or, with libjdwp
 			// loaded, an empty reply). Below that the tracker exists: a
 			// slow answer is retried, unless it keeps happening.
-			if s.API == 0 || s.API >= APIHeapprofd || s.UnansweredProbes+1 >= UnansweredProbeLimit {
-				stats.SetState(StateUnsupported)
-				return ErrUnsupported
+			if s.API == 0 || s.API >= alloctrack.APIHeapprofd || s.UnansweredProbes+1 >= UnansweredProbeLimit {
+				stats.SetState(alloctrack.StateUnsupported)
+				return alloctrack.ErrUnsupported
 			}
-			stats.CountError(StageProbe)
-			return StageErrorf(StageProbe, "%w (%d in a row): %w", ErrProbeUnanswered, s.UnansweredProbes+1, err)
+			stats.CountError(alloctrack.StageProbe)
+			return alloctrack.StageErrorf(alloctrack.StageProbe, "%w (%d in a row): %w", alloctrack.ErrProbeUnanswered, s.UnansweredProbes+1, err)
 		}
-		stats.CountError(StageProbe)
-		return StageErrorf(StageProbe, "%w", err)
+		stats.CountError(alloctrack.StageProbe)
+		return alloctrack.StageErrorf(alloctrack.StageProbe, "%w", err)
 	}
 	defer func() {
 		derr := s.disable(ctx, client, cfg)
@@ -218,7 +220,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 			// The process or its stream is gone: nothing is left tracking.
 			log.Debug("app gone before tracking could be disabled", zap.Error(derr))
 		default:
-			stats.CountError(StageDisable)
+			stats.CountError(alloctrack.StageDisable)
 			log.Warn("could not confirm tracking is off", zap.Error(derr))
 		}
 	}()
@@ -226,13 +228,13 @@ func (s *Session) Run(ctx context.Context) (err error) {
 		// Left on by an earlier client: its records are not ours.
 		log.Info("allocation tracking was already on; restarting it")
 		if err := client.SetAllocTracking(false); err != nil {
-			return StageErrorf(StageProbe, "%w", err)
+			return alloctrack.StageErrorf(alloctrack.StageProbe, "%w", err)
 		}
 	}
 	if err := client.SetAllocTracking(true); err != nil {
-		return StageErrorf(StageProbe, "%w", err)
+		return alloctrack.StageErrorf(alloctrack.StageProbe, "%w", err)
 	}
-	stats.SetState(StateTracking)
+	stats.SetState(alloctrack.StateTracking)
 	log.Info("tracking allocations", zap.Duration("window", cfg.Window))
 
 	window := cfg.Window
@@ -240,13 +242,13 @@ func (s *Session) Run(ctx context.Context) (err error) {
 	timer := time.NewTimer(window)
 	defer timer.Stop()
 	for {
-		stats.Update(func(st *AppStatus) { st.Window = window })
+		stats.Update(func(st *alloctrack.AppStatus) { st.Window = window })
 		last := false
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-conn.Done():
-			return StageErrorf(StageReport, "%w: %w", ErrStreamEnded, conn.Err())
+			return alloctrack.StageErrorf(alloctrack.StageReport, "%w: %w", alloctrack.ErrStreamEnded, conn.Err())
 		case <-s.Stop:
 			last = true
 		case <-timer.C:
@@ -267,16 +269,16 @@ func (s *Session) Run(ctx context.Context) (err error) {
 				return nil
 			}
 			if conn.Err() != nil {
-				return StageErrorf(StageReport, "%w: %w", ErrStreamEnded, err)
+				return alloctrack.StageErrorf(alloctrack.StageReport, "%w: %w", alloctrack.ErrStreamEnded, err)
 			}
-			stats.CountError(StageReport)
-			return StageErrorf(StageReport, "%w", err)
+			stats.CountError(alloctrack.StageReport)
+			return alloctrack.StageErrorf(alloctrack.StageReport, "%w", err)
 		}
 		w.Start = start
 		start = w.End
-		var win *Window
+		var win *alloctrack.Window
 		if w.ParseErr != nil {
-			stats.CountError(StageParse)
+			stats.CountError(alloctrack.StageParse)
 			log.Warn("report did not parse; window lost", zap.Error(w.ParseErr), zap.Int("bytes", len(w.Raw)))
 		} else {
 			win = WindowOfReport(w.Report, w.Start, w.End)
@@ -288,7 +290,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 			}
 			over := n >= reportCap
 			log.Debug("report counted", zap.Int("allocations", n), zap.Bool("overflowed", over), zap.Duration("rtt", w.RTT))
-			stats.Update(func(st *AppStatus) {
+			stats.Update(func(st *alloctrack.AppStatus) {
 				st.Windows++
 				if over {
 					st.Overflowed++
@@ -309,7 +311,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 			// least RTTFloor round trips, so that this stays a small share.
 			window = min(max(window, time.Duration(cfg.RTTFloor)*w.RTT), cfg.Window)
 		}
-		stats.Update(func(st *AppStatus) { st.ReportBytes += uint64(len(w.Raw)) })
+		stats.Update(func(st *alloctrack.AppStatus) { st.ReportBytes += uint64(len(w.Raw)) })
 		if s.OnWindow != nil {
 			s.OnWindow(w, win)
 		}
@@ -334,7 +336,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 
 // handshake opens JDWP on the stream. A VM that closes the stream during
 // the handshake is held by another debugger.
-func (s *Session) handshake(ctx context.Context, rwc io.ReadWriteCloser, cfg SessionConfig, names chan<- string, waiting *atomic.Bool) (*jdwp.Conn, error) {
+func (s *Session) handshake(ctx context.Context, rwc io.ReadWriteCloser, cfg Config, names chan<- string, waiting *atomic.Bool) (*jdwp.Conn, error) {
 	opts := jdwp.Options{
 		MaxPacketSize: cfg.MaxPacketSize,
 		Buffers:       s.Buffers,
@@ -378,18 +380,18 @@ func (s *Session) handshake(ctx context.Context, rwc io.ReadWriteCloser, cfg Ses
 		wcancel()
 		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			rwc.Close()
-			return nil, StageErrorf(StageHello, "%w (no handshake echo within %v)", ErrHeld, cfg.RequestTimeout+cfg.HeldWait)
+			return nil, alloctrack.StageErrorf(alloctrack.StageHello, "%w (no handshake echo within %v)", alloctrack.ErrHeld, cfg.RequestTimeout+cfg.HeldWait)
 		}
 	}
 	if err != nil {
 		rwc.Close()
 		switch {
 		case closedByPeer(err):
-			return nil, StageErrorf(StageHello, "%w (%v)", ErrHeld, err)
+			return nil, alloctrack.StageErrorf(alloctrack.StageHello, "%w (%v)", alloctrack.ErrHeld, err)
 		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && hangs:
-			return nil, StageErrorf(StageHello, "%w (no handshake echo within %v)", ErrHeld, cfg.RequestTimeout)
+			return nil, alloctrack.StageErrorf(alloctrack.StageHello, "%w (no handshake echo within %v)", alloctrack.ErrHeld, cfg.RequestTimeout)
 		}
-		return nil, StageErrorf(StageHello, "JDWP handshake: %w", err)
+		return nil, alloctrack.StageErrorf(alloctrack.StageHello, "JDWP handshake: %w", err)
 	}
 	return jdwp.NewConn(rwc, opts), nil
 }
@@ -412,13 +414,13 @@ func (e *FilteredError) Error() string {
 	return fmt.Sprintf("alloctrack: %s is excluded by the package filter", e.App)
 }
 
-func (e *FilteredError) Is(target error) bool { return target == ErrFiltered }
+func (e *FilteredError) Is(target error) bool { return target == alloctrack.ErrFiltered }
 
 // checkFiltered ends the session of an app the filter turns away, asking
 // first whether its tracker was left on (see CheckFiltered).
-func (s *Session) checkFiltered(ctx context.Context, c *ddms.Client, cfg SessionConfig, app string) error {
+func (s *Session) checkFiltered(ctx context.Context, c *ddms.Client, cfg Config, app string) error {
 	fe := &FilteredError{App: app}
-	if !s.CheckFiltered || s.API == 0 || s.API >= APIHeapprofd {
+	if !s.CheckFiltered || s.API == 0 || s.API >= alloctrack.APIHeapprofd {
 		return fe
 	}
 	pctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
@@ -446,33 +448,33 @@ func appName(b []byte) string {
 		return ""
 	}
 	for _, n := range []string{a.Name, a.PackageName} {
-		if n != "" && n != PreInitialized {
+		if n != "" && n != alloctrack.PreInitialized {
 			return n
 		}
 	}
 	return ""
 }
 
-func (s *Session) hello(ctx context.Context, c *ddms.Client, cfg SessionConfig, names <-chan string, waiting *atomic.Bool) (string, error) {
+func (s *Session) hello(ctx context.Context, c *ddms.Client, cfg Config, names <-chan string, waiting *atomic.Bool) (string, error) {
 	hctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
 	h, err := c.Hello(hctx)
 	cancel()
 	if waiting.Load() {
 		// The VM sends WAIT while it handles HELO, before the reply.
-		return "", ErrWaiting
+		return "", alloctrack.ErrWaiting
 	}
 	if err != nil {
-		return "", StageErrorf(StageHello, "%w", err)
+		return "", alloctrack.StageErrorf(alloctrack.StageHello, "%w", err)
 	}
 	app := h.AppName
-	if app == "" || app == PreInitialized {
+	if app == "" || app == alloctrack.PreInitialized {
 		app = ""
 	}
 	if app == "" {
 		select {
 		case app = <-names:
 		case <-time.After(cfg.NameTimeout):
-			return "", StageErrorf(StageHello, "app not named within %v (still %q)", cfg.NameTimeout, h.AppName)
+			return "", alloctrack.StageErrorf(alloctrack.StageHello, "app not named within %v (still %q)", cfg.NameTimeout, h.AppName)
 		case <-ctx.Done():
 			return "", ctx.Err()
 		}
@@ -484,7 +486,7 @@ func (s *Session) hello(ctx context.Context, c *ddms.Client, cfg SessionConfig, 
 // burst (the VM handles them in order, so the next window starts as soon as
 // the report is built), then the REAL reply awaited and parsed. The last
 // window of a session leaves REAE 1 out.
-func (s *Session) cycle(ctx context.Context, c *ddms.Client, cfg SessionConfig, again bool) (*Cycle, error) {
+func (s *Session) cycle(ctx context.Context, c *ddms.Client, cfg Config, again bool) (*Cycle, error) {
 	t0 := s.now()
 	wait, err := c.StartAllocationsOwned()
 	if err != nil {
@@ -523,7 +525,7 @@ func (s *Session) cycle(ctx context.Context, c *ddms.Client, cfg SessionConfig, 
 
 // disable turns tracking off and confirms it, within DisableTimeout even
 // when ctx has ended.
-func (s *Session) disable(ctx context.Context, c *ddms.Client, cfg SessionConfig) error {
+func (s *Session) disable(ctx context.Context, c *ddms.Client, cfg Config) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.DisableTimeout)
 	defer cancel()
 	if err := c.SetAllocTracking(false); err != nil {
