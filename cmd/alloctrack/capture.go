@@ -25,42 +25,32 @@ import (
 )
 
 type captureCmd struct {
-	cmd            *kingpin.CmdClause
-	log            *logFlags
-	adbAddr        *string
-	serial         *string
-	pkg            *string
-	pid            *int
-	duration       *time.Duration
-	out            *string
-	window         *time.Duration
-	windowMin      *time.Duration
-	requestTimeout *time.Duration
-	reportTimeout  *time.Duration
-	top            *int
-	budget         *string
-	backend        *string
-	hpInterval     *uint64
+	session  *sessionFlags
+	cmd      *kingpin.CmdClause
+	log      *logFlags
+	adbAddr  *string
+	serial   *string
+	pkg      *string
+	pid      *int
+	duration *time.Duration
+	out      *string
+	top      *int
+	budget   *string
 }
 
 func newCaptureCmd(app *kingpin.Application) *captureCmd {
 	c := &captureCmd{cmd: app.Command("capture", "Record one app's allocations for a while: each window's report as <n>.alloc, then summary.json and profile.pb.gz, in a directory.")}
 	f := c.cmd.Flag
 	c.log = addLogFlags(c.cmd)
+	c.session = addSessionFlags(c.cmd)
 	c.adbAddr = f("adb.address", "adb server address host:port. Default: $ADB_SERVER_SOCKET (tcp:host:port), $ANDROID_ADB_SERVER_PORT, 127.0.0.1:5037.").String()
 	c.serial = f("serial", "Device serial (as `adb devices` lists it); may be left out when only one device is attached.").String()
 	c.pkg = f("package", "App to record, by package (process) name.").String()
 	c.pid = f("pid", "App to record, by process id (instead of --package).").Int()
 	c.duration = f("duration", "How long to record.").Default("30s").Duration()
 	c.out = f("out", "Directory to write into (created; must not hold a capture already).").Required().String()
-	c.window = f("window", "Window length: how often the report is fetched (shorter windows stall the app less).").Default("10s").Duration()
-	c.windowMin = f("window.min", "Shortest window after reports overflow (default: 3s, or --window if shorter); a window is never shorter than 20 report round trips.").Duration()
-	c.requestTimeout = f("request.timeout", "Timeout of the handshake, HELO and the REAQ probe.").Default("5s").Duration()
-	c.reportTimeout = f("report.timeout", "Timeout of a REAL request.").Default("30s").Duration()
 	c.top = f("top", "Classes and sites listed in summary.json.").Default("20").Int()
 	c.budget = f("budget", "Check the capture against a budget file (YAML); exit status 3 if it is exceeded.").String()
-	c.backend = enum(f("backend", "auto (the VM's allocation tracker below API 31, perfetto's heapprofd sampling from API 31, Android 12, on), ddm (the allocation tracker, Android 4.4 to 11), or heapprofd (heapprofd sampling, Android 12+)."), "backend", "auto", "ddm", "auto", "heapprofd")
-	c.hpInterval = f("heapprofd.sampling-interval", "Mean bytes between two heapprofd samples; 1 samples every allocation (exact, and many times slower for the app).").Default("4096").Uint64()
 	return c
 }
 
@@ -85,15 +75,13 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 		return fail(exitUsage, "--pid %d is not a process id", *c.pid)
 	case *c.pkg != "" && adb.CheckName(*c.pkg) != nil:
 		return fail(exitUsage, "--package: %v", adb.CheckName(*c.pkg))
-	case *c.duration <= 0 || *c.window <= 0 || *c.windowMin < 0 || *c.windowMin > *c.window:
-		return fail(exitUsage, "--duration and --window must be positive, --window.min positive and at most --window")
-	case *c.hpInterval < 1:
-		return fail(exitUsage, "--heapprofd.sampling-interval must be at least 1 byte")
-	case *c.requestTimeout <= 0 || *c.reportTimeout <= 0 || *c.top < 1:
-		return fail(exitUsage, "timeouts must be positive and --top at least 1")
+	case *c.duration <= 0:
+		return fail(exitUsage, "--duration must be positive")
+	case *c.top < 1:
+		return fail(exitUsage, "--top must be at least 1")
 	}
-	if *c.windowMin == 0 {
-		*c.windowMin = min(time.Second, *c.window)
+	if err := c.session.validate(); err != nil {
+		return fail(exitUsage, "%v", err)
 	}
 	var bud *offline.Budget
 	if *c.budget != "" {
@@ -115,7 +103,7 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 	client := adb.NewClient(addr)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	lookup, lcancel := context.WithTimeout(ctx, 2**c.requestTimeout)
+	lookup, lcancel := context.WithTimeout(ctx, 2**c.session.requestTimeout)
 	defer lcancel()
 
 	// The device.
@@ -158,7 +146,7 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 	if jdwpPIDs == nil && lookup.Err() != nil {
 		return fail(exitFailure, "listing debuggable processes on %s: no answer from the adb server (%v)", serial, terr)
 	}
-	scfg := ddm.Config{Window: *c.window, MinWindow: *c.windowMin, RequestTimeout: *c.requestTimeout, ReportTimeout: *c.reportTimeout}
+	scfg := c.session.ddmConfig()
 	pid := *c.pid
 	if pid == 0 {
 		var code int
@@ -204,7 +192,7 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 	}()
 
 	progress := isTerminal(stderr)
-	if *c.backend == alloctrack.BackendHeapprofd || *c.backend == alloctrack.BackendAuto && api >= alloctrack.APIHeapprofd {
+	if c.session.heapprofdFor(api) {
 		return c.captureHeapprofd(ctx, client, serial, pid, api, w, stop, &interrupted, cancel, bud, log, stdout, stderr, progress, start)
 	}
 	var writeErr error
@@ -389,7 +377,7 @@ func (c *captureCmd) captureHeapprofd(ctx context.Context, client *adb.Client, s
 	}
 	name := *c.pkg
 	if name == "" {
-		nctx, ncancel := context.WithTimeout(ctx, *c.requestTimeout)
+		nctx, ncancel := context.WithTimeout(ctx, *c.session.requestTimeout)
 		n, err := client.ProcessName(nctx, serial, pid, api)
 		ncancel()
 		if err != nil || n == "" {
@@ -432,11 +420,11 @@ func (c *captureCmd) captureHeapprofd(ctx context.Context, client *adb.Client, s
 		// One session by pid; heapprofd ending the profile (an overrun)
 		// takes a new one, and so does a rotation.
 		s := &heapprofd.Session{
-			Serial: serial, API: api, PIDs: []int{pid}, Window: *c.window,
+			Serial: serial, API: api, PIDs: []int{pid}, Window: *c.session.window,
 			Exec: func(ctx context.Context, stdin []byte, argv ...string) ([]byte, []byte, int, error) {
 				return client.Exec(ctx, serial, stdin, argv...)
 			},
-			Config:  heapprofd.Config{SamplingInterval: *c.hpInterval},
+			Config:  heapprofd.Config{SamplingInterval: *c.session.hpInterval},
 			Targets: []*heapprofd.Target{target},
 			Resolve: func(_ context.Context, p int) *heapprofd.Target {
 				if p == pid {

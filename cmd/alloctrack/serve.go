@@ -28,7 +28,6 @@ import (
 
 	"github.com/alloctrack/alloctrack/adb"
 	"github.com/alloctrack/alloctrack/alloctrack"
-	"github.com/alloctrack/alloctrack/alloctrack/ddm"
 	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 	"github.com/alloctrack/alloctrack/alloctrack/supervisor"
 	"github.com/alloctrack/alloctrack/exporter"
@@ -41,6 +40,7 @@ import (
 const DefaultListenAddress = ":9853"
 
 type serveCmd struct {
+	session         *sessionFlags
 	cmd             *kingpin.CmdClause
 	web             *web.FlagConfig
 	log             *logFlags
@@ -49,13 +49,9 @@ type serveCmd struct {
 	serialsExclude  *[]string
 	packages        *[]string
 	packagesExclude *[]string
-	window          *time.Duration
-	windowMin       *time.Duration
 	topClasses      *int
 	topSites        *int
 	topExpiry       *time.Duration
-	requestTimeout  *time.Duration
-	reportTimeout   *time.Duration
 	reportsPerDev   *int
 	reportsFlight   *int
 	reprobe         *time.Duration
@@ -63,8 +59,6 @@ type serveCmd struct {
 	waitingRetry    *time.Duration
 	turnOffOrphans  *bool
 	shutdownTimeout *time.Duration
-	backend         *string
-	hpInterval      *uint64
 	hpRotate        *time.Duration
 	hpMaxFile       *units.Base2Bytes
 	simulate        *bool
@@ -78,18 +72,15 @@ func newServeCmd(app *kingpin.Application) *serveCmd {
 	f := c.cmd.Flag
 	c.web = kingpinflag.AddFlags(c.cmd, DefaultListenAddress)
 	c.log = addLogFlags(c.cmd)
+	c.session = addSessionFlags(c.cmd)
 	c.adbAddrs = f("adb.address", "adb server address host:port; repeat to watch several servers. Default: $ADB_SERVER_SOCKET (tcp:host:port), $ANDROID_ADB_SERVER_PORT, 127.0.0.1:5037.").Strings()
 	c.serials = f("serial", "Track only devices whose serial matches this regular expression (whole serial); repeatable.").Strings()
 	c.serialsExclude = f("serial.exclude", "Skip devices whose serial matches this regular expression; repeatable.").Strings()
 	c.packages = f("package", "Track only apps whose name matches this regular expression (whole name); repeatable.").Strings()
 	c.packagesExclude = f("package.exclude", "Skip apps whose name matches this regular expression; repeatable.").Strings()
-	c.window = f("window", "Length of a tracking window: how often each app's report is fetched.").Default("10s").Duration()
-	c.windowMin = f("window.min", "Shortest window after reports overflow (65,535 entries, or the device's dalvik.vm.recentAllocMax); default 3s, or --window if shorter. A window is never shorter than 20 report round trips: each costs the app its round trip, blind and partly stalled.").Duration()
 	c.topClasses = f("top.classes", "Classes per app with a series of their own; the rest count as class=\"other\".").Default("100").Int()
 	c.topSites = f("top.sites", "Allocation sites per app with a series of their own; the rest count as site=\"other\".").Default("100").Int()
 	c.topExpiry = f("top.expiry", "Drop a class or site series idle this long, making room for others (0: never).").Default("1h").Duration()
-	c.requestTimeout = f("request.timeout", "Timeout of the JDWP handshake, HELO, and the REAQ probe (no answer: tracking unsupported, Android 12+).").Default("5s").Duration()
-	c.reportTimeout = f("report.timeout", "Timeout of a REAL (allocation report) request.").Default("30s").Duration()
 	c.reportsPerDev = f("reports.per-device", "Concurrent report transfers per device (USB bandwidth).").Default("2").Int()
 	c.reportsFlight = f("reports.in-flight", "Reports read at once across all devices: each holds a whole report (up to about 9 MB) in memory, and that many report buffers, plus 4 for reports still being counted, are kept for reuse between windows. A VM building its report takes no turn.").Default("8").Int()
 	c.reprobe = f("reprobe.interval", "How often an app without tracking support is probed again.").Default("30m").Duration()
@@ -97,8 +88,6 @@ func newServeCmd(app *kingpin.Application) *serveCmd {
 	c.waitingRetry = f("waiting.retry", "How long an app waiting for a debugger (it sent WAIT) is left alone before it is tried again.").Default("1m").Duration()
 	c.turnOffOrphans = f("orphans.turn-off", "Turn allocation tracking off in apps the package filters exclude when it was found left on (by an earlier run with wider filters; no VM turns it off when its client leaves). Without it such apps are counted in alloctrack_device_orphaned_trackers and left alone.").Bool()
 	c.shutdownTimeout = f("shutdown.timeout", "On SIGINT/SIGTERM, how long to wait while every app's tracking is turned off. A second signal exits at once.").Default("10s").Duration()
-	c.backend = enum(f("backend", "How apps are watched: auto (the VM's allocation tracker over JDWP on devices below API 31, perfetto's heapprofd sampling from API 31, Android 12, on), ddm (the allocation tracker everywhere; Android 12+ apps show as unsupported), or heapprofd (heapprofd everywhere). Heapprofd numbers are samples and estimates; see the README."), "backend", "auto", "ddm", "auto", "heapprofd")
-	c.hpInterval = f("heapprofd.sampling-interval", "Mean bytes allocated between two heapprofd samples. 1 samples every allocation: exact counts, at the cost of a stack unwind in the app on every allocation, which slows an allocation-heavy app many times over.").Default("4096").Uint64()
 	c.hpRotate = f("heapprofd.rotate", "How long one perfetto session of a device runs before the next replaces it, which bounds its trace file and heapprofd's own memory on the device. The switch leaves a gap of about one stop and start (see docs/heapprofd-devices.md).").Default("30m").Duration()
 	c.hpMaxFile = f("heapprofd.max-file-size", "Bound of a session's trace file on the device (max_file_size_bytes): the tracing service ends the session there, and the next one starts.").Default("256MiB").Bytes()
 	c.simulate = f("simulate", "Serve a simulated farm instead of real devices: an in-process adb server with simulated devices and apps (its control API is at /sim/devices).").Bool()
@@ -109,23 +98,20 @@ func newServeCmd(app *kingpin.Application) *serveCmd {
 }
 
 func (c *serveCmd) validate() error {
+	if err := c.session.validate(); err != nil {
+		return err
+	}
 	switch {
-	case *c.window <= 0:
-		return fmt.Errorf("--window must be positive, got %v", *c.window)
-	case *c.windowMin < 0 || *c.windowMin > *c.window:
-		return fmt.Errorf("--window.min must be positive and at most --window (%v), got %v", *c.window, *c.windowMin)
 	case *c.topClasses < 1 || *c.topSites < 1:
 		return fmt.Errorf("--top.classes and --top.sites must be at least 1")
 	case *c.topExpiry < 0:
 		return fmt.Errorf("--top.expiry must not be negative")
-	case *c.requestTimeout <= 0 || *c.reportTimeout <= 0 || *c.reprobe <= 0 || *c.shutdownTimeout <= 0 || *c.heldRetry <= 0 || *c.waitingRetry <= 0:
+	case *c.reprobe <= 0 || *c.shutdownTimeout <= 0 || *c.heldRetry <= 0 || *c.waitingRetry <= 0:
 		return fmt.Errorf("timeouts and intervals must be positive")
 	case *c.reportsPerDev < 1:
 		return fmt.Errorf("--reports.per-device must be at least 1")
-	case *c.hpInterval < 1:
-		return fmt.Errorf("--heapprofd.sampling-interval must be at least 1 byte")
-	case *c.hpRotate < *c.window:
-		return fmt.Errorf("--heapprofd.rotate must be at least --window (%v), got %v", *c.window, *c.hpRotate)
+	case *c.hpRotate < *c.session.window:
+		return fmt.Errorf("--heapprofd.rotate must be at least --window (%v), got %v", *c.session.window, *c.hpRotate)
 	case *c.hpMaxFile < 64<<10:
 		return fmt.Errorf("--heapprofd.max-file-size must be at least 64KiB, got %v", *c.hpMaxFile)
 	case *c.reportsFlight < 1:
@@ -140,9 +126,6 @@ func (c *serveCmd) run(stderr io.Writer) int {
 	if err := c.validate(); err != nil {
 		fmt.Fprintf(stderr, "alloctrack serve: %v\n", err)
 		return exitUsage
-	}
-	if *c.windowMin == 0 {
-		*c.windowMin = min(time.Second, *c.window)
 	}
 	serials, err := supervisor.NewFilter(*c.serials, *c.serialsExclude)
 	if err != nil {
@@ -226,16 +209,14 @@ func (c *serveCmd) run(stderr io.Writer) int {
 		sources = append(sources, source.New(a))
 	}
 
+	scfg := c.session.ddmConfig()
+	// On a stop, a report already asked for is awaited, then tracking
+	// turned off, each within half the shutdown timeout: old devices (4 KiB
+	// adbd payloads) take seconds to move one.
+	scfg.DisableTimeout = *c.shutdownTimeout / 2
 	d := supervisor.NewDaemon(supervisor.DaemonConfig{
 		Serials: serials, Packages: packages,
-		Session: ddm.Config{
-			Window: *c.window, MinWindow: *c.windowMin,
-			RequestTimeout: *c.requestTimeout, ReportTimeout: *c.reportTimeout,
-			// On a stop, a report already asked for is awaited, then
-			// tracking turned off, each within half the shutdown timeout:
-			// old devices (4 KiB adbd payloads) take seconds to move one.
-			DisableTimeout: *c.shutdownTimeout / 2,
-		},
+		Session:          scfg,
 		Aggregate:        alloctrack.AggregateConfig{TopClasses: *c.topClasses, TopSites: *c.topSites, Expiry: *c.topExpiry},
 		ReportsPerDevice: *c.reportsPerDev,
 		ReportsInFlight:  *c.reportsFlight,
@@ -243,9 +224,9 @@ func (c *serveCmd) run(stderr io.Writer) int {
 		HeldRetry:        *c.heldRetry,
 		WaitingRetry:     *c.waitingRetry,
 		TurnOffOrphans:   *c.turnOffOrphans,
-		Backend:          *c.backend,
+		Backend:          *c.session.backend,
 		Heapprofd: heapprofd.Config{
-			SamplingInterval: *c.hpInterval, StopTimeout: *c.shutdownTimeout,
+			SamplingInterval: *c.session.hpInterval, StopTimeout: *c.shutdownTimeout,
 			Rotate: *c.hpRotate, MaxFileBytes: uint64(*c.hpMaxFile),
 		},
 	}, sources, log)
@@ -267,7 +248,7 @@ func (c *serveCmd) run(stderr io.Writer) int {
 	for _, l := range links {
 		viewLinks = append(viewLinks, [2]string{l.Address, l.Text})
 	}
-	view, err := webview.New(d, webview.Config{Version: version.Info(), Links: viewLinks, Refresh: min(*c.window, 5*time.Second)})
+	view, err := webview.New(d, webview.Config{Version: version.Info(), Links: viewLinks, Refresh: min(*c.session.window, 5*time.Second)})
 	if err != nil {
 		log.Error("building the web view", zap.Error(err))
 		return exitFailure
@@ -302,7 +283,7 @@ func (c *serveCmd) run(stderr io.Writer) int {
 		debug.SetMemoryLimit(limit)
 		memLimit = fmt.Sprintf("%d MiB", limit>>20)
 	}
-	log.Info("starting alloctrack", zap.String("version", version.Info()), zap.Strings("adb_servers", addrs), zap.Duration("window", *c.window), zap.String("memory_limit", memLimit))
+	log.Info("starting alloctrack", zap.String("version", version.Info()), zap.Strings("adb_servers", addrs), zap.Duration("window", *c.session.window), zap.String("memory_limit", memLimit))
 	daemonDone := make(chan struct{})
 	go func() {
 		d.Run(ctx)
