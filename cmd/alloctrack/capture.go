@@ -193,61 +193,23 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 
 	progress := isTerminal(stderr)
 	if c.session.heapprofdFor(api) {
-		return c.captureHeapprofd(ctx, client, serial, pid, api, w, stop, &interrupted, cancel, bud, log, stdout, stderr, progress, start)
+		return c.captureHeapprofd(ctx, client, serial, pid, api, w, stop, &interrupted, bud, log, stdout, stderr, progress, start)
 	}
-	var writeErr error
-	var named string // the app's name by its VM's account
-	s := &ddm.Session{
-		Serial: serial, PID: pid, API: api,
-		Open: func(ctx context.Context) (io.ReadWriteCloser, error) { return client.OpenJDWP(ctx, serial, pid) },
-		Accept: func(app string) bool {
-			named = app
-			return *c.pkg == "" || app == *c.pkg
-		},
-		Bind: func(app string) (*alloctrack.Counters, *alloctrack.AppStats) {
-			w.SetPackage(app)
-			return alloctrack.NewCounters(alloctrack.AggregateConfig{TopClasses: 1, TopSites: 1}), alloctrack.NewAppStats(serial, pid)
-		},
+	rec := &offline.DDMRecorder{
+		Serial: serial, PID: pid, API: api, Package: *c.pkg,
+		Open:   func(ctx context.Context) (io.ReadWriteCloser, error) { return client.OpenJDWP(ctx, serial, pid) },
 		Config: scfg,
-		Stop:   stop,
 		Log:    log,
-		OnWindow: func(cy *ddm.Cycle, win *alloctrack.Window) {
-			err := w.Report(cy.Raw, cy.Report)
-			if err == nil && win != nil {
-				err = w.Add(win)
-			}
-			if err != nil && writeErr == nil {
-				writeErr = err
-				cancel()
-			}
-			if cy.ParseErr != nil {
-				log.Warn("window report did not parse; kept as written", zap.Int("window", w.Windows()), zap.Error(cy.ParseErr))
-			}
-			if progress {
-				t := w.Total()
-				fmt.Fprintf(stderr, "\r%d windows, %d allocations, %d bytes, %s", w.Windows(), t.Allocations, t.Bytes, time.Since(start).Round(time.Second))
-			}
-		},
-	}
-	// A VM notices that a debugger left only after a moment, and the pid
-	// may have just been asked its name (several debuggable pids): a
-	// refused handshake is retried for up to a second before it counts.
-	runErr := s.Run(ctx)
-	for grace := time.Now().Add(time.Second); errors.Is(runErr, alloctrack.ErrHeld) && time.Now().Before(grace); {
-		select {
-		case <-ctx.Done():
-		case <-stop:
-		case <-time.After(100 * time.Millisecond):
-			runErr = s.Run(ctx)
-			continue
-		}
-		break
 	}
 	if progress {
-		fmt.Fprintln(stderr)
+		rec.Progress = func(w *offline.CaptureWriter) {
+			t := w.Total()
+			fmt.Fprintf(stderr, "\r%d windows, %d allocations, %d bytes, %s", w.Windows(), t.Allocations, t.Bytes, time.Since(start).Round(time.Second))
+		}
 	}
-	if writeErr != nil {
-		runErr = writeErr
+	runErr := rec.Record(ctx, stop, w)
+	if progress {
+		fmt.Fprintln(stderr)
 	}
 	sum, err := w.Close(time.Now(), interrupted.Load(), runErr, *c.top)
 	if err != nil {
@@ -258,7 +220,7 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 	if runErr != nil {
 		switch {
 		case errors.Is(runErr, alloctrack.ErrFiltered):
-			return fail(exitFailure, "pid %d on %s is %q by its VM's own account, not %s", pid, serial, named, *c.pkg)
+			return fail(exitFailure, "pid %d on %s is %q by its VM's own account, not %s", pid, serial, rec.Named, *c.pkg)
 		case errors.Is(runErr, alloctrack.ErrHeld):
 			return fail(exitFailure, "another debugger (Android Studio?) holds pid %d on %s: close it and retry", pid, serial)
 		case errors.Is(runErr, alloctrack.ErrWaiting):
@@ -270,16 +232,22 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 		}
 		return fail(exitFailure, "%v", runErr)
 	}
-	if bud != nil {
-		t := alloctrack.NewTally()
-		in, err := offline.ReadInput(*c.out)
-		if err != nil {
-			return fail(exitFailure, "%v", err)
-		}
-		in.AddTo(t)
-		return checkBudget(stderr, "alloctrack capture", bud, t, in.Duration)
+	return checkCaptureBudget(stderr, *c.out, bud)
+}
+
+// checkCaptureBudget checks the capture in dir against bud (nil: none).
+func checkCaptureBudget(stderr io.Writer, dir string, bud *offline.Budget) int {
+	if bud == nil {
+		return exitOK
 	}
-	return exitOK
+	in, err := offline.ReadInput(dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "alloctrack capture: %v\n", err)
+		return exitFailure
+	}
+	t := alloctrack.NewTally()
+	in.AddTo(t)
+	return checkBudget(stderr, "alloctrack capture", bud, t, in.Duration)
 }
 
 // findApp picks the process of app pkg to record: the shell lists the
@@ -369,7 +337,7 @@ func joinInts(v []int) string {
 // or Ctrl-C (the session's last dump is read, its perfetto stopped and
 // its file removed either way).
 func (c *captureCmd) captureHeapprofd(ctx context.Context, client *adb.Client, serial string, pid, api int, w *offline.CaptureWriter,
-	stop <-chan struct{}, interrupted *atomic.Bool, cancel context.CancelFunc, bud *offline.Budget, log *zap.Logger,
+	stop <-chan struct{}, interrupted *atomic.Bool, bud *offline.Budget, log *zap.Logger,
 	stdout, stderr io.Writer, progress bool, start time.Time) int {
 	fail := func(code int, format string, args ...any) int {
 		fmt.Fprintf(stderr, "alloctrack capture: "+format+"\n", args...)
@@ -386,71 +354,32 @@ func (c *captureCmd) captureHeapprofd(ctx context.Context, client *adb.Client, s
 		name = n
 	}
 	w.SetPackage(name)
-	raw, err := w.Trace()
-	if err != nil {
-		return fail(exitFailure, "%v", err)
-	}
-	var writeErr error
-	stats := alloctrack.NewAppStats(serial, pid)
-	target := &heapprofd.Target{
-		Counters: alloctrack.NewCounters(alloctrack.AggregateConfig{TopClasses: 1, TopSites: 1}),
-		Stats:    stats,
-		Window: func(win *alloctrack.Window) {
-			if err := w.Add(win); err != nil && writeErr == nil {
-				writeErr = err
-				cancel()
-			}
-			if progress {
-				st := stats.Snapshot().Heapprofd
-				fmt.Fprintf(stderr, "\r%d dumps, %d samples, %d sampled bytes, %s", st.Dumps, st.Samples, st.SampledBytes, time.Since(start).Round(time.Second))
-			}
+	rec := &offline.HeapprofdRecorder{
+		Serial: serial, PID: pid, API: api, Window: *c.session.window,
+		Exec: func(ctx context.Context, stdin []byte, argv ...string) ([]byte, []byte, int, error) {
+			return client.Exec(ctx, serial, stdin, argv...)
 		},
+		Config: heapprofd.Config{SamplingInterval: *c.session.hpInterval},
+		Log:    log,
 	}
-	rctx, rcancel := context.WithCancel(ctx)
-	go func() {
-		select {
-		case <-stop:
-		case <-rctx.Done():
+	if progress {
+		rec.Progress = func(stats *alloctrack.AppStats) {
+			st := stats.Snapshot().Heapprofd
+			fmt.Fprintf(stderr, "\r%d dumps, %d samples, %d sampled bytes, %s", st.Dumps, st.Samples, st.SampledBytes, time.Since(start).Round(time.Second))
 		}
-		rcancel()
-	}()
-	var runErr error
-	rejected := false
-	for rctx.Err() == nil {
-		// One session by pid; heapprofd ending the profile (an overrun)
-		// takes a new one, and so does a rotation.
-		s := &heapprofd.Session{
-			Serial: serial, API: api, PIDs: []int{pid}, Window: *c.session.window,
-			Exec: func(ctx context.Context, stdin []byte, argv ...string) ([]byte, []byte, int, error) {
-				return client.Exec(ctx, serial, stdin, argv...)
-			},
-			Config:  heapprofd.Config{SamplingInterval: *c.session.hpInterval},
-			Targets: []*heapprofd.Target{target},
-			Resolve: func(_ context.Context, p int) *heapprofd.Target {
-				if p == pid {
-					return target
-				}
-				return nil
-			},
-			Raw: raw, Log: log,
-		}
-		if runErr = s.Run(rctx); runErr != nil {
-			break
-		}
-		rejected = rejected || target.Rejected()
 	}
-	rcancel()
+	runErr := rec.Record(ctx, stop, w)
 	if progress {
 		fmt.Fprintln(stderr)
-	}
-	if writeErr != nil {
-		runErr = writeErr
 	}
 	sum, err := w.Close(time.Now(), interrupted.Load(), runErr, *c.top)
 	if err != nil {
 		return fail(exitFailure, "%v", err)
 	}
-	st := stats.Snapshot().Heapprofd
+	var st alloctrack.HeapprofdStatus
+	if rec.Stats != nil {
+		st = rec.Stats.Snapshot().Heapprofd
+	}
 	fmt.Fprintf(stdout, "%s: %d heapprofd dumps, %d samples (%d bytes), about %d allocations and %d bytes (estimates) in %.1fs\n",
 		*c.out, st.Dumps, st.Samples, st.SampledBytes, sum.Allocations, sum.Bytes, sum.DurationSeconds)
 	switch {
@@ -458,19 +387,10 @@ func (c *captureCmd) captureHeapprofd(ctx context.Context, client *adb.Client, s
 		return fail(exitFailure, "the tracing service of %s refused the perfetto session: it runs 5 sessions of adb shell's uid at once (Android Studio's and other people's count too); stop one and retry (%v)", serial, runErr)
 	case runErr != nil:
 		return fail(exitFailure, "%v", runErr)
-	case rejected && st.Dumps == 0:
+	case rec.Rejected && st.Dumps == 0:
 		return fail(exitFailure, "another profiler held pid %d on %s the whole time (heapprofd rejected our session): stop it and retry", pid, serial)
 	case st.Dumps == 0:
 		fmt.Fprintf(stderr, "alloctrack capture: heapprofd wrote no sample of pid %d on %s: the app allocated nothing it sampled, or it is neither debuggable nor profileable (Android 12+)\n", pid, serial)
 	}
-	if bud != nil {
-		t := alloctrack.NewTally()
-		in, err := offline.ReadInput(*c.out)
-		if err != nil {
-			return fail(exitFailure, "%v", err)
-		}
-		in.AddTo(t)
-		return checkBudget(stderr, "alloctrack capture", bud, t, in.Duration)
-	}
-	return exitOK
+	return checkCaptureBudget(stderr, *c.out, bud)
 }
