@@ -298,74 +298,88 @@ func (d *Daemon) runHeapprofdDevice(ctx context.Context, src Source, serial stri
 		return target(name)
 	}
 
-	key := src.Addr() + "/" + serial + "/heapprofd"
-	defer d.logs.forget(key)
-	for attempt := 0; ctx.Err() == nil; {
-		names := w.names()
-		if len(names) == 0 {
-			select {
-			case <-ctx.Done():
-			case <-w.changed:
-			}
-			continue
+	t := &hpTarget{d: d, src: src, serial: serial, api: api, log: log, w: w, target: target, resolve: resolve,
+		key: src.Addr() + "/" + serial + "/heapprofd",
+		all: func() []*heapprofd.Target {
+			tmu.Lock()
+			defer tmu.Unlock()
+			return slices.Collect(maps.Values(targets))
+		}}
+	defer d.logs.forget(t.key)
+	d.keep(ctx, t)
+}
+
+// hpTarget is an Android 12+ device's apps, watched by one heapprofd
+// session at a time.
+type hpTarget struct {
+	d       *Daemon
+	src     Source
+	serial  string
+	api     int
+	log     *zap.Logger
+	key     string
+	w       *hpWatch
+	target  func(name string) *heapprofd.Target
+	resolve func(ctx context.Context, pid int) *heapprofd.Target
+	all     func() []*heapprofd.Target // every app of the device seen
+	ts      []*heapprofd.Target        // the last session's
+}
+
+// session runs one heapprofd session for the names to profile; with none,
+// it waits until there is one.
+func (t *hpTarget) session(ctx context.Context) error {
+	d := t.d
+	names := t.w.names()
+	if len(names) == 0 {
+		select {
+		case <-ctx.Done():
+		case <-t.w.changed:
 		}
-		var ts []*heapprofd.Target
-		for _, n := range names {
-			ts = append(ts, target(n))
-		}
-		restart := make(chan struct{})
-		w.run(names, restart)
-		s := &heapprofd.Session{
-			Serial: serial, API: api, Exec: d.execOn(src, serial),
-			Window: d.cfg.Session.Window, Config: d.cfg.Heapprofd,
-			Processes: names, Targets: ts, Resolve: resolve, Restart: restart,
-			Log: log,
-		}
-		began := time.Now()
-		err := s.Run(ctx)
-		ended := time.Now()
-		w.run(nil, nil)
-		if ctx.Err() != nil {
-			break
-		}
-		if err == nil {
-			// Rotated, restarted for a new app, or a profile ended: the
-			// next session starts at once; the gap is the stop and start.
-			attempt = 0
-			log.Debug("heapprofd session ended; starting the next", zap.Duration("ran", ended.Sub(began)))
-			continue
-		}
-		if time.Since(began) > 2*d.cfg.BackoffMax {
-			attempt = 0
-		}
-		wait := d.backoff(attempt)
-		attempt++
-		switch alloctrack.ErrorStage(err) {
-		case alloctrack.StagePerfettoRefused:
-			d.logs.warn(log, key, "the device's tracing service refused the heapprofd session (it allows 5 sessions of adb shell's uid at once, Android Studio's and other people's included); retrying", err)
-		default:
-			d.logs.warn(log, key, "heapprofd session ended; retrying", err)
-		}
-		for _, t := range ts {
-			if st := t.Stats.Snapshot().State; st != alloctrack.StateRefused && st != alloctrack.StateExited {
-				t.Stats.SetState(alloctrack.StateBackoff)
-			}
-		}
-		if !sleepCtx(ctx, wait) {
-			break
+		return nil
+	}
+	t.ts = t.ts[:0]
+	for _, n := range names {
+		t.ts = append(t.ts, t.target(n))
+	}
+	restart := make(chan struct{})
+	t.w.run(names, restart)
+	defer t.w.run(nil, nil)
+	s := &heapprofd.Session{
+		Serial: t.serial, API: t.api, Exec: d.execOn(t.src, t.serial),
+		Window: d.cfg.Session.Window, Config: d.cfg.Heapprofd,
+		Processes: names, Targets: t.ts, Resolve: t.resolve, Restart: restart,
+		Log: t.log,
+	}
+	began := time.Now()
+	err := s.Run(ctx)
+	if err == nil && ctx.Err() == nil {
+		// Rotated, restarted for a new app, or a profile ended: the next
+		// session starts at once; the gap is the stop and start.
+		t.log.Debug("heapprofd session ended; starting the next", zap.Duration("ran", time.Since(began)))
+	}
+	return err
+}
+
+func (t *hpTarget) failed(_ context.Context, err error, wait time.Duration) (time.Duration, bool) {
+	switch alloctrack.ErrorStage(err) {
+	case alloctrack.StagePerfettoRefused:
+		t.d.logs.warn(t.log, t.key, "the device's tracing service refused the heapprofd session (it allows 5 sessions of adb shell's uid at once, Android Studio's and other people's included); retrying", err)
+	default:
+		t.d.logs.warn(t.log, t.key, "heapprofd session ended; retrying", err)
+	}
+	for _, tg := range t.ts {
+		if st := tg.Stats.Snapshot().State; st != alloctrack.StateRefused && st != alloctrack.StateExited {
+			tg.Stats.SetState(alloctrack.StateBackoff)
 		}
 	}
-	state := ""
-	switch context.Cause(ctx) {
-	case errDeviceGone:
-		state = alloctrack.StateDisconnected
-	}
-	if state != "" {
-		tmu.Lock()
-		for _, t := range targets {
-			t.Stats.SetState(state)
+	return wait, false
+}
+
+func (t *hpTarget) ended(cause error) {
+	if cause == errDeviceGone {
+		for _, tg := range t.all() {
+			tg.Stats.SetState(alloctrack.StateDisconnected)
 		}
-		tmu.Unlock()
 	}
 }
 
