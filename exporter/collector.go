@@ -45,13 +45,13 @@ func (s spec) desc() *prometheus.Desc { return desc(s.name, s.help, s.labels...)
 var (
 	specClassAllocs = spec{"allocations_total", "Allocations per allocated class; classes without a series of their own count into class=\"other\".", []string{"serial", "package", "class"}, false}
 	specClassBytes  = spec{"allocated_bytes_total", "Bytes allocated per allocated class; see alloctrack_allocations_total.", []string{"serial", "package", "class"}, false}
-	specSiteAllocs  = spec{"site_allocations_total", "Allocations per allocation site (allocated class and whole stack); others count into site=\"other\". Join alloctrack_site_info on site for class and frame.", []string{"serial", "package", "site"}, false}
+	specSiteAllocs  = spec{"site_allocations_total", "Allocations per allocation site (allocated class and whole stack; class and frame in alloctrack_site_info, joined on site), the rest counted into site=\"other\".", []string{"serial", "package", "site"}, false}
 	specSiteBytes   = spec{"site_allocated_bytes_total", "Bytes allocated per allocation site; see alloctrack_site_allocations_total.", []string{"serial", "package", "site"}, false}
-	specSiteInfo    = spec{"site_info", "An exported allocation site's allocated class and first app frame, 1 per site across apps; join on site. Heapprofd sites (Android 12+) have class=\"\".", []string{"site", "class", "frame"}, true}
+	specSiteInfo    = spec{"site_info", "An exported allocation site's allocated class (\"\" for heapprofd sites) and first app frame, 1 per site across apps, joined on site.", []string{"site", "class", "frame"}, true}
 
 	// Heapprofd apps (Android 12+): estimates from samples, in families
 	// of their own.
-	specSiteEstAllocs = spec{"site_estimated_allocations_total", "Estimate: allocations per allocation site of heapprofd apps (Android 12+), estimated from heapprofd samples (not exact); others count into site=\"other\". Join alloctrack_site_info on site for the frame.", []string{"serial", "package", "site"}, false}
+	specSiteEstAllocs = spec{"site_estimated_allocations_total", "Estimate: allocations per allocation site of heapprofd apps (Android 12+) from their samples, not exact (frame in alloctrack_site_info, joined on site), the rest counted into site=\"other\".", []string{"serial", "package", "site"}, false}
 	specSiteEstBytes  = spec{"site_estimated_allocated_bytes_total", "Estimate: bytes allocated per allocation site of heapprofd apps, estimated from heapprofd samples (not exact); see alloctrack_site_estimated_allocations_total.", []string{"serial", "package", "site"}, false}
 )
 
@@ -63,16 +63,16 @@ var (
 	descDeviceState   = desc("device_state", "Device state as adb reports it: 1 for the current state.", "server", "serial", "state")
 	descDeviceAPI     = desc("device_api_level", "Android API level of the device (ro.build.version.sdk); absent until read.", "server", "serial")
 	descDeviceErrors  = desc("device_errors_total", "Errors on a device before an app was named, by stage.", "serial", "stage")
-	descDeviceOrphans = desc("device_orphaned_trackers", "Apps the package filters exclude whose allocation tracker was found left on (by an earlier, wider run): it slows them, and nobody reads it. --orphans.turn-off turns such trackers off.", "server", "serial")
+	descDeviceOrphans = desc("device_orphaned_trackers", "Apps the package filters exclude whose allocation tracker an earlier, wider run left on, slowing them for nobody (--orphans.turn-off turns such trackers off).", "server", "serial")
 
-	descAppState      = desc("app_state", "App session state: 1 for the current state. unsupported means Android 12+ watched with --backend ddm (no allocation tracker over DDM); apps watched through heapprofd also have starting, unprofileable (the device's track-app says the app is neither debuggable nor profileable), rejected (another profiler held the app, told when a session stops) and perfetto-refused (the device's tracing service refused the session: it allows 5 adb shell sessions at once).", "serial", "package", "state")
+	descAppState      = desc("app_state", "App session state, 1 for the current one (see the README for each state's meaning, unsupported and the heapprofd states starting, unprofileable, rejected and perfetto-refused included).", "serial", "package", "state")
 	descAppTracking   = desc("app_tracking", "Whether allocation tracking is on for the app (1) or not (0).", app...)
 	descAppPID        = desc("app_pid", "Process id of the app's newest process.", app...)
 	descWindows       = desc("windows_total", "Windows whose report was counted.", app...)
 	descOverflowed    = desc("overflowed_windows_total", "Windows whose report was full (65,535 entries; 65,536 on Dalvik; fewer where ART 7-9 set dalvik.vm.recentAllocMax), so older allocations were lost.", app...)
 	descWindowSeconds = desc("window_seconds", "Current window length; shorter after overflowed windows.", app...)
 	descAnswer        = desc("report_answer_seconds", "Time from REAL request to the first byte of its reply: the VM builds the report in it, holding its tracker lock, so the app's allocating threads stall for up to this long each window.", app...)
-	descRTT           = desc("report_round_trip_seconds", "Time from REAL request to reply: each window's blind time (what the app allocates meanwhile is cleared with the window; rate of the sum is the blind share), part of it a stall of the app's allocating threads while the VM builds the report.", app...)
+	descRTT           = desc("report_round_trip_seconds", "Time from REAL request to reply, each window's blind time (what the app allocates meanwhile is cleared with the window), part of it a stall of the app's allocating threads while the VM builds the report.", app...)
 	descReportBytes   = desc("report_bytes_total", "Bytes of allocation reports received.", app...)
 	descLastEntries   = desc("last_report_entries", "Entries in the app's last report.", app...)
 	descAppErrors     = desc("app_errors_total", "Errors of the app's sessions, by stage.", "serial", "package", "stage")
@@ -97,7 +97,7 @@ var (
 	descHPTraceBytes     = desc("heapprofd_trace_bytes_total", "Trace bytes of the app's heapprofd sessions read from the device.", app...)
 	descHPBroken         = desc("heapprofd_broken_stack_samples_total", "Samples on stacks that did not unwind, by failure: error (heapprofd's ERROR frame) or unknown (unnamed outermost frame: the Android 12/13 ART unwinding bug).", "serial", "package", "unwind")
 	descSnapshotSeries   = desc("site_series", "Site series currently exported across all apps.")
-	descReportBuffers    = desc("report_buffer_bytes", "Memory of the buffers reports are read into, by state: in_use (reports being read or counted) or free (kept for the next windows). On Unix they are memory maps outside the Go heap: part of process_resident_memory_bytes, not of go_memstats_*.", "state")
+	descReportBuffers    = desc("report_buffer_bytes", "Memory of the buffers reports are read into, by state (in_use or free), which on Unix are memory maps outside the Go heap (in process_resident_memory_bytes, not go_memstats_*).", "state")
 )
 
 // Collector turns a snapshot into metrics.

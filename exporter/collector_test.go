@@ -170,7 +170,7 @@ func TestSiteInfoOncePerSite(t *testing.T) {
 	s.Apps[0].Counts.Sites = s.Apps[0].Counts.Sites[:1]
 	c = exporter.NewCollector(fixedSource{s})
 	want := `
-# HELP alloctrack_site_info An exported allocation site's allocated class and first app frame, 1 per site across apps; join on site. Heapprofd sites (Android 12+) have class="".
+# HELP alloctrack_site_info An exported allocation site's allocated class ("" for heapprofd sites) and first app frame, 1 per site across apps, joined on site.
 # TYPE alloctrack_site_info gauge
 alloctrack_site_info{class="java.lang.String",frame="com.example.a.Main.run(Main.java:12)",site="0123456789ab"} 1
 alloctrack_site_info{class="other",frame="other",site="other"} 1
