@@ -142,24 +142,9 @@ func (b *ProfileBuilder) AddSampledSite(frames []Frame, smp Count, est Estimate)
 	if smp == (Count{}) && est == (Estimate{}) {
 		return
 	}
-	h := uint64(0x9e3779b97f4a7c15)
-	for _, f := range frames {
-		h = mix(h, FrameAddress(f))
-	}
-	k := sampleKey{site: h, thread: -1}
-	s := b.samples[k]
-	if s == nil {
-		if len(frames) == 0 {
-			frames = []Frame{noStack}
-		}
-		locs := make([]*profile.Location, len(frames))
-		for i, f := range frames {
-			locs[i] = b.location(f)
-		}
-		s = &profile.Sample{Location: locs, Value: []int64{0, 0, 0, 0}}
-		b.samples[k] = s
+	s, isNew := b.sample(frames, "", -1, 4)
+	if isNew {
 		b.est[s] = &Estimate{}
-		b.p.Sample = append(b.p.Sample, s)
 	}
 	s.Value[0] += int64(smp.Allocations)
 	s.Value[1] += int64(smp.Bytes)
@@ -209,26 +194,12 @@ func (b *ProfileBuilder) AddSite(class string, frames []Frame, thread int, count
 	if count == 0 && bytes == 0 {
 		return
 	}
-	h := uint64(0x9e3779b97f4a7c15)
-	for _, f := range frames {
-		h = mix(h, FrameAddress(f))
-	}
-	k := sampleKey{site: h, class: class, thread: thread}
-	s := b.samples[k]
-	if s == nil {
-		if len(frames) == 0 {
-			frames = []Frame{noStack}
-		}
-		locs := make([]*profile.Location, len(frames))
-		for i, f := range frames {
-			locs[i] = b.location(f)
-		}
-		s = &profile.Sample{Location: locs, Value: []int64{0, 0}, Label: map[string][]string{"class": {class}}}
+	s, isNew := b.sample(frames, class, thread, 2)
+	if isNew {
+		s.Label = map[string][]string{"class": {class}}
 		if thread >= 0 {
 			s.Label["thread"] = []string{strconv.Itoa(thread)}
 		}
-		b.samples[k] = s
-		b.p.Sample = append(b.p.Sample, s)
 	}
 	s.Value[0] += int64(count)
 	s.Value[1] += int64(bytes)
@@ -244,4 +215,28 @@ func (b *ProfileBuilder) Profile(start time.Time, d time.Duration) *profile.Prof
 	b.p.TimeNanos = start.UnixNano()
 	b.p.DurationNanos = int64(d)
 	return b.p
+}
+
+// sample returns the sample of frames (top first), class and thread,
+// creating it with n zero values when there is none yet (isNew).
+func (b *ProfileBuilder) sample(frames []Frame, class string, thread, n int) (s *profile.Sample, isNew bool) {
+	h := uint64(0x9e3779b97f4a7c15)
+	for _, f := range frames {
+		h = mix(h, FrameAddress(f))
+	}
+	k := sampleKey{site: h, class: class, thread: thread}
+	if s := b.samples[k]; s != nil {
+		return s, false
+	}
+	if len(frames) == 0 {
+		frames = []Frame{noStack}
+	}
+	locs := make([]*profile.Location, len(frames))
+	for i, f := range frames {
+		locs[i] = b.location(f)
+	}
+	s = &profile.Sample{Location: locs, Value: make([]int64, n)}
+	b.samples[k] = s
+	b.p.Sample = append(b.p.Sample, s)
+	return s, true
 }

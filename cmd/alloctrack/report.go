@@ -167,34 +167,30 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 			}
 		}
 		t := alloctrack.NewTally()
+		add := func(win *alloctrack.Window) {
+			t.Add(win)
+			all.Add(win)
+			if *c.format != "pprof" {
+				return
+			}
+			if err := prof.Add(win); err != nil {
+				fmt.Fprintf(stderr, "alloctrack report: %s: %v\n", name, err)
+				status = exitUsage
+			}
+		}
 		var overflowed, trailing int
 		for _, d := range in.Dumps {
 			if keep := frameFilter(*c.frame); keep != nil {
 				d = keep(d)
 			}
-			win := heapprofd.WindowOfDump(d, time.Time{}, time.Time{})
-			t.Add(win)
-			all.Add(win)
-			if *c.format == "pprof" {
-				if err := prof.Add(win); err != nil {
-					fmt.Fprintf(stderr, "alloctrack report: %s: %v\n", name, err)
-					status = exitUsage
-				}
-			}
+			add(heapprofd.WindowOfDump(d, time.Time{}, time.Time{}))
 		}
 		for _, r := range in.Reports {
 			if keep != nil {
 				r = r.Filter(keep)
 			}
 			win := ddm.WindowOfReport(r, time.Time{}, time.Time{})
-			t.Add(win)
-			all.Add(win)
-			if *c.format == "pprof" {
-				if err := prof.Add(win); err != nil {
-					fmt.Fprintf(stderr, "alloctrack report: %s: %v\n", name, err)
-					status = exitUsage
-				}
-			}
+			add(win)
 			win.Release()
 			if r.Overflowed() {
 				overflowed++
