@@ -103,60 +103,11 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 	client := adb.NewClient(addr)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	lookup, lcancel := context.WithTimeout(ctx, 2**c.session.requestTimeout)
-	defer lcancel()
-
-	// The device.
-	devs, err := client.Devices(lookup)
-	if err != nil {
-		return fail(exitFailure, "listing devices at the adb server %s: %v", addr, err)
-	}
-	var serials []string
-	model := ""
-	for _, d := range devs {
-		serials = append(serials, d.Serial)
-		if d.Serial == *c.serial {
-			model = d.Model
-		}
-	}
-	serial := *c.serial
-	switch {
-	case serial == "" && len(devs) == 1:
-		serial, model = devs[0].Serial, devs[0].Model
-	case serial == "":
-		return fail(exitUsage, "%d devices are attached (%s): choose one with --serial", len(devs), strings.Join(serials, ", "))
-	case !slices.Contains(serials, serial):
-		return fail(exitFailure, "no such device %q at the adb server %s (attached: %s)", serial, addr, strings.Join(serials, ", "))
-	}
-	api := 0
-	if v, err := client.Prop(lookup, serial, "ro.build.version.sdk"); err == nil {
-		api, _ = strconv.Atoi(v)
-	}
-
-	// The process: the device's JDWP list says which pids can be tracked;
-	// with --package the shell narrows them to the processes of that name
-	// and each VM's own HELO/APNM name decides.
-	var jdwpPIDs []int
-	tctx, tcancel := context.WithCancel(lookup)
-	terr := client.TrackJDWP(tctx, serial, func(p []int) {
-		jdwpPIDs = p
-		tcancel() // the first list is all we need
-	})
-	tcancel()
-	if jdwpPIDs == nil && lookup.Err() != nil {
-		return fail(exitFailure, "listing debuggable processes on %s: no answer from the adb server (%v)", serial, terr)
+	serial, model, api, pid, code, msg := c.lookup(ctx, client, addr, stderr)
+	if code != exitOK {
+		return fail(code, "%s", msg)
 	}
 	scfg := c.session.ddmConfig()
-	pid := *c.pid
-	if pid == 0 {
-		var code int
-		var msg string
-		if pid, code, msg = findApp(ctx, client, serial, *c.pkg, api, jdwpPIDs, scfg, stderr); code != exitOK {
-			return fail(code, "%s", msg)
-		}
-	} else if !slices.Contains(jdwpPIDs, pid) {
-		return fail(exitFailure, "pid %d on %s is not a debuggable process (not in the device's JDWP list; is the app built debuggable?)", pid, serial)
-	}
 
 	start := time.Now()
 	meta := offline.CaptureMeta{Serial: serial, Model: model, API: api, Package: *c.pkg, PID: pid}
@@ -233,6 +184,62 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 		return fail(exitFailure, "%v", runErr)
 	}
 	return checkCaptureBudget(stderr, *c.out, bud)
+}
+
+// lookup finds the device and the process to record: the one device or
+// --serial's, and --pid or the debuggable process of --package. A non-zero
+// code comes with a message.
+func (c *captureCmd) lookup(ctx context.Context, client *adb.Client, addr string, stderr io.Writer) (serial, model string, api, pid, code int, msg string) {
+	lookup, lcancel := context.WithTimeout(ctx, 2**c.session.requestTimeout)
+	defer lcancel()
+
+	// The device.
+	devs, err := client.Devices(lookup)
+	if err != nil {
+		return "", "", 0, 0, exitFailure, fmt.Sprintf("listing devices at the adb server %s: %v", addr, err)
+	}
+	var serials []string
+	for _, d := range devs {
+		serials = append(serials, d.Serial)
+		if d.Serial == *c.serial {
+			model = d.Model
+		}
+	}
+	serial = *c.serial
+	switch {
+	case serial == "" && len(devs) == 1:
+		serial, model = devs[0].Serial, devs[0].Model
+	case serial == "":
+		return "", "", 0, 0, exitUsage, fmt.Sprintf("%d devices are attached (%s): choose one with --serial", len(devs), strings.Join(serials, ", "))
+	case !slices.Contains(serials, serial):
+		return "", "", 0, 0, exitFailure, fmt.Sprintf("no such device %q at the adb server %s (attached: %s)", serial, addr, strings.Join(serials, ", "))
+	}
+	if v, err := client.Prop(lookup, serial, "ro.build.version.sdk"); err == nil {
+		api, _ = strconv.Atoi(v)
+	}
+
+	// The process: the device's JDWP list says which pids can be tracked;
+	// with --package the shell narrows them to the processes of that name
+	// and each VM's own HELO/APNM name decides.
+	var jdwpPIDs []int
+	tctx, tcancel := context.WithCancel(lookup)
+	terr := client.TrackJDWP(tctx, serial, func(p []int) {
+		jdwpPIDs = p
+		tcancel() // the first list is all we need
+	})
+	tcancel()
+	if jdwpPIDs == nil && lookup.Err() != nil {
+		return "", "", 0, 0, exitFailure, fmt.Sprintf("listing debuggable processes on %s: no answer from the adb server (%v)", serial, terr)
+	}
+	pid = *c.pid
+	if pid == 0 {
+		pid, code, msg = findApp(ctx, client, serial, *c.pkg, api, jdwpPIDs, c.session.ddmConfig(), stderr)
+		return serial, model, api, pid, code, msg
+	}
+	if !slices.Contains(jdwpPIDs, pid) {
+		return "", "", 0, 0, exitFailure, fmt.Sprintf("pid %d on %s is not a debuggable process (not in the device's JDWP list; is the app built debuggable?)", pid, serial)
+	}
+	return serial, model, api, pid, exitOK, ""
 }
 
 // checkCaptureBudget checks the capture in dir against bud (nil: none).

@@ -209,51 +209,12 @@ func (c *serveCmd) run(stderr io.Writer) int {
 		sources = append(sources, source.New(a))
 	}
 
-	scfg := c.session.ddmConfig()
-	// On a stop, a report already asked for is awaited, then tracking
-	// turned off, each within half the shutdown timeout: old devices (4 KiB
-	// adbd payloads) take seconds to move one.
-	scfg.DisableTimeout = *c.shutdownTimeout / 2
-	d := supervisor.NewDaemon(supervisor.DaemonConfig{
-		Serials: serials, Packages: packages,
-		Session:          scfg,
-		Aggregate:        alloctrack.AggregateConfig{TopClasses: *c.topClasses, TopSites: *c.topSites, Expiry: *c.topExpiry},
-		ReportsPerDevice: *c.reportsPerDev,
-		ReportsInFlight:  *c.reportsFlight,
-		Reprobe:          *c.reprobe,
-		HeldRetry:        *c.heldRetry,
-		WaitingRetry:     *c.waitingRetry,
-		TurnOffOrphans:   *c.turnOffOrphans,
-		Backend:          *c.session.backend,
-		Heapprofd: heapprofd.Config{
-			SamplingInterval: *c.session.hpInterval, StopTimeout: *c.shutdownTimeout,
-			Rotate: *c.hpRotate, MaxFileBytes: uint64(*c.hpMaxFile),
-		},
-	}, sources, log)
+	d := supervisor.NewDaemon(c.daemonConfig(serials, packages), sources, log)
 
 	extra["/debug/pprof/allocs"] = exporter.ProfileHandler(d, started)
 	extra["/debug/pprof/targets"] = exporter.TargetsHandler(d)
 	links = append(links, web.LandingLinks{Address: "debug/pprof/targets", Text: "Profile targets (Alloy discovery.http)"})
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(
-		versioncollector.NewCollector("alloctrack"),
-		// The default Go metrics, plus the heap live after the last
-		// collection: RSS and the heap goal move with the collector's
-		// timing, the live heap with what the daemon holds.
-		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
-			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	)
-	var viewLinks [][2]string
-	for _, l := range links {
-		viewLinks = append(viewLinks, [2]string{l.Address, l.Text})
-	}
-	view, err := webview.New(d, webview.Config{Version: version.Info(), Links: viewLinks, Refresh: min(*c.session.window, 5*time.Second)})
-	if err != nil {
-		log.Error("building the web view", zap.Error(err))
-		return exitFailure
-	}
-	handler, err := exporter.NewHandler(reg, exporter.HandlerConfig{Version: version.Info(), Counts: exporter.NewCollector(d), Ready: d.Ready, Extra: extra, Root: view})
+	handler, err := c.handler(d, extra, links)
 	if err != nil {
 		log.Error("building the HTTP handler", zap.Error(err))
 		return exitFailure
@@ -311,6 +272,55 @@ func (c *serveCmd) run(stderr io.Writer) int {
 	srv.Shutdown(sctx)
 	cancel()
 	return status
+}
+
+// daemonConfig is the supervisor's config the flags give.
+func (c *serveCmd) daemonConfig(serials, packages supervisor.Filter) supervisor.DaemonConfig {
+	scfg := c.session.ddmConfig()
+	// On a stop, a report already asked for is awaited, then tracking
+	// turned off, each within half the shutdown timeout: old devices (4 KiB
+	// adbd payloads) take seconds to move one.
+	scfg.DisableTimeout = *c.shutdownTimeout / 2
+	return supervisor.DaemonConfig{
+		Serials: serials, Packages: packages,
+		Session:          scfg,
+		Aggregate:        alloctrack.AggregateConfig{TopClasses: *c.topClasses, TopSites: *c.topSites, Expiry: *c.topExpiry},
+		ReportsPerDevice: *c.reportsPerDev,
+		ReportsInFlight:  *c.reportsFlight,
+		Reprobe:          *c.reprobe,
+		HeldRetry:        *c.heldRetry,
+		WaitingRetry:     *c.waitingRetry,
+		TurnOffOrphans:   *c.turnOffOrphans,
+		Backend:          *c.session.backend,
+		Heapprofd: heapprofd.Config{
+			SamplingInterval: *c.session.hpInterval, StopTimeout: *c.shutdownTimeout,
+			Rotate: *c.hpRotate, MaxFileBytes: uint64(*c.hpMaxFile),
+		},
+	}
+}
+
+// handler serves the metrics, the web view and extra's paths, with links
+// to the landing page's.
+func (c *serveCmd) handler(d *supervisor.Daemon, extra map[string]http.Handler, links []web.LandingLinks) (http.Handler, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		versioncollector.NewCollector("alloctrack"),
+		// The default Go metrics, plus the heap live after the last
+		// collection: RSS and the heap goal move with the collector's
+		// timing, the live heap with what the daemon holds.
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	var viewLinks [][2]string
+	for _, l := range links {
+		viewLinks = append(viewLinks, [2]string{l.Address, l.Text})
+	}
+	view, err := webview.New(d, webview.Config{Version: version.Info(), Links: viewLinks, Refresh: min(*c.session.window, 5*time.Second)})
+	if err != nil {
+		return nil, fmt.Errorf("building the web view: %w", err)
+	}
+	return exporter.NewHandler(reg, exporter.HandlerConfig{Version: version.Info(), Counts: exporter.NewCollector(d), Ready: d.Ready, Extra: extra, Root: view})
 }
 
 // defaultMemoryLimit is the soft memory limit serve sets unless GOMEMLIMIT
