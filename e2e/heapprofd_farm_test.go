@@ -99,7 +99,16 @@ func TestHeapprofdFarmThroughADB(t *testing.T) {
 			t.Errorf("the idle app is not tracking")
 		}
 	}
-	r.vm(t, "sim-2", "com.example.idle").Allocate(2000)
+	// The idle app allocates at last; allocations that fall in the gap of
+	// a rotation (one stop and one start) are not sampled, so it allocates
+	// until a session has sampled some.
+	idleVM := r.vm(t, "sim-2", "com.example.idle")
+	waitFor(t, 30*time.Second, "the idle app's allocations sampled", func() (bool, string) {
+		idleVM.Allocate(500)
+		time.Sleep(window)
+		n := idleVM.HeapprofdTruth().Sampled.Total.Allocations
+		return n > 0, fmt.Sprintf("%d samples", n)
+	})
 	waitFor(t, 30*time.Second, "several rotations on each device", func() (bool, string) {
 		sc := r.d.metrics(t)
 		for _, a := range busy {
@@ -110,9 +119,6 @@ func TestHeapprofdFarmThroughADB(t *testing.T) {
 		return true, ""
 	})
 	settleHeapprofd(t, r, append(busy, idleApp))
-	if tr := r.vm(t, "sim-2", "com.example.idle").HeapprofdTruth(); tr.Sampled.Total.Allocations == 0 {
-		t.Error("the idle app's allocations were not sampled")
-	}
 	sc := r.d.metrics(t)
 	for _, d := range r.farm.Devices() {
 		refused := 0
