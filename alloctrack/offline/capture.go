@@ -392,6 +392,9 @@ func ReadInput(path string) (*Input, error) {
 			return in, nil
 		}
 		r, err := readReportFile(path)
+		if pe, ok := errors.AsType[*allocreport.ParseError](err); ok {
+			return nil, fmt.Errorf("%s: not a readable allocation report (.alloc), perfetto trace or capture directory (%v)", path, pe)
+		}
 		if err != nil {
 			return nil, err
 		}

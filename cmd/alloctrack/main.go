@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/common/version"
@@ -65,7 +67,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "alloctrack: %v (see --help)\n", err)
+		fmt.Fprintf(stderr, "alloctrack: %s (see --help)\n", flagError(app, args, err))
 		return exitUsage
 	}
 	switch cmd {
@@ -85,4 +87,39 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "alloctrack: unknown command %q\n", cmd)
 	return exitUsage
+}
+
+// flagError says which flag a parse error is about: kingpin passes on the
+// value's own error (strconv's, time's, units'), which names the value but
+// not the flag. The flag is the one whose value the error quotes (or ends
+// with), the longest such value when several match.
+func flagError(app *kingpin.Application, args []string, err error) string {
+	ctx, perr := app.ParseContext(args)
+	if perr != nil || ctx == nil {
+		return err.Error()
+	}
+	msg := err.Error()
+	var flag *kingpin.FlagClause
+	value := ""
+	for _, el := range ctx.Elements {
+		f, ok := el.Clause.(*kingpin.FlagClause)
+		if !ok || el.Value == nil || *el.Value == "" || len(*el.Value) < len(value) {
+			continue
+		}
+		if strings.Contains(msg, strconv.Quote(*el.Value)) || strings.HasSuffix(msg, " "+*el.Value) {
+			flag, value = f, *el.Value
+		}
+	}
+	if flag == nil {
+		return msg
+	}
+	why := msg
+	if _, ok := errors.AsType[*strconv.NumError](err); ok {
+		why = "not a number"
+	} else if strings.HasPrefix(msg, "time: ") {
+		why = "not a duration (such as 500ms, 10s, 5m or 1h)"
+	} else if strings.HasPrefix(msg, "units: ") {
+		why = "not a size (such as 64KiB, 256MiB or 1GiB)"
+	}
+	return fmt.Sprintf("--%s %s: %s", flag.Model().Name, strconv.Quote(value), why)
 }

@@ -21,3 +21,23 @@ func TestHelpOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestFlagErrorsNameTheFlag: a value a flag cannot take is an error that
+// names the flag and the value, in words, with the usage exit status.
+func TestFlagErrorsNameTheFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"report", "--top=abc", "x"}, `--top "abc": not a number`},
+		{[]string{"serve", "--window", "abc"}, `--window "abc": not a duration`},
+		{[]string{"serve", "--heapprofd.max-file-size=12Q"}, `--heapprofd.max-file-size "12Q": not a size`},
+		// Another flag's value ("x") appears inside the error too.
+		{[]string{"capture", "--out", "x", "--duration=3x"}, `--duration "3x": not a duration`},
+	} {
+		_, stderr, code := runCmd(t, tc.args...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%q: exit %d, %q; want exit %d and %q", tc.args, code, stderr, exitUsage, tc.want)
+		}
+	}
+}

@@ -92,6 +92,11 @@ func TestReportBadFileKeepsGoing(t *testing.T) {
 		!strings.Contains(errLines[1], "missing.alloc") {
 		t.Fatalf("stderr:\n%s", errOut)
 	}
+	// Plain words first, the program's name once.
+	if !strings.Contains(errLines[0], "not a readable allocation report (.alloc), perfetto trace or capture directory") ||
+		strings.Contains(errLines[0], "alloctrack: REAL") {
+		t.Errorf("the bad file's error: %s", errLines[0])
+	}
 	if !strings.Contains(out, "allocations 5000, bytes 287096") {
 		t.Fatalf("the good file was not reported:\n%s", out)
 	}

@@ -100,7 +100,7 @@ func TestParseBadFrameAnywhere(t *testing.T) {
 				off += (i + 1) * EntryHeaderLen
 				binary.BigEndian.PutUint16(b[off:], 3)
 				_, err := Parse(b)
-				want := fmt.Sprintf("alloctrack: REAL report: entry %d frame %d: %s index 3 out of range (3 %s names) at offset %d", i, j, what, what, off)
+				want := fmt.Sprintf("REAL report: entry %d frame %d: %s index 3 out of range (3 %s names) at offset %d", i, j, what, what, off)
 				if err == nil || err.Error() != want {
 					t.Fatalf("entry %d frame %d %s: got %v, want %s", i, j, what, err, want)
 				}

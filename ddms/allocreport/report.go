@@ -205,7 +205,7 @@ type ParseError struct {
 }
 
 func (e *ParseError) Error() string {
-	return fmt.Sprintf("alloctrack: REAL report: %s at offset %d", e.What, e.Offset)
+	return fmt.Sprintf("REAL report: %s at offset %d", e.What, e.Offset)
 }
 
 func perr(off int, format string, args ...any) error {
