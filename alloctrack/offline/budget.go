@@ -138,8 +138,9 @@ func (b *Budget) NeedsDuration() bool {
 	return false
 }
 
-// Violation is one limit exceeded.
-type Violation struct {
+// Measurement is one limit of a budget and what a run measured against
+// it; a Violation is one that exceeds its limit.
+type Measurement struct {
 	Rule  string  // "total", "classes[0] 'regex'", …
 	What  string  // "allocations per second", …
 	Value float64 // measured
@@ -149,7 +150,27 @@ type Violation struct {
 	Estimated bool
 }
 
-func (v Violation) String() string {
+// Violation is a measurement over its limit.
+type Violation = Measurement
+
+// Exceeded tells whether the measured value is over the limit.
+func (v Measurement) Exceeded() bool { return v.Value > v.Limit }
+
+// Margin says how a measurement within its limit stands: the value, the
+// limit and the share of it used.
+func (v Measurement) Margin() string {
+	share := ""
+	if v.Limit > 0 {
+		share = fmt.Sprintf(" (%.0f%% of it)", 100*v.Value/v.Limit)
+	}
+	est := ""
+	if v.Estimated {
+		est = " (estimate)"
+	}
+	return fmt.Sprintf("%s: %s %s%s, limit %s%s", v.Rule, num(v.Value), v.What, est, num(v.Limit), share)
+}
+
+func (v Measurement) String() string {
 	over := v.Value - v.Limit
 	ratio := ""
 	if v.Limit > 0 {
@@ -169,29 +190,45 @@ func num(v float64) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
-// Check measures t over a run of duration d (0 if unknown) against the
-// budget. Per-second limits with an unknown duration are an error. When t
+// Check returns the measurements of t over a run of duration d (see
+// Measure) that exceed their limits.
+func (b *Budget) Check(t *alloctrack.Tally, d time.Duration) ([]Violation, error) {
+	all, err := b.Measure(t, d)
+	if err != nil {
+		return nil, err
+	}
+	var out []Violation
+	for _, m := range all {
+		if m.Exceeded() {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// Measure measures t over a run of duration d (0 if unknown) against
+// every limit of the budget, in the budget's order. Per-second limits with an unknown duration are an error. When t
 // holds heapprofd dumps (t.Estimated), values are estimates and every
 // violation says so; class rules match nothing there, heapprofd recording
 // no class.
-func (b *Budget) Check(t *alloctrack.Tally, d time.Duration) ([]Violation, error) {
+func (b *Budget) Measure(t *alloctrack.Tally, d time.Duration) ([]Measurement, error) {
 	if d <= 0 && b.NeedsDuration() {
 		return nil, fmt.Errorf("%w: per-second limits need the run's duration: give a capture directory (its summary.json has it), not bare report files", ErrBudget)
 	}
-	var out []Violation
+	var out []Measurement
 	eval := func(rule string, l Limits, c alloctrack.Count) {
 		sec := d.Seconds()
-		if l.MaxAllocationsPerSecond != nil && float64(c.Allocations)/sec > *l.MaxAllocationsPerSecond {
-			out = append(out, Violation{rule, "allocations per second", float64(c.Allocations) / sec, *l.MaxAllocationsPerSecond, t.Estimated})
+		if l.MaxAllocationsPerSecond != nil {
+			out = append(out, Measurement{rule, "allocations per second", float64(c.Allocations) / sec, *l.MaxAllocationsPerSecond, t.Estimated})
 		}
-		if l.MaxBytesPerSecond != nil && float64(c.Bytes)/sec > *l.MaxBytesPerSecond {
-			out = append(out, Violation{rule, "bytes per second", float64(c.Bytes) / sec, *l.MaxBytesPerSecond, t.Estimated})
+		if l.MaxBytesPerSecond != nil {
+			out = append(out, Measurement{rule, "bytes per second", float64(c.Bytes) / sec, *l.MaxBytesPerSecond, t.Estimated})
 		}
-		if l.MaxAllocations != nil && c.Allocations > *l.MaxAllocations {
-			out = append(out, Violation{rule, "allocations", float64(c.Allocations), float64(*l.MaxAllocations), t.Estimated})
+		if l.MaxAllocations != nil {
+			out = append(out, Measurement{rule, "allocations", float64(c.Allocations), float64(*l.MaxAllocations), t.Estimated})
 		}
-		if l.MaxBytes != nil && c.Bytes > *l.MaxBytes {
-			out = append(out, Violation{rule, "bytes", float64(c.Bytes), float64(*l.MaxBytes), t.Estimated})
+		if l.MaxBytes != nil {
+			out = append(out, Measurement{rule, "bytes", float64(c.Bytes), float64(*l.MaxBytes), t.Estimated})
 		}
 	}
 	if b.Total != nil {

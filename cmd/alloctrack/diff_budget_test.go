@@ -183,8 +183,13 @@ func TestReportBudgets(t *testing.T) {
 	t.Run("pass", func(t *testing.T) {
 		b := writeBudget(t, "total:\n  max_allocations: 5000\n  max_bytes: 300000\nclasses:\n  - match: 'android\\.os\\.Message'\n    max_allocations: 4000\n")
 		_, errOut, code := runCmd(t, "report", "--budget", b, realReport)
-		if code != 0 || errOut != "" {
-			t.Fatalf("exit %d, stderr %q", code, errOut)
+		// A pass says so, with each limit's margin.
+		want := "alloctrack report: within budget (3 limits)\n" +
+			"  total: 5000 allocations, limit 5000 (100% of it)\n" +
+			"  total: 287096 bytes, limit 300000 (96% of it)\n" +
+			"  classes[0] \"android\\\\.os\\\\.Message\": 4000 allocations, limit 4000 (100% of it)\n"
+		if code != 0 || errOut != want {
+			t.Fatalf("exit %d, stderr %q, want %q", code, errOut, want)
 		}
 	})
 	t.Run("fail", func(t *testing.T) {

@@ -238,7 +238,7 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 
 // checkBudget prints every violation and returns exitBudget if any.
 func checkBudget(stderr io.Writer, who string, bud *offline.Budget, t *alloctrack.Tally, d time.Duration) int {
-	v, err := bud.Check(t, d)
+	all, err := bud.Measure(t, d)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", who, err)
 		if errors.Is(err, offline.ErrBudget) {
@@ -246,13 +246,20 @@ func checkBudget(stderr io.Writer, who string, bud *offline.Budget, t *alloctrac
 		}
 		return exitFailure
 	}
-	for _, x := range v {
-		fmt.Fprintf(stderr, "%s: budget exceeded: %s\n", who, x)
+	status := exitOK
+	for _, m := range all {
+		if m.Exceeded() {
+			fmt.Fprintf(stderr, "%s: budget exceeded: %s\n", who, m)
+			status = exitBudget
+		}
 	}
-	if len(v) > 0 {
-		return exitBudget
+	if status == exitOK {
+		fmt.Fprintf(stderr, "%s: within budget (%d limits)\n", who, len(all))
+		for _, m := range all {
+			fmt.Fprintf(stderr, "  %s\n", m.Margin())
+		}
 	}
-	return exitOK
+	return status
 }
 
 func writeSummary(w io.Writer, in *offline.Input, t *alloctrack.Tally, overflowed, trailing, top int) {
