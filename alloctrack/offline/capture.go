@@ -123,14 +123,19 @@ func NewCaptureWriter(dir string, meta CaptureMeta, start time.Time) (*CaptureWr
 }
 
 // WriteFileAtomic writes data to path through a temporary file in the same
-// directory and a rename.
+// directory and a rename; the file is readable by all (0644).
 func WriteFileAtomic(path string, data []byte) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
-	_, err = f.Write(data)
+	// CreateTemp makes the file 0600; a capture is an artefact others
+	// (a CI collector running as another user) read.
+	err = f.Chmod(0o644)
+	if err == nil {
+		_, err = f.Write(data)
+	}
 	if err == nil {
 		err = f.Sync()
 	}
