@@ -67,7 +67,19 @@ func viewApp(vm *VM) AppView {
 	return v
 }
 
-// Handler is the farm's control API:
+// controlIndex is what GET / answers: the control API's endpoints.
+const controlIndex = `The simulated farm's control API (paths below this one):
+
+GET    devices                                   devices and apps (JSON)
+POST   devices/{serial}/apps                     start an app: {"package":…,"api":…,"rate":…,"depth":…,"not_debuggable":…,"profileable":…,"broken_unwind":…}
+DELETE devices/{serial}/apps/{pid}               kill an app
+POST   devices/{serial}/apps/{pid}/restart       restart it with a new pid
+PUT    devices/{serial}/apps/{pid}/faults        set faults
+POST   devices/{serial}/disconnect               pull the cable
+POST   devices/{serial}/reconnect                plug it back
+`
+
+// Handler is the farm's control API (GET / lists it):
 //
 //	GET    /devices                                   devices and apps
 //	POST   /devices/{serial}/apps                     start an app: {"package":…,"api":…,"rate":…,"depth":…,"not_debuggable":…,"profileable":…,"broken_unwind":…}
@@ -78,6 +90,10 @@ func viewApp(vm *VM) AppView {
 //	POST   /devices/{serial}/reconnect                plug it back
 func (f *Farm) Handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprint(w, controlIndex)
+	})
 	mux.HandleFunc("GET /devices", func(w http.ResponseWriter, r *http.Request) {
 		var out []DeviceView
 		for _, d := range f.Devices() {

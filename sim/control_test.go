@@ -34,6 +34,10 @@ func TestControlAPI(t *testing.T) {
 	srv := httptest.NewServer(f.Handler())
 	defer srv.Close()
 
+	// The root lists the API rather than answering 404.
+	if code, body := call(t, srv, "GET", "/", ""); code != 200 || !strings.Contains(body, "devices/{serial}/apps") {
+		t.Fatalf("GET /: %d %s", code, body)
+	}
 	code, body := call(t, srv, "GET", "/devices", "")
 	var devs []DeviceView
 	if code != 200 || json.Unmarshal([]byte(body), &devs) != nil || len(devs) != 2 || devs[1].API != 31 || len(devs[0].Apps) != 1 {

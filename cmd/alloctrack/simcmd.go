@@ -39,7 +39,7 @@ func newSimCmd(app *kingpin.Application) *simCmd {
 	c.log = addLogFlags(c.cmd)
 	c.devices = f("devices", "Number of simulated devices.").Default("2").Int()
 	c.apps = f("apps", "Apps per device.").Default("2").Int()
-	c.apis = f("api", "API level of the devices, used in turn; repeatable (31+ shows Android 12's missing tracker).").Default("30").Ints()
+	c.apis = f("api", "API level of the devices, used in turn; repeatable (31 and later simulate Android 12+: no allocation tracker over DDM, apps sampled through perfetto's heapprofd).").Default("30").Ints()
 	c.rate = f("rate", "Allocations per second of each app.").Default("2000").Float64()
 	c.sites = f("sites", "Distinct allocation sites per app.").Default("200").Int()
 	c.threads = f("threads", "Allocating threads per app.").Default("4").Int()
