@@ -217,6 +217,13 @@ func TestBrowser(t *testing.T) {
 	run("app page", chromedp.Navigate(base+"/apps/"+serial+"/"+pkg), chromedp.WaitVisible("#sites tbody tr"),
 		chromedp.Evaluate(`[...document.querySelectorAll("#classes tbody td.name")].map(td => td.textContent)`, &classes),
 		chromedp.Evaluate(`[...document.querySelectorAll("#sites tbody tr")].map(r => [r.cells[0].textContent, r.cells[1].textContent, r.cells[3].textContent.replaceAll(",", "")])`, &sites))
+	// The charts: one per quantity, each with its axes drawn.
+	var axes []string
+	run("charts", chromedp.Evaluate(`[...document.querySelectorAll("figure.chart canvas")].map(c => c.dataset.field + ": " + (c.dataset.axes || ""))`, &axes))
+	if len(axes) != 2 || !strings.HasPrefix(axes[0], "allocations_per_second: y 0..") || !strings.Contains(axes[0], "/s; x ") ||
+		!strings.HasPrefix(axes[1], "bytes_per_second: y 0..") || !strings.Contains(axes[1], "B/s") {
+		t.Errorf("charts: %q, want two with y axes in their units and an x axis of windows", axes)
+	}
 	if len(classes) < 2 || classes[len(classes)-1] != alloctrack.Other {
 		t.Errorf("classes table %v: want classes then other", classes)
 	}

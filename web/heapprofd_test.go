@@ -56,9 +56,19 @@ func TestHeapprofdApp(t *testing.T) {
 			t.Errorf("app page lacks %q", want)
 		}
 	}
+	// Nothing empty on a heapprofd app: no class table, no class column;
+	// its rates are marked as estimates like its totals.
+	for _, bad := range []string{`id="classes"`, "Top classes", `data-sort="name">Class<`} {
+		if strings.Contains(page, bad) {
+			t.Errorf("app page has %q", bad)
+		}
+	}
+	if !strings.Contains(page, "% of allocations") || !strings.Contains(page, `data-estimated="1"`) {
+		t.Error("app page: the share column does not say what it shares, or the chart is not marked estimated")
+	}
 	_, farm := get(t, h, "/")
-	if !strings.Contains(farm, "heapprofd") || !strings.Contains(farm, "≈") {
-		t.Error("farm page does not mark the heapprofd app's estimates")
+	if !strings.Contains(farm, "heapprofd") || strings.Count(farm, "≈") < 4 {
+		t.Errorf("farm page does not mark the heapprofd app's totals and rates (%d ≈)", strings.Count(farm, "≈"))
 	}
 	_, site := get(t, h, "/api/v1/sites/"+a.Sites[0].Site)
 	if !strings.Contains(site, `"estimated":true`) {

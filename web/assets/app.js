@@ -64,39 +64,79 @@
     }, 200);
   });
 
-  function drawChart() {
-    var c = document.getElementById("chart");
-    if (!c || !c.getContext) return;
-    var ws = JSON.parse(c.dataset.windows || "null") || [];
-    var ctx = c.getContext("2d");
-    var w = c.width, h = c.height, pad = 4;
-    ctx.clearRect(0, 0, w, h);
-    if (!ws.length) {
-      ctx.fillStyle = "#666";
-      ctx.font = "14px sans-serif";
-      ctx.fillText("No window counted yet.", 10, h / 2);
-      return;
+  // niceMax rounds a maximum up to 1, 2 or 5 times a power of ten, so the
+  // axis reads as a round number.
+  function niceMax(v) {
+    if (v <= 0) return 1;
+    var p = Math.pow(10, Math.floor(Math.log10(v)));
+    var m = v / p;
+    return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
+  }
+
+  function fmtUnit(v, unit) {
+    if (unit === "bytes/s") {
+      var units = ["B/s", "KiB/s", "MiB/s", "GiB/s"], k = 0;
+      while (v >= 1024 && k < units.length - 1) { v /= 1024; k++; }
+      return (v >= 10 || k === 0 ? Math.round(v) : v.toFixed(1)) + " " + units[k];
     }
-    var maxA = 0, maxB = 0;
-    ws.forEach(function (p) { maxA = Math.max(maxA, p.allocations_per_second); maxB = Math.max(maxB, p.bytes_per_second); });
-    var bw = (w - 2 * pad) / ws.length;
-    ctx.fillStyle = "#4a7fc1";
-    ws.forEach(function (p, i) {
-      var bh = maxA ? (h - 20) * p.allocations_per_second / maxA : 0;
-      ctx.fillRect(pad + i * bw + 1, h - bh, Math.max(bw - 2, 1), bh);
+    if (v >= 1e6) return (v / 1e6).toFixed(v >= 1e7 ? 0 : 1) + "M/s";
+    if (v >= 1e3) return (v / 1e3).toFixed(v >= 1e4 ? 0 : 1) + "k/s";
+    return Math.round(v) + "/s";
+  }
+
+  // drawChart draws each chart of the app page: one quantity per chart,
+  // bars per window, with a y axis from 0 to a round maximum in the
+  // quantity's unit and an x axis of windows, oldest left. What it drew is
+  // noted in the canvas's data-axes (read by the browser test).
+  function drawChart() {
+    var fig = document.querySelector("figure.chart");
+    if (!fig) return;
+    var ws = JSON.parse(fig.dataset.windows || "null") || [];
+    var approx = fig.dataset.estimated ? "≈" : "";
+    fig.querySelectorAll("canvas.chart").forEach(function (c) {
+      if (!c.getContext) return;
+      var ctx = c.getContext("2d");
+      var w = c.width, h = c.height, left = 72, bottom = 18, top = 8;
+      var field = c.dataset.field, unit = c.dataset.unit;
+      ctx.clearRect(0, 0, w, h);
+      ctx.font = "12px sans-serif";
+      if (!ws.length) {
+        ctx.fillStyle = "#666";
+        ctx.fillText("No window counted yet.", 10, h / 2);
+        c.dataset.axes = "";
+        return;
+      }
+      var max = 0;
+      ws.forEach(function (p) { max = Math.max(max, p[field]); });
+      var scale = 1;
+      if (unit === "bytes/s") {
+        while (max / scale >= 1024 && scale < Math.pow(1024, 3)) scale *= 1024;
+      }
+      var ymax = niceMax(max / scale) * scale, plotH = h - bottom - top, plotW = w - left - 4;
+      // Axes and grid: 0, half and the maximum.
+      ctx.strokeStyle = "#ccc";
+      ctx.fillStyle = "#444";
+      ctx.lineWidth = 1;
+      [0, 0.5, 1].forEach(function (f) {
+        var y = Math.round(top + plotH * (1 - f)) + 0.5;
+        ctx.beginPath(); ctx.moveTo(left, y); ctx.lineTo(w - 4, y); ctx.stroke();
+        var label = approx + fmtUnit(ymax * f, unit);
+        ctx.fillText(label, left - 6 - ctx.measureText(label).width, y + 4);
+      });
+      ctx.strokeStyle = "#888";
+      ctx.beginPath(); ctx.moveTo(left + 0.5, top); ctx.lineTo(left + 0.5, top + plotH); ctx.stroke();
+      var bw = plotW / ws.length;
+      ctx.fillStyle = field === "bytes_per_second" ? "#d9822b" : "#4a7fc1";
+      ws.forEach(function (p, i) {
+        var bh = plotH * p[field] / ymax;
+        ctx.fillRect(left + 1 + i * bw + 1, top + plotH - bh, Math.max(bw - 2, 1), bh);
+      });
+      ctx.fillStyle = "#444";
+      var xl = ws.length + " windows, oldest left";
+      ctx.fillText(xl, left + plotW - ctx.measureText(xl).width, h - 4);
+      ctx.fillText(unit, left + 4, h - 4);
+      c.dataset.axes = "y 0.." + fmtUnit(ymax, unit) + "; x " + ws.length + " windows";
     });
-    ctx.strokeStyle = "#d9822b";
-    ctx.lineWidth = 2;
-    ctx.beginPath();
-    ws.forEach(function (p, i) {
-      var y = h - (maxB ? (h - 20) * p.bytes_per_second / maxB : 0);
-      var x = pad + i * bw + bw / 2;
-      if (i) ctx.lineTo(x, y); else ctx.moveTo(x, y);
-    });
-    ctx.stroke();
-    ctx.fillStyle = "#222";
-    ctx.font = "12px sans-serif";
-    ctx.fillText("max " + Math.round(maxA) + " allocations/s, " + Math.round(maxB / 1024) + " KiB/s", pad + 2, 12);
   }
 
   // Flame graph: an icicle of absolutely positioned divs, outermost frame
