@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,5 +75,83 @@ func TestReadmeCIExample(t *testing.T) {
 	t.Logf("the example's output:\n%s", out)
 	if s := string(out); !strings.Contains(s, "within budget") || !strings.Contains(s, "sites[0]") {
 		t.Errorf("the budget check did not report its margins:\n%s", s)
+	}
+}
+
+// TestReadmeFirstCommand runs the README's first command from the
+// repository's root as a person would (on a private port rather than
+// :9853): it serves the simulated farm, its apps are tracking after one
+// window, and SIGTERM to go run alone (which does not pass it on) stops the
+// daemon too. It also runs the README's `go install` line into a
+// temporary GOBIN.
+func TestReadmeFirstCommand(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const first = "go run -buildvcs=true ./cmd/alloctrack serve --simulate"
+	if !strings.Contains(string(b), "\n"+first+" ") {
+		t.Fatalf("the README's first command is no longer %q", first)
+	}
+	if !strings.Contains(string(b), "go install ./cmd/alloctrack") {
+		t.Fatal("the README's install line is gone")
+	}
+
+	gobin := t.TempDir()
+	install := exec.Command(goTool(), "install", "./cmd/alloctrack")
+	install.Dir = ".."
+	install.Env = append(os.Environ(), "GOBIN="+gobin)
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("go install ./cmd/alloctrack: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(filepath.Join(gobin, "alloctrack"), "--version").CombinedOutput(); err != nil || !strings.Contains(string(out), "alloctrack, version") {
+		t.Fatalf("the installed alloctrack --version: %v\n%s", err, out)
+	}
+
+	addr := "127.0.0.1:" + strconv.Itoa(adbtest.FreePort(t))
+	args := append(strings.Fields(first)[1:], "--web.listen-address", addr, "--window", "2s")
+	cmd := exec.Command(goTool(), args...)
+	cmd.Dir = ".."
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		http.DefaultClient.CloseIdleConnections()
+	})
+	deadline := time.Now().Add(90 * time.Second) // go run compiles first
+	for {
+		res, err := http.Get("http://" + addr + "/metrics")
+		if err == nil {
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if strings.Contains(string(body), `alloctrack_app_state{package="com.example.app1",serial="sim-1",state="tracking"} 1`) {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no tracking app at %s/metrics in 90 s; go run's stderr:\n%s", addr, stderr.String())
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if !strings.Contains(stderr.String(), "web view at http://"+addr+"/") {
+		t.Errorf("the daemon did not print its address:\n%s", stderr.String())
+	}
+	// SIGTERM to go run alone: the daemon follows its parent out.
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	for stop := time.Now().Add(15 * time.Second); ; {
+		if _, err := http.Get("http://" + addr + "/metrics"); err != nil {
+			break
+		}
+		if time.Now().After(stop) {
+			t.Fatalf("the daemon serves on after go run ended:\n%s", stderr.String())
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
