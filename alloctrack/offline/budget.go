@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"regexp/syntax"
 	"strings"
 	"time"
 
@@ -114,7 +115,12 @@ func ParseBudget(name string, data []byte) (*Budget, error) {
 			}
 			re, err := regexp.Compile(expr)
 			if err != nil {
-				return nil, fmt.Errorf("%w: %s: %s match %q: %v", ErrBudget, name, where, r.Match, err)
+				why := err.Error()
+				if se, ok := errors.AsType[*syntax.Error](err); ok {
+					// Its own text quotes the anchored form compiled.
+					why = se.Code.String()
+				}
+				return nil, fmt.Errorf("%w: %s: %s match %s is not a regular expression: %s", ErrBudget, name, where, asTyped(r.Match), why)
 			}
 			r.re = re
 			if err := check(where, r.Limits); err != nil {
@@ -242,7 +248,7 @@ func (b *Budget) Measure(t *alloctrack.Tally, d time.Duration) ([]Measurement, e
 				c.Bytes += n.Bytes
 			}
 		}
-		eval(fmt.Sprintf("classes[%d] %q", i, r.Match), r.Limits, c)
+		eval(fmt.Sprintf("classes[%d] %s", i, asTyped(r.Match)), r.Limits, c)
 	}
 	if len(b.Sites) > 0 {
 		sites := t.TopSites(0, false)
@@ -254,8 +260,14 @@ func (b *Budget) Measure(t *alloctrack.Tally, d time.Duration) ([]Measurement, e
 					c.Bytes += s.Bytes
 				}
 			}
-			eval(fmt.Sprintf("sites[%d] %q", i, r.Match), r.Limits, c)
+			eval(fmt.Sprintf("sites[%d] %s", i, asTyped(r.Match)), r.Limits, c)
 		}
 	}
 	return out, nil
+}
+
+// asTyped quotes a regular expression as a budget file holds it in single
+// quotes: backslashes as written, not doubled as Go's %q would.
+func asTyped(re string) string {
+	return "'" + strings.ReplaceAll(re, "'", "''") + "'"
 }

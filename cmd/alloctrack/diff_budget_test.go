@@ -187,7 +187,7 @@ func TestReportBudgets(t *testing.T) {
 		want := "alloctrack report: within budget (3 limits)\n" +
 			"  total: 5000 allocations, limit 5000 (100% of it)\n" +
 			"  total: 287096 bytes, limit 300000 (96% of it)\n" +
-			"  classes[0] \"android\\\\.os\\\\.Message\": 4000 allocations, limit 4000 (100% of it)\n"
+			"  classes[0] 'android\\.os\\.Message': 4000 allocations, limit 4000 (100% of it)\n"
 		if code != 0 || errOut != want {
 			t.Fatalf("exit %d, stderr %q, want %q", code, errOut, want)
 		}
@@ -199,8 +199,8 @@ func TestReportBudgets(t *testing.T) {
 			t.Fatalf("exit %d, want %d; stderr %q", code, exitBudget, errOut)
 		}
 		for _, want := range []string{
-			`classes[0] "android\\.os\\.Message": 4000 allocations exceeds the limit 1000 by 3000`,
-			`sites[0] "MainActivity\\$4\\.onClick": 256000 bytes exceeds the limit 250000 by 6000`,
+			`classes[0] 'android\.os\.Message': 4000 allocations exceeds the limit 1000 by 3000`,
+			`sites[0] 'MainActivity\$4\.onClick': 256000 bytes exceeds the limit 250000 by 6000`,
 		} {
 			if !strings.Contains(errOut, want) {
 				t.Errorf("stderr lacks %q:\n%s", want, errOut)
