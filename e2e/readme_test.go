@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/alloctrack/alloctrack/internal/adbtest"
+	"github.com/alloctrack/alloctrack/sim"
 )
 
 // TestReadmeCIExample runs the README's CI example (the shell block
@@ -154,4 +156,67 @@ func TestReadmeFirstCommand(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// promqlExamples returns the PromQL examples of a Markdown file: each
+// query of its promql blocks, a query's lines joined, comments dropped.
+func promqlExamples(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	var cur []string
+	flush := func() {
+		if len(cur) > 0 {
+			out = append(out, strings.Join(cur, " "))
+			cur = nil
+		}
+	}
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		switch {
+		case strings.HasPrefix(line, "```promql"):
+			in = true
+		case in && strings.HasPrefix(line, "```"):
+			flush()
+			in = false
+		case in && (strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#")):
+			flush()
+		case in:
+			cur = append(cur, strings.TrimSpace(line))
+		}
+	}
+	return out
+}
+
+// TestDocsPromQL runs every PromQL example of the README and
+// docs/serve.md against a real Prometheus scraping the daemon on a
+// simulated farm: each must parse and evaluate, and those over allocation
+// counters must find series (with the examples' package name, the
+// simulator's first app).
+func TestDocsPromQL(t *testing.T) {
+	var queries []string
+	for _, f := range []string{filepath.Join("..", "README.md"), filepath.Join("..", "docs", "serve.md")} {
+		qs := promqlExamples(t, f)
+		if len(qs) == 0 {
+			t.Fatalf("%s has no PromQL example", f)
+		}
+		queries = append(queries, qs...)
+	}
+	r := newRig(t, sim.FarmConfig{Devices: 1, AppsPerDevice: 2, APIs: []int{30}, Workload: sim.DefaultWorkload()}, nil)
+	p := startPrometheus(t, r.d.addr)
+	r.d.waitWindows(t, appsOf(r.trackable()), 3, 30*time.Second)
+	p.scrapedAfter(t, time.Now())
+	for _, q := range queries {
+		q = strings.ReplaceAll(q, `"com.example.app"`, `"com.example.app1"`)
+		var v []promSample
+		// rate() needs two scrapes of each series: wait a little for them.
+		waitFor(t, 20*time.Second, "results of "+q, func() (bool, string) {
+			v = p.query(t, q)
+			return len(v) > 0 || !strings.Contains(q, "_total"), fmt.Sprintf("%d series", len(v))
+		})
+	}
+	r.d.shutdown(t)
 }
