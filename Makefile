@@ -44,6 +44,7 @@ fuzz:
 	$(GO) test ./ddms       -run '^$$' -fuzz '^FuzzDecodePayloads$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./ddms/allocreport -run '^$$' -fuzz '^FuzzParse$$'    -fuzztime $(FUZZTIME)
 	$(GO) test ./perfetto   -run '^$$' -fuzz '^FuzzDecodeTrace$$'    -fuzztime $(FUZZTIME)
+	$(GO) test ./ddms/hprof -run '^$$' -fuzz '^FuzzReader$$'         -fuzztime $(FUZZTIME)
 	$(GO) test ./adb        -run '^$$' -fuzz '^FuzzParseAppProcesses$$' -fuzztime $(FUZZTIME)
 
 # The benchmarks that hold the speed and memory targets: Parse on the three

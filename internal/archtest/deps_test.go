@@ -13,6 +13,7 @@ const mod = "github.com/alloctrack/alloctrack/"
 var forbidden = map[string][]string{
 	"jdwp":                  {mod + "adb", mod + "ddms", mod + "alloctrack", mod + "exporter", mod + "sim", "github.com/prometheus/", "go.uber.org/zap", "github.com/electricbubble/gadb"},
 	"ddms":                  {mod + "adb", mod + "alloctrack", mod + "exporter", mod + "sim", "github.com/prometheus/", "go.uber.org/zap", "github.com/electricbubble/gadb"},
+	"ddms/hprof":            {mod + "adb", mod + "jdwp", mod + "alloctrack", mod + "exporter", mod + "sim", "github.com/prometheus/", "go.uber.org/zap", "github.com/electricbubble/gadb"},
 	"ddms/allocreport":      {mod + "adb", mod + "jdwp", mod + "alloctrack", mod + "exporter", mod + "sim", "github.com/prometheus/", "go.uber.org/zap", "github.com/electricbubble/gadb"},
 	"perfetto":              {mod + "adb", mod + "ddms", mod + "jdwp", mod + "alloctrack", mod + "exporter", mod + "sim", "github.com/prometheus/", "go.uber.org/zap", "github.com/electricbubble/gadb"},
 	"alloctrack":            {mod + "alloctrack/", mod + "ddms", mod + "jdwp", mod + "perfetto", mod + "adb", "go.uber.org/zap", mod + "exporter", mod + "sim", "github.com/prometheus/", "github.com/electricbubble/gadb"},
