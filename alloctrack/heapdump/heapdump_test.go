@@ -176,3 +176,23 @@ func BenchmarkHistogram(b *testing.B) {
 		}
 	}
 }
+
+// ART starts every segment in the default heap: an object in a segment
+// that names no heap is not counted in the heap the segment before named.
+func TestHistogramSegmentStartsInDefaultHeap(t *testing.T) {
+	d := hproftest.AndroidDump()
+	d = d[:len(d)-9] // without HEAP DUMP END
+	seg := []byte{0x21, 0, 0, 0x40, 0 /* id */, 0, 0, 0, 0 /* stack */, 0, 0, 1, 0 /* class 0x100 */, 0, 0, 0, 4 /* size */, 0, 0, 0, 0}
+	d = append(d, 0x1C, 0, 0, 0, 0, 0, 0, 0, byte(len(seg)))
+	d = append(d, seg...)
+	h, err := heapdump.Read(bytes.NewReader(d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range h.Classes {
+		if c.Heap == "default" && c.Class == "com.example.Foo" && c.Instances == 1 {
+			return
+		}
+	}
+	t.Errorf("the last segment's object is not in the default heap: %+v", h.Classes)
+}
