@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"github.com/alloctrack/alloctrack/alloctrack/ddm"
+	"github.com/alloctrack/alloctrack/alloctrack/heapdump"
 	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 	"github.com/alloctrack/alloctrack/alloctrack/offline"
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
+	"github.com/alloctrack/alloctrack/ddms/hprof"
 
 	"github.com/alecthomas/kingpin/v2"
 
@@ -49,7 +51,7 @@ func newReportCmd(app *kingpin.Application) *reportCmd {
 	c.thread = c.cmd.Flag("thread", "Only allocations of this thread id.").Default("-1").Int()
 	c.output = c.cmd.Flag("output", "Write to this file instead of standard output.").Short('o').String()
 	c.budget = c.cmd.Flag("budget", "Check the allocations against a budget file (YAML); exit status 3 if it is exceeded.").String()
-	c.inputs = c.cmd.Arg("input", "Report files, perfetto traces or capture directories.").Required().Strings()
+	c.inputs = c.cmd.Arg("input", "Report files, perfetto traces, capture directories, or heap dumps (hprof: a class histogram per heap).").Required().Strings()
 	return c
 }
 
@@ -129,6 +131,21 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 	var duration time.Duration
 	durationKnown := true
 	for _, name := range *c.inputs {
+		if isDump, err := isHeapDump(name); err == nil && isDump {
+			// A heap dump holds what an app keeps, not what it
+			// allocated: its own summary, in text only.
+			if *c.format != "text" || *c.budget != "" {
+				fmt.Fprintf(stderr, "alloctrack report: %s: a heap dump (hprof) is summarised as text only, without budgets\n", name)
+				status = exitUsage
+				continue
+			}
+			if err := writeHeapDump(w, name, *c.top); err != nil {
+				w.Flush()
+				fmt.Fprintf(stderr, "alloctrack report: %s: %v\n", name, err)
+				status = exitFailure
+			}
+			continue
+		}
 		in, err := offline.ReadInput(name)
 		if err != nil {
 			w.Flush()
@@ -399,4 +416,45 @@ func frameFilter(frame string) func(d *perfetto.Dump) *perfetto.Dump {
 		}
 		return &out
 	}
+}
+
+// isHeapDump tells, from its first bytes, whether a file is an hprof dump.
+func isHeapDump(path string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	var b [20]byte
+	n, _ := io.ReadFull(f, b[:])
+	return hprof.IsHprof(b[:n]), nil
+}
+
+// writeHeapDump writes a heap dump's class histogram, per heap: the top
+// classes by the bytes the dump gives them.
+func writeHeapDump(w io.Writer, path string, top int) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h, err := heapdump.Read(f)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%s\n  heap dump (%s, %d-byte ids), %d objects in %d classes\n", path, h.Header.Version, h.Header.IDSize, h.Objects, len(h.Classes))
+	fmt.Fprintln(w, "  bytes are the field and element data the dump holds, without object headers")
+	heap, shown := "", 0
+	for _, c := range h.Classes {
+		if c.Heap != heap {
+			heap, shown = c.Heap, 0
+			fmt.Fprintf(w, "  heap %s\n  %12s %14s  %s\n", heap, "instances", "bytes", "class")
+		}
+		if top > 0 && shown >= top {
+			continue
+		}
+		shown++
+		fmt.Fprintf(w, "  %12d %14d  %s\n", c.Instances, c.Bytes, c.Class)
+	}
+	return nil
 }

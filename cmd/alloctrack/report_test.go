@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/alloctrack/alloctrack/internal/hproftest"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
@@ -115,5 +117,26 @@ func TestUsageErrors(t *testing.T) {
 		if code != exitUsage || errOut == "" {
 			t.Errorf("%q: exit %d, stderr %q; want %d and a message", args, code, errOut, exitUsage)
 		}
+	}
+}
+
+// A heap dump given to report is told apart by its content and summarised
+// as a class histogram per heap; other formats and budgets are refused.
+func TestReportHeapDump(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "app.hprof")
+	if err := os.WriteFile(p, hproftest.AndroidDump(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runCmd(t, "report", p)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"JAVA PROFILE 1.0.3", "7 objects", "heap app", "heap zygote", "           3             24  com.example.Foo", "         1            100  byte[]"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	if _, errOut, code := runCmd(t, "report", "--format", "jsonl", p); code != exitUsage || !strings.Contains(errOut, "text only") {
+		t.Errorf("jsonl of a heap dump: exit %d, %q", code, errOut)
 	}
 }
