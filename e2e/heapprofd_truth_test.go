@@ -43,22 +43,20 @@ func (r *rig) heapprofdApps() []tracked {
 // daemon's sampled counters equal what each VM's dumps held, which stop
 // changing once the paused apps' next dumps are written and read. What an
 // app sampled before its pause reaches the truth only with its next dump,
-// so equality counts only after a dump that followed the pause.
+// so equality counts only once no VM holds samples not yet dumped.
 func settleHeapprofd(t *testing.T, r *rig, apps []tracked) {
 	t.Helper()
-	paused := map[app]int{}
 	for _, a := range apps {
-		vm := r.vm(t, a.farmSerial, a.pkg)
-		vm.Pause(true)
-		paused[a.app] = vm.HeapprofdTruth().Dumps
+		r.vm(t, a.farmSerial, a.pkg).Pause(true)
 	}
 	waitFor(t, 30*time.Second, "the daemon's samples equal the simulator's", func() (bool, string) {
 		sc := r.d.metrics(t)
 		for _, a := range apps {
-			tr := r.vm(t, a.farmSerial, a.pkg).HeapprofdTruth()
-			if tr.Dumps <= paused[a.app] {
-				return false, fmt.Sprintf("%v: no dump since the pause", a.app)
+			vm := r.vm(t, a.farmSerial, a.pkg)
+			if vm.HeapprofdPending() {
+				return false, fmt.Sprintf("%v: samples not yet dumped", a.app)
 			}
+			tr := vm.HeapprofdTruth()
 			n := sc.value("alloctrack_app_sampled_allocations_total", a.labels()...)
 			b := sc.value("alloctrack_app_sampled_bytes_total", a.labels()...)
 			if n != float64(tr.Sampled.Total.Allocations) || b != float64(tr.Sampled.Total.Bytes) {

@@ -257,6 +257,27 @@ type HeapprofdTruth struct {
 	SiteSize map[string]uint32
 }
 
+// HeapprofdPending tells whether the VM holds samples that its next dump
+// will write: none once a dump has taken them, or once its session is
+// gone (with it, what it had not dumped). A test that has paused the
+// workload waits for this to be false before it compares totals.
+func (vm *VM) HeapprofdPending() bool {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	if vm.alive {
+		vm.advanceLocked(time.Now())
+	}
+	if vm.hp == nil {
+		return false
+	}
+	for _, c := range vm.hp.smp {
+		if c.Allocations > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // HeapprofdTruth returns the VM's heapprofd ground truth.
 func (vm *VM) HeapprofdTruth() HeapprofdTruth {
 	vm.mu.Lock()

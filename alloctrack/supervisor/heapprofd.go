@@ -153,158 +153,18 @@ func (w *hpWatch) nameOf(pid int) string {
 // same name needs no new session: heapprofd profiles it from its start.
 func (d *Daemon) runHeapprofdDevice(ctx context.Context, src Source, serial string, api int, log *zap.Logger) {
 	d.cleanHeapprofd(ctx, src, serial, log)
-	w := &hpWatch{jdwp: map[int]bool{}, procs: map[int]string{}, changed: make(chan struct{}, 1)}
-	targets := map[string]*heapprofd.Target{}
-	var tmu sync.Mutex
-	target := func(name string) *heapprofd.Target {
-		tmu.Lock()
-		defer tmu.Unlock()
-		t := targets[name]
-		if t == nil {
-			counters, stats := d.bind(serial, name)
-			stats.Update(func(s *alloctrack.AppStatus) {
-				s.Backend = alloctrack.BackendHeapprofd
-				s.Window = d.cfg.Session.Window
-			})
-			t = &heapprofd.Target{Counters: counters, Stats: stats}
-			targets[name] = t
-		}
-		return t
+	t := &hpTarget{d: d, src: src, serial: serial, api: api, log: log,
+		key:     src.Addr() + "/" + serial + "/heapprofd",
+		w:       &hpWatch{jdwp: map[int]bool{}, procs: map[int]string{}, changed: make(chan struct{}, 1)},
+		targets: map[string]*heapprofd.Target{},
+		shown:   map[string]bool{},
 	}
-	shown := map[string]bool{} // names shown unprofileable
-	onGone := func(gone []string) {
-		for _, name := range gone {
-			tmu.Lock()
-			t := targets[name]
-			tmu.Unlock()
-			if t != nil {
-				t.Stats.SetState(alloctrack.StateExited)
-			}
-		}
-		w.mu.Lock()
-		var unprof []string
-		for name := range w.unprofileable {
-			if !shown[name] {
-				shown[name] = true
-				unprof = append(unprof, name)
-			}
-		}
-		for name := range shown {
-			if !w.unprofileable[name] {
-				delete(shown, name)
-			}
-		}
-		w.mu.Unlock()
-		for _, name := range unprof {
-			t := target(name)
-			t.Stats.CountError(alloctrack.StageUnprofileable)
-			t.Stats.SetState(alloctrack.StateUnprofileable)
-			log.Info("the device says this app is neither debuggable nor profileable (track-app): heapprofd cannot sample it", zap.String("package", name))
-		}
-	}
-
 	var wg sync.WaitGroup
 	wg.Add(3)
-	go func() {
-		defer wg.Done()
-		for attempt := 0; ctx.Err() == nil; attempt++ {
-			err := src.TrackApp(ctx, serial, func(list []AppProcess) {
-				attempt = 0
-				w.mu.Lock()
-				w.apps = map[int]AppProcess{}
-				for _, a := range list {
-					w.apps[a.PID] = a
-				}
-				w.appsKnown = true
-				gone := w.update(d)
-				w.mu.Unlock()
-				onGone(gone)
-			})
-			if ctx.Err() != nil {
-				return
-			}
-			if errors.Is(err, alloctrack.ErrTrackAppUnsupported) {
-				log.Debug("the device has no track-app: apps are found from track-jdwp and, with --package, the process list")
-				w.mu.Lock()
-				w.noApps = true
-				gone := w.update(d)
-				w.mu.Unlock()
-				onGone(gone)
-				return
-			}
-			d.countDeviceError(serial, "track-app")
-			d.logs.warn(log, "track-app/"+src.Addr()+"/"+serial, "track-app ended; retrying", err)
-			if !sleepCtx(ctx, d.backoff(attempt)) {
-				return
-			}
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		for attempt := 0; ctx.Err() == nil; attempt++ {
-			err := src.TrackJDWP(ctx, serial, func(pids []int) {
-				attempt = 0
-				w.mu.Lock()
-				clear(w.jdwp)
-				for _, p := range pids {
-					w.jdwp[p] = true
-				}
-				gone := w.update(d)
-				w.mu.Unlock()
-				onGone(gone)
-			})
-			if ctx.Err() != nil {
-				return
-			}
-			d.countDeviceError(serial, "track-jdwp")
-			d.logs.warn(log, "track-jdwp/"+src.Addr()+"/"+serial, "track-jdwp ended; retrying", err)
-			if !sleepCtx(ctx, d.backoff(attempt)) {
-				return
-			}
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		d.followProcessList(ctx, src, serial, api, log, func(procs []Process) {
-			w.mu.Lock()
-			clear(w.procs)
-			for _, p := range procs {
-				w.procs[p.PID] = p.Name
-			}
-			w.listed = true
-			gone := w.update(d)
-			w.mu.Unlock()
-			onGone(gone)
-		})
-	}()
+	go func() { defer wg.Done(); t.followTrackApp(ctx) }()
+	go func() { defer wg.Done(); t.followTrackJDWP(ctx) }()
+	go func() { defer wg.Done(); d.followProcessList(ctx, src, serial, api, log, t.onProcesses) }()
 	defer wg.Wait()
-
-	resolve := func(ctx context.Context, pid int) *heapprofd.Target {
-		name := w.nameOf(pid)
-		if name == "" {
-			// A process started since the last list: ask the device.
-			nctx, cancel := context.WithTimeout(ctx, d.cfg.Session.RequestTimeout)
-			n, err := src.ProcessName(nctx, serial, pid, api)
-			cancel()
-			if err != nil {
-				log.Debug("naming a profiled process", zap.Int("pid", pid), zap.Error(err))
-				return nil
-			}
-			name = n
-		}
-		if name == "" || name == alloctrack.PreInitialized || !d.cfg.Packages.Match(name) {
-			return nil
-		}
-		return target(name)
-	}
-
-	t := &hpTarget{d: d, src: src, serial: serial, api: api, log: log, w: w, target: target, resolve: resolve,
-		key: src.Addr() + "/" + serial + "/heapprofd",
-		all: func() []*heapprofd.Target {
-			tmu.Lock()
-			defer tmu.Unlock()
-			return slices.Collect(maps.Values(targets))
-		}}
 	defer d.logs.forget(t.key)
 	d.keep(ctx, t)
 }
@@ -312,17 +172,158 @@ func (d *Daemon) runHeapprofdDevice(ctx context.Context, src Source, serial stri
 // hpTarget is an Android 12+ device's apps, watched by one heapprofd
 // session at a time.
 type hpTarget struct {
-	d       *Daemon
-	src     Source
-	serial  string
-	api     int
-	log     *zap.Logger
-	key     string
-	w       *hpWatch
-	target  func(name string) *heapprofd.Target
-	resolve func(ctx context.Context, pid int) *heapprofd.Target
-	all     func() []*heapprofd.Target // every app of the device seen
-	ts      []*heapprofd.Target        // the last session's
+	d      *Daemon
+	src    Source
+	serial string
+	api    int
+	log    *zap.Logger
+	key    string
+	w      *hpWatch
+	ts     []*heapprofd.Target // the last session's
+
+	tmu     sync.Mutex
+	targets map[string]*heapprofd.Target // by name: every app of the device seen
+	shown   map[string]bool              // names shown unprofileable (under w.mu)
+}
+
+// target returns the target of an app, binding its counters the first
+// time.
+func (t *hpTarget) target(name string) *heapprofd.Target {
+	t.tmu.Lock()
+	defer t.tmu.Unlock()
+	tg := t.targets[name]
+	if tg == nil {
+		counters, stats := t.d.bind(t.serial, name)
+		stats.Update(func(s *alloctrack.AppStatus) {
+			s.Backend = alloctrack.BackendHeapprofd
+			s.Window = t.d.cfg.Session.Window
+		})
+		tg = &heapprofd.Target{Counters: counters, Stats: stats}
+		t.targets[name] = tg
+	}
+	return tg
+}
+
+// updated recomputes the names to profile after a change (w.mu held, and
+// released here), shows the apps that left exited and the newly
+// unprofileable ones so.
+func (t *hpTarget) updated() {
+	gone := t.w.update(t.d)
+	var unprof []string
+	for name := range t.w.unprofileable {
+		if !t.shown[name] {
+			t.shown[name] = true
+			unprof = append(unprof, name)
+		}
+	}
+	for name := range t.shown {
+		if !t.w.unprofileable[name] {
+			delete(t.shown, name)
+		}
+	}
+	t.w.mu.Unlock()
+	for _, name := range gone {
+		t.tmu.Lock()
+		tg := t.targets[name]
+		t.tmu.Unlock()
+		if tg != nil {
+			tg.Stats.SetState(alloctrack.StateExited)
+		}
+	}
+	for _, name := range unprof {
+		tg := t.target(name)
+		tg.Stats.CountError(alloctrack.StageUnprofileable)
+		tg.Stats.SetState(alloctrack.StateUnprofileable)
+		t.log.Info("the device says this app is neither debuggable nor profileable (track-app): heapprofd cannot sample it", zap.String("package", name))
+	}
+}
+
+// followTrackApp follows the device's track-app until ctx ends, or until
+// it turns out the device has none.
+func (t *hpTarget) followTrackApp(ctx context.Context) {
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		err := t.src.TrackApp(ctx, t.serial, func(list []AppProcess) {
+			attempt = 0
+			t.w.mu.Lock()
+			t.w.apps = map[int]AppProcess{}
+			for _, a := range list {
+				t.w.apps[a.PID] = a
+			}
+			t.w.appsKnown = true
+			t.updated()
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, alloctrack.ErrTrackAppUnsupported) {
+			t.log.Debug("the device has no track-app: apps are found from track-jdwp and, with --package, the process list")
+			t.w.mu.Lock()
+			t.w.noApps = true
+			t.updated()
+			return
+		}
+		t.d.countDeviceError(t.serial, "track-app")
+		t.d.logs.warn(t.log, "track-app/"+t.src.Addr()+"/"+t.serial, "track-app ended; retrying", err)
+		if !sleepCtx(ctx, t.d.backoff(attempt)) {
+			return
+		}
+	}
+}
+
+// followTrackJDWP follows the device's debuggable processes until ctx
+// ends.
+func (t *hpTarget) followTrackJDWP(ctx context.Context) {
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		err := t.src.TrackJDWP(ctx, t.serial, func(pids []int) {
+			attempt = 0
+			t.w.mu.Lock()
+			clear(t.w.jdwp)
+			for _, p := range pids {
+				t.w.jdwp[p] = true
+			}
+			t.updated()
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		t.d.countDeviceError(t.serial, "track-jdwp")
+		t.d.logs.warn(t.log, "track-jdwp/"+t.src.Addr()+"/"+t.serial, "track-jdwp ended; retrying", err)
+		if !sleepCtx(ctx, t.d.backoff(attempt)) {
+			return
+		}
+	}
+}
+
+// onProcesses takes a new process list of the device.
+func (t *hpTarget) onProcesses(procs []Process) {
+	t.w.mu.Lock()
+	clear(t.w.procs)
+	for _, p := range procs {
+		t.w.procs[p.PID] = p.Name
+	}
+	t.w.listed = true
+	t.updated()
+}
+
+// resolve returns the target of a profiled process, naming it from the
+// device when the last process list did not have it.
+func (t *hpTarget) resolve(ctx context.Context, pid int) *heapprofd.Target {
+	name := t.w.nameOf(pid)
+	if name == "" {
+		// A process started since the last list: ask the device.
+		nctx, cancel := context.WithTimeout(ctx, t.d.cfg.Session.RequestTimeout)
+		n, err := t.src.ProcessName(nctx, t.serial, pid, t.api)
+		cancel()
+		if err != nil {
+			t.log.Debug("naming a profiled process", zap.Int("pid", pid), zap.Error(err))
+			return nil
+		}
+		name = n
+	}
+	if name == "" || name == alloctrack.PreInitialized || !t.d.cfg.Packages.Match(name) {
+		return nil
+	}
+	return t.target(name)
 }
 
 // session runs one heapprofd session for the names to profile; with none,
@@ -376,10 +377,13 @@ func (t *hpTarget) failed(_ context.Context, err error, wait time.Duration) (tim
 }
 
 func (t *hpTarget) ended(cause error) {
-	if cause == errDeviceGone {
-		for _, tg := range t.all() {
-			tg.Stats.SetState(alloctrack.StateDisconnected)
-		}
+	if cause != errDeviceGone {
+		return
+	}
+	t.tmu.Lock()
+	defer t.tmu.Unlock()
+	for _, tg := range t.targets {
+		tg.Stats.SetState(alloctrack.StateDisconnected)
 	}
 }
 
