@@ -19,6 +19,7 @@ import (
 	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
+	"github.com/alloctrack/alloctrack/ddms/hprof"
 
 	"github.com/alloctrack/alloctrack/perfetto"
 )
@@ -397,7 +398,9 @@ func ReadInput(path string) (*Input, error) {
 			return in, nil
 		}
 		r, err := readReportFile(path)
-		if pe, ok := errors.AsType[*allocreport.ParseError](err); ok {
+		if pe, ok := errors.AsType[*allocreport.ParseError](err); ok && IsHeapDump(path) {
+			return nil, fmt.Errorf("%s: a heap dump (hprof): it holds what an app keeps, not what it allocated; alloctrack report summarises it on its own", path)
+		} else if ok {
 			return nil, fmt.Errorf("%s: not a readable allocation report (.alloc), perfetto trace or capture directory (%v)", path, pe)
 		}
 		if err != nil {
@@ -468,4 +471,16 @@ func readReportFile(path string) (*allocreport.Report, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return r, nil
+}
+
+// IsHeapDump tells, from its first bytes, whether a file is an hprof dump.
+func IsHeapDump(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var b [20]byte
+	n, _ := io.ReadFull(f, b[:])
+	return hprof.IsHprof(b[:n])
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 	"github.com/alloctrack/alloctrack/alloctrack/offline"
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
-	"github.com/alloctrack/alloctrack/ddms/hprof"
 
 	"github.com/alecthomas/kingpin/v2"
 
@@ -131,7 +130,7 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 	var duration time.Duration
 	durationKnown := true
 	for _, name := range *c.inputs {
-		if isDump, err := isHeapDump(name); err == nil && isDump {
+		if offline.IsHeapDump(name) {
 			// A heap dump holds what an app keeps, not what it
 			// allocated: its own summary, in text only.
 			if *c.format != "text" || *c.budget != "" {
@@ -416,18 +415,6 @@ func frameFilter(frame string) func(d *perfetto.Dump) *perfetto.Dump {
 		}
 		return &out
 	}
-}
-
-// isHeapDump tells, from its first bytes, whether a file is an hprof dump.
-func isHeapDump(path string) (bool, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	var b [20]byte
-	n, _ := io.ReadFull(f, b[:])
-	return hprof.IsHprof(b[:n]), nil
 }
 
 // writeHeapDump writes a heap dump's class histogram, per heap: the top

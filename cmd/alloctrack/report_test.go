@@ -139,4 +139,8 @@ func TestReportHeapDump(t *testing.T) {
 	if _, errOut, code := runCmd(t, "report", "--format", "jsonl", p); code != exitUsage || !strings.Contains(errOut, "text only") {
 		t.Errorf("jsonl of a heap dump: exit %d, %q", code, errOut)
 	}
+	// diff says what the file is rather than that it is unreadable.
+	if _, errOut, code := runCmd(t, "diff", p, p); code == exitOK || !strings.Contains(errOut, "a heap dump (hprof)") {
+		t.Errorf("diff of heap dumps: exit %d, %q", code, errOut)
+	}
 }
