@@ -84,8 +84,8 @@ func TestReadmeCIExample(t *testing.T) {
 // repository's root as a person would (on a private port rather than
 // :9853): it serves the simulated farm, its apps are tracking after one
 // window, and SIGTERM to go run alone (which does not pass it on) stops the
-// daemon too. It also runs the README's `go install` line into a
-// temporary GOBIN.
+// daemon too. It also runs the README's install lines: make build, and
+// go install into a temporary GOBIN.
 func TestReadmeFirstCommand(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "README.md"))
 	if err != nil {
@@ -95,10 +95,23 @@ func TestReadmeFirstCommand(t *testing.T) {
 	if !strings.Contains(string(b), "\n"+first+" ") {
 		t.Fatalf("the README's first command is no longer %q", first)
 	}
-	if !strings.Contains(string(b), "go install ./cmd/alloctrack") {
-		t.Fatal("the README's install line is gone")
+	if !strings.Contains(string(b), "go install ./cmd/alloctrack") || !strings.Contains(string(b), "make build ") {
+		t.Fatal("the README's install lines are gone")
 	}
 
+	// make build: bin/alloctrack (ignored by git), stamped from git.
+	if make, err := exec.LookPath("make"); err == nil {
+		build := exec.Command(make, "build")
+		build.Dir = ".."
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("make build: %v\n%s", err, out)
+		}
+		if out, err := exec.Command(filepath.Join("..", "bin", "alloctrack"), "--version").CombinedOutput(); err != nil || !strings.Contains(string(out), "alloctrack, version") {
+			t.Fatalf("bin/alloctrack --version: %v\n%s", err, out)
+		}
+	} else if os.Getenv("CI") != "" {
+		t.Fatal("make not found")
+	}
 	gobin := t.TempDir()
 	install := exec.Command(goTool(), "install", "./cmd/alloctrack")
 	install.Dir = ".."
