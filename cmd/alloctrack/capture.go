@@ -142,48 +142,90 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 		}
 	}()
 
-	progress := isTerminal(stderr)
+	var progress func(string)
+	if isTerminal(stderr) {
+		progress = func(s string) { fmt.Fprintf(stderr, "\r%s, %s", s, time.Since(start).Round(time.Second)) }
+	}
+	var rec offline.Recorder
 	if c.session.heapprofdFor(api) {
-		return c.captureHeapprofd(ctx, client, serial, pid, api, w, stop, &interrupted, bud, log, stdout, stderr, progress, start)
-	}
-	rec := &offline.DDMRecorder{
-		Serial: serial, PID: pid, API: api, Package: *c.pkg,
-		Open:   func(ctx context.Context) (io.ReadWriteCloser, error) { return client.OpenJDWP(ctx, serial, pid) },
-		Config: scfg,
-		Log:    log,
-	}
-	if progress {
-		rec.Progress = func(w *offline.CaptureWriter) {
-			t := w.Total()
-			fmt.Fprintf(stderr, "\r%d windows, %d allocations, %d bytes, %s", w.Windows(), t.Allocations, t.Bytes, time.Since(start).Round(time.Second))
+		hp, msg := c.heapprofdRecorder(ctx, client, serial, pid, api, w, log, progress)
+		if hp == nil {
+			return fail(exitFailure, "%s", msg)
 		}
+		rec = hp
+	} else {
+		dr := &offline.DDMRecorder{
+			Serial: serial, PID: pid, API: api, Package: *c.pkg,
+			Open:   func(ctx context.Context) (io.ReadWriteCloser, error) { return client.OpenJDWP(ctx, serial, pid) },
+			Config: scfg,
+			Log:    log,
+		}
+		if progress != nil {
+			dr.Progress = func(w *offline.CaptureWriter) {
+				t := w.Total()
+				progress(fmt.Sprintf("%d windows, %d allocations, %d bytes", w.Windows(), t.Allocations, t.Bytes))
+			}
+		}
+		rec = dr
 	}
 	runErr := rec.Record(ctx, stop, w)
-	if progress {
+	if progress != nil {
 		fmt.Fprintln(stderr)
 	}
 	sum, err := w.Close(time.Now(), interrupted.Load(), runErr, *c.top)
 	if err != nil {
 		return fail(exitFailure, "%v", err)
 	}
-	fmt.Fprintf(stdout, "%s: %d windows (%d overflowed), %d allocations, %d bytes in %.1fs\n",
-		*c.out, sum.Windows, sum.Overflowed, sum.Allocations, sum.Bytes, sum.DurationSeconds)
-	if runErr != nil {
-		switch {
-		case errors.Is(runErr, alloctrack.ErrFiltered):
-			return fail(exitFailure, "pid %d on %s is %q by its VM's own account, not %s", pid, serial, rec.Named, *c.pkg)
-		case errors.Is(runErr, alloctrack.ErrHeld):
-			return fail(exitFailure, "another debugger (Android Studio?) holds pid %d on %s: close it and retry", pid, serial)
-		case errors.Is(runErr, alloctrack.ErrWaiting):
-			return fail(exitFailure, "pid %d on %s waits for a debugger (started with \"wait for debugger\"), and DDM does not count as one: attach a debugger or start the app without waiting, then retry", pid, serial)
-		case errors.Is(runErr, alloctrack.ErrUnsupported):
-			return fail(exitFailure, "pid %d on %s does not answer the allocation tracker (Android 12 and later, API %d): allocation tracking over DDM is not available there; try --backend heapprofd", pid, serial, api)
-		case errors.Is(runErr, adb.ErrServiceClosed):
-			return fail(exitFailure, "the device refused jdwp:%d on %s: the app died, is not debuggable, or is frozen", pid, serial)
-		}
-		return fail(exitFailure, "%v", runErr)
+	if code, msg := c.outcome(rec, sum, runErr, serial, pid, api, stdout); code != exitOK {
+		return fail(code, "%s", msg)
+	} else if msg != "" {
+		fmt.Fprintf(stderr, "alloctrack capture: %s\n", msg)
 	}
 	return checkCaptureBudget(stderr, *c.out, bud)
+}
+
+// outcome prints what a capture recorded and says how it ended: a
+// non-zero exit status with its message, or a warning to print.
+func (c *captureCmd) outcome(rec offline.Recorder, sum *offline.Summary, runErr error, serial string, pid, api int, stdout io.Writer) (int, string) {
+	switch r := rec.(type) {
+	case *offline.HeapprofdRecorder:
+		var st alloctrack.HeapprofdStatus
+		if r.Stats != nil {
+			st = r.Stats.Snapshot().Heapprofd
+		}
+		fmt.Fprintf(stdout, "%s: %d heapprofd dumps, %d samples (%d bytes), about %d allocations and %d bytes (estimates) in %.1fs\n",
+			*c.out, st.Dumps, st.Samples, st.SampledBytes, sum.Allocations, sum.Bytes, sum.DurationSeconds)
+		switch {
+		case errors.Is(runErr, alloctrack.ErrPerfettoRefused):
+			return exitFailure, fmt.Sprintf("the tracing service of %s refused the perfetto session: it runs 5 sessions of adb shell's uid at once (Android Studio's and other people's count too); stop one and retry (%v)", serial, runErr)
+		case runErr != nil:
+			return exitFailure, runErr.Error()
+		case r.Rejected && st.Dumps == 0:
+			return exitFailure, fmt.Sprintf("another profiler held pid %d on %s the whole time (heapprofd rejected our session): stop it and retry", pid, serial)
+		case st.Dumps == 0:
+			return exitOK, fmt.Sprintf("heapprofd wrote no sample of pid %d on %s: the app allocated nothing it sampled, or it is neither debuggable nor profileable (Android 12+)", pid, serial)
+		}
+		return exitOK, ""
+	case *offline.DDMRecorder:
+		fmt.Fprintf(stdout, "%s: %d windows (%d overflowed), %d allocations, %d bytes in %.1fs\n",
+			*c.out, sum.Windows, sum.Overflowed, sum.Allocations, sum.Bytes, sum.DurationSeconds)
+		switch {
+		case runErr == nil:
+			return exitOK, ""
+		case errors.Is(runErr, alloctrack.ErrFiltered):
+			return exitFailure, fmt.Sprintf("pid %d on %s is %q by its VM's own account, not %s", pid, serial, r.Named, *c.pkg)
+		case errors.Is(runErr, alloctrack.ErrHeld):
+			return exitFailure, fmt.Sprintf("another debugger (Android Studio?) holds pid %d on %s: close it and retry", pid, serial)
+		case errors.Is(runErr, alloctrack.ErrWaiting):
+			return exitFailure, fmt.Sprintf("pid %d on %s waits for a debugger (started with \"wait for debugger\"), and DDM does not count as one: attach a debugger or start the app without waiting, then retry", pid, serial)
+		case errors.Is(runErr, alloctrack.ErrUnsupported):
+			return exitFailure, fmt.Sprintf("pid %d on %s does not answer the allocation tracker (Android 12 and later, API %d): allocation tracking over DDM is not available there; try --backend heapprofd", pid, serial, api)
+		case errors.Is(runErr, adb.ErrServiceClosed):
+			return exitFailure, fmt.Sprintf("the device refused jdwp:%d on %s: the app died, is not debuggable, or is frozen", pid, serial)
+		}
+		return exitFailure, runErr.Error()
+	}
+	return exitFailure, fmt.Sprintf("capture: no outcome for %T", rec)
 }
 
 // lookup finds the device and the process to record: the one device or
@@ -339,24 +381,17 @@ func joinInts(v []int) string {
 	return strings.Join(s, ", ")
 }
 
-// captureHeapprofd records one process through a heapprofd session: the
-// raw trace as read, each dump into the capture, until the duration ends
-// or Ctrl-C (the session's last dump is read, its perfetto stopped and
-// its file removed either way).
-func (c *captureCmd) captureHeapprofd(ctx context.Context, client *adb.Client, serial string, pid, api int, w *offline.CaptureWriter,
-	stop <-chan struct{}, interrupted *atomic.Bool, bud *offline.Budget, log *zap.Logger,
-	stdout, stderr io.Writer, progress bool, start time.Time) int {
-	fail := func(code int, format string, args ...any) int {
-		fmt.Fprintf(stderr, "alloctrack capture: "+format+"\n", args...)
-		return code
-	}
+// heapprofdRecorder names the app when only its pid was given and returns
+// the recorder of a heapprofd capture, or nil and why not.
+func (c *captureCmd) heapprofdRecorder(ctx context.Context, client *adb.Client, serial string, pid, api int, w *offline.CaptureWriter,
+	log *zap.Logger, progress func(string)) (*offline.HeapprofdRecorder, string) {
 	name := *c.pkg
 	if name == "" {
 		nctx, ncancel := context.WithTimeout(ctx, *c.session.requestTimeout)
 		n, err := client.ProcessName(nctx, serial, pid, api)
 		ncancel()
 		if err != nil || n == "" {
-			return fail(exitFailure, "naming pid %d on %s from its process list: %v", pid, serial, err)
+			return nil, fmt.Sprintf("naming pid %d on %s from its process list: %v", pid, serial, err)
 		}
 		name = n
 	}
@@ -369,35 +404,11 @@ func (c *captureCmd) captureHeapprofd(ctx context.Context, client *adb.Client, s
 		Config: heapprofd.Config{SamplingInterval: *c.session.hpInterval},
 		Log:    log,
 	}
-	if progress {
+	if progress != nil {
 		rec.Progress = func(stats *alloctrack.AppStats) {
 			st := stats.Snapshot().Heapprofd
-			fmt.Fprintf(stderr, "\r%d dumps, %d samples, %d sampled bytes, %s", st.Dumps, st.Samples, st.SampledBytes, time.Since(start).Round(time.Second))
+			progress(fmt.Sprintf("%d dumps, %d samples, %d sampled bytes", st.Dumps, st.Samples, st.SampledBytes))
 		}
 	}
-	runErr := rec.Record(ctx, stop, w)
-	if progress {
-		fmt.Fprintln(stderr)
-	}
-	sum, err := w.Close(time.Now(), interrupted.Load(), runErr, *c.top)
-	if err != nil {
-		return fail(exitFailure, "%v", err)
-	}
-	var st alloctrack.HeapprofdStatus
-	if rec.Stats != nil {
-		st = rec.Stats.Snapshot().Heapprofd
-	}
-	fmt.Fprintf(stdout, "%s: %d heapprofd dumps, %d samples (%d bytes), about %d allocations and %d bytes (estimates) in %.1fs\n",
-		*c.out, st.Dumps, st.Samples, st.SampledBytes, sum.Allocations, sum.Bytes, sum.DurationSeconds)
-	switch {
-	case errors.Is(runErr, alloctrack.ErrPerfettoRefused):
-		return fail(exitFailure, "the tracing service of %s refused the perfetto session: it runs 5 sessions of adb shell's uid at once (Android Studio's and other people's count too); stop one and retry (%v)", serial, runErr)
-	case runErr != nil:
-		return fail(exitFailure, "%v", runErr)
-	case rec.Rejected && st.Dumps == 0:
-		return fail(exitFailure, "another profiler held pid %d on %s the whole time (heapprofd rejected our session): stop it and retry", pid, serial)
-	case st.Dumps == 0:
-		fmt.Fprintf(stderr, "alloctrack capture: heapprofd wrote no sample of pid %d on %s: the app allocated nothing it sampled, or it is neither debuggable nor profileable (Android 12+)\n", pid, serial)
-	}
-	return checkCaptureBudget(stderr, *c.out, bud)
+	return rec, ""
 }
