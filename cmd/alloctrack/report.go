@@ -131,17 +131,8 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 	durationKnown := true
 	for _, name := range *c.inputs {
 		if offline.IsHeapDump(name) {
-			// A heap dump holds what an app keeps, not what it
-			// allocated: its own summary, in text only.
-			if *c.format != "text" || *c.budget != "" {
-				fmt.Fprintf(stderr, "alloctrack report: %s: a heap dump (hprof) is summarised as text only, without budgets\n", name)
-				status = exitUsage
-				continue
-			}
-			if err := writeHeapDump(w, name, *c.top); err != nil {
-				w.Flush()
-				fmt.Fprintf(stderr, "alloctrack report: %s: %v\n", name, err)
-				status = exitFailure
+			if code := c.heapDump(w, stderr, name); code != exitOK {
+				status = code
 			}
 			continue
 		}
@@ -415,6 +406,21 @@ func frameFilter(frame string) func(d *perfetto.Dump) *perfetto.Dump {
 		}
 		return &out
 	}
+}
+
+// heapDump reports a heap dump: it holds what an app keeps, not what it
+// allocated, so it gets a summary of its own, in text only.
+func (c *reportCmd) heapDump(w *bufio.Writer, stderr io.Writer, name string) int {
+	if *c.format != "text" || *c.budget != "" {
+		fmt.Fprintf(stderr, "alloctrack report: %s: a heap dump (hprof) is summarised as text only, without budgets\n", name)
+		return exitUsage
+	}
+	if err := writeHeapDump(w, name, *c.top); err != nil {
+		w.Flush()
+		fmt.Fprintf(stderr, "alloctrack report: %s: %v\n", name, err)
+		return exitFailure
+	}
+	return exitOK
 }
 
 // writeHeapDump writes a heap dump's class histogram, per heap: the top
