@@ -185,21 +185,15 @@ func (c *serveCmd) run(stderr io.Writer) int {
 	started := time.Now()
 	addrs := *c.adbAddrs
 	if *c.simulate {
-		farm := sim.NewFarm(sim.FarmConfig{
-			Devices: *c.simDevices, AppsPerDevice: *c.simApps,
-			APIs:     []int{30, 28, 31},
-			Workload: simWorkload(*c.simRate),
-		})
-		defer farm.Close()
-		a, err := farm.ServeHost("127.0.0.1:0")
+		farm, addr, err := c.simulatedFarm(log)
 		if err != nil {
 			log.Error("starting the simulated adb server", zap.Error(err))
 			return exitFailure
 		}
-		addrs = []string{a.String()}
+		defer farm.Close()
+		addrs = []string{addr}
 		extra["/sim/"] = http.StripPrefix("/sim", farm.Handler())
 		links = append(links, web.LandingLinks{Address: "sim/devices", Text: "Simulated devices (control API)"})
-		log.Info("simulated farm", zap.String("adb_server", a.String()), zap.Int("devices", *c.simDevices), zap.Int("apps_per_device", *c.simApps))
 	}
 	if len(addrs) == 0 {
 		addrs = []string{adb.DefaultAddress()}
@@ -272,6 +266,23 @@ func (c *serveCmd) run(stderr io.Writer) int {
 	srv.Shutdown(sctx)
 	cancel()
 	return status
+}
+
+// simulatedFarm starts --simulate's farm behind an adb server of its own
+// and returns its address.
+func (c *serveCmd) simulatedFarm(log *zap.Logger) (*sim.Farm, string, error) {
+	farm := sim.NewFarm(sim.FarmConfig{
+		Devices: *c.simDevices, AppsPerDevice: *c.simApps,
+		APIs:     []int{30, 28, 31},
+		Workload: simWorkload(*c.simRate),
+	})
+	a, err := farm.ServeHost("127.0.0.1:0")
+	if err != nil {
+		farm.Close()
+		return nil, "", err
+	}
+	log.Info("simulated farm", zap.String("adb_server", a.String()), zap.Int("devices", *c.simDevices), zap.Int("apps_per_device", *c.simApps))
+	return farm, a.String(), nil
 }
 
 // daemonConfig is the supervisor's config the flags give.
