@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
 
@@ -23,17 +22,6 @@ import (
 // hashes alike in every report whatever its table indices.
 type siteHasher struct {
 	classes, methods, files []uint64
-}
-
-func newSiteHasher(r *allocreport.Report) *siteHasher {
-	h := func(t []string) []uint64 {
-		out := make([]uint64, len(t))
-		for i, s := range t {
-			out[i] = xxhash.Sum64String(s)
-		}
-		return out
-	}
-	return &siteHasher{classes: h(r.Classes), methods: h(r.Methods), files: h(r.Files)}
 }
 
 // sameWire tells whether st's frame bytes are b.
@@ -84,19 +72,7 @@ func reportSiteInfo(r *allocreport.Report, a *allocreport.Allocation, h uint64, 
 			break
 		}
 	}
-	s := b.String()
-	if max := stackMax; len(s) > max {
-		ellipsis := "..."
-		if max < len(ellipsis) {
-			ellipsis = ""
-		}
-		cut := max - len(ellipsis)
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut-- // never inside a UTF-8 sequence
-		}
-		s = s[:cut] + ellipsis
-	}
-	info.Stack = s
+	info.Stack = alloctrack.CapLabel(b.String(), stackMax)
 	return info
 }
 
@@ -104,7 +80,7 @@ func reportSiteInfo(r *allocreport.Report, a *allocreport.Allocation, h uint64, 
 type rawSeq struct {
 	h     uint64
 	class uint16
-	site  int32 // index into addScratch.sites
+	site  int32 // index into the window's Sites
 	rep   int32 // an allocation with these bytes
 }
 
@@ -115,7 +91,6 @@ type reportScratch struct {
 	win     alloctrack.Window
 	r       *allocreport.Report
 	reps    []int32 // by site: one allocation of it
-	siteOf  []int32 // by allocation: its site
 	table   []int32 // open addressing over sites: index + 1, 0 for empty
 	raws    []rawSeq
 	raw     []int32            // open addressing over raws
@@ -123,7 +98,7 @@ type reportScratch struct {
 	hashes  [3][]uint64
 }
 
-// rawSeed seeds the hashes of raw stacks within one Add.
+// rawSeed seeds the hashes of raw stacks within one aggregate.
 var rawSeed = maphash.MakeSeed()
 
 var scratchPool = sync.Pool{New: func() any { return new(reportScratch) }}
@@ -155,7 +130,6 @@ func (sc *reportScratch) aggregate(r *allocreport.Report) (total alloctrack.Coun
 	mask := uint64(size - 1)
 	sites := sc.win.Sites[:0]
 	sc.reps = sc.reps[:0]
-	sc.siteOf = zeroed(sc.siteOf, n)
 	sc.raws = sc.raws[:0]
 	// Allocations of one site usually repeat the same bytes (class and
 	// frame indices): those are matched by their bytes first, and the
@@ -186,7 +160,6 @@ func (sc *reportScratch) aggregate(r *allocreport.Report) (total alloctrack.Coun
 					}
 					if e := &sc.raws[k-1]; e.h == rh && e.class == a.Class && sameWire(r.Stack(&r.Allocations[e.rep]), stb) {
 						sites[e.site].Count.Allocate(a.Size)
-						sc.siteOf[i] = e.site
 						found = true
 						break
 					}
@@ -214,7 +187,6 @@ func (sc *reportScratch) aggregate(r *allocreport.Report) (total alloctrack.Coun
 				break
 			}
 		}
-		sc.siteOf[i] = site
 		if useRaw {
 			sc.raws = append(sc.raws, rawSeq{h: rh, class: a.Class, site: site, rep: int32(i)})
 			for j := rh & mask; ; j = (j + 1) & mask {
@@ -257,13 +229,20 @@ func (sc *reportScratch) SiteInfo(i, stackMax int) alloctrack.SiteInfo {
 }
 
 // Threads implements WindowSource: the report's allocations summed per
-// site and thread, in order of first allocation.
+// site and thread, in order of first allocation. Only profiles ask for
+// threads, so each allocation's site is found again here rather than
+// noted for every window in aggregate.
 func (sc *reportScratch) Threads() []alloctrack.ThreadDelta {
+	site := make(map[uint64]int32, len(sc.win.Sites))
+	for i, sd := range sc.win.Sites {
+		site[sd.Hash] = int32(i)
+	}
+	sh := &siteHasher{classes: sc.hashes[0], methods: sc.hashes[1], files: sc.hashes[2]}
 	var out []alloctrack.ThreadDelta
 	idx := map[[2]int32]int{}
 	for i := range sc.r.Allocations {
 		a := &sc.r.Allocations[i]
-		k := [2]int32{sc.siteOf[i], int32(a.Thread)}
+		k := [2]int32{site[sh.site(a, sc.r.Stack(a))], int32(a.Thread)}
 		j, ok := idx[k]
 		if !ok {
 			j = len(out)
@@ -304,7 +283,7 @@ func AppFrame(r *allocreport.Report, st allocreport.Stack) int {
 // SiteHash returns the stable hash of allocation i's site.
 func SiteHash(r *allocreport.Report, i int) uint64 {
 	a := &r.Allocations[i]
-	return newSiteHasher(r).site(a, r.Stack(a))
+	return new(reportScratch).hashTables(r).site(a, r.Stack(a))
 }
 
 // zeroed returns s with length n, all zero, reusing its array when large

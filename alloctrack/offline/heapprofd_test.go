@@ -19,13 +19,6 @@ import (
 	"github.com/google/pprof/profile"
 )
 
-// The sites of tracetest.Heapprofd by their Java frames.
-var (
-	siteBar  = alloctrack.SiteID(alloctrack.SiteHashNames("", []alloctrack.Frame{{Class: "com.example.Foo", Method: "bar", Line: -1}, {Class: "com.example.Main", Method: "run", Line: -1}}))
-	siteList = alloctrack.SiteID(alloctrack.SiteHashNames("", []alloctrack.Frame{{Class: "java.util.ArrayList", Method: "add", Line: -1}, {Class: "com.example.Main", Method: "run", Line: -1}}))
-	siteNone = alloctrack.SiteID(alloctrack.SiteHashNames("", nil))
-)
-
 // A heapprofd capture: the raw trace as read, profile.pb.gz with samples
 // and estimates, summary.json marked heapprofd and estimated; it reads
 // back as input.
