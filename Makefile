@@ -46,6 +46,7 @@ fuzz:
 	$(GO) test ./perfetto   -run '^$$' -fuzz '^FuzzDecodeTrace$$'    -fuzztime $(FUZZTIME)
 	$(GO) test ./ddms/hprof -run '^$$' -fuzz '^FuzzReader$$'         -fuzztime $(FUZZTIME)
 	$(GO) test ./adb        -run '^$$' -fuzz '^FuzzParseAppProcesses$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./tialloc    -run '^$$' -fuzz '^FuzzParse$$'          -fuzztime $(FUZZTIME)
 
 # The benchmarks that hold the speed and memory targets: Parse on the three
 # report shapes, Counters.Add on a worst-case maximum report, and /metrics

@@ -15,6 +15,7 @@ var forbidden = map[string][]string{
 	"ddms":                  {mod + "adb", mod + "alloctrack", mod + "exporter", mod + "sim", "github.com/prometheus/", "go.uber.org/zap", "github.com/electricbubble/gadb"},
 	"ddms/hprof":            {mod + "adb", mod + "jdwp", mod + "alloctrack", mod + "exporter", mod + "sim", "github.com/prometheus/", "go.uber.org/zap", "github.com/electricbubble/gadb"},
 	"ddms/allocreport":      {mod + "adb", mod + "jdwp", mod + "alloctrack", mod + "exporter", mod + "sim", "github.com/prometheus/", "go.uber.org/zap", "github.com/electricbubble/gadb"},
+	"tialloc":               {mod + "adb", mod + "ddms", mod + "jdwp", mod + "perfetto", mod + "alloctrack", mod + "exporter", mod + "sim", "github.com/prometheus/", "go.uber.org/zap", "github.com/electricbubble/gadb"},
 	"perfetto":              {mod + "adb", mod + "ddms", mod + "jdwp", mod + "alloctrack", mod + "exporter", mod + "sim", "github.com/prometheus/", "go.uber.org/zap", "github.com/electricbubble/gadb"},
 	"alloctrack":            {mod + "alloctrack/", mod + "ddms", mod + "jdwp", mod + "perfetto", mod + "adb", "go.uber.org/zap", mod + "exporter", mod + "sim", "github.com/prometheus/", "github.com/electricbubble/gadb"},
 	"alloctrack/ddm":        {mod + "alloctrack/supervisor", mod + "alloctrack/offline", mod + "alloctrack/heapprofd", mod + "adb", mod + "exporter", mod + "web", mod + "sim", "github.com/prometheus/", "github.com/electricbubble/gadb"},
