@@ -97,7 +97,14 @@ type Frame struct {
 }
 
 // Function is the frame's function name: Class.method.
-func (f Frame) Function() string { return f.Class + "." + f.Method }
+// A frame without class (an agent log in the README's layout) gives
+// the method alone.
+func (f Frame) Function() string {
+	if f.Class == "" {
+		return f.Method
+	}
+	return f.Class + "." + f.Method
+}
 
 // String formats f as Java prints a stack frame:
 // "pkg.Class.method(File.java:12)", with "Native Method" and "Unknown
@@ -141,6 +148,9 @@ type SiteInfo struct {
 	// Class "", File "" and Line -1 in every frame. Its SiteCount has a
 	// zero Count; Sampled and Estimated hold its numbers.
 	Heapprofd bool
+	// Lineless marks a site whose frames have no file or line (an agent
+	// log's): FrameStrings gives each frame's Class.method alone.
+	Lineless bool
 }
 
 // FrameStrings returns the site's frames as labels and reports show them:
@@ -149,7 +159,7 @@ type SiteInfo struct {
 func (i SiteInfo) FrameStrings() []string {
 	out := make([]string, len(i.Frames))
 	for j, f := range i.Frames {
-		if i.Heapprofd {
+		if i.Heapprofd || i.Lineless {
 			out[j] = f.Function()
 		} else {
 			out[j] = f.String()

@@ -90,6 +90,33 @@ func NewHeapprofdProfileBuilder() *ProfileBuilder {
 	return b
 }
 
+// NewAgentProfileBuilder returns an empty builder for the sampled windows
+// of agent logs of known rate: the four values of a heapprofd builder,
+// samples labelled with their class, and comments that say how the
+// estimates were made.
+func NewAgentProfileBuilder(every uint64) *ProfileBuilder {
+	b := NewHeapprofdProfileBuilder()
+	b.p.Comments = []string{
+		"tiallocsample agent log: samples and sampled_space are exact counts of what the log held",
+		"estimated_alloc_objects and estimated_alloc_space are estimates: the samples times the agent's rate, one in " + strconv.FormatUint(every, 10) + " allocations per thread",
+	}
+	return b
+}
+
+// NewSamplesProfileBuilder returns an empty builder for exact windows
+// whose counts are samples of an unknown rate (agent logs without a
+// rate): sample types samples/count and sampled_space/bytes.
+func NewSamplesProfileBuilder() *ProfileBuilder {
+	b := NewProfileBuilder()
+	b.p.SampleType = []*profile.ValueType{
+		{Type: SampleTypeSamples, Unit: "count"},
+		{Type: SampleTypeSampledSpace, Unit: "bytes"},
+	}
+	b.p.DefaultSampleType = SampleTypeSampledSpace
+	b.p.Comments = []string{"tiallocsample agent log of unknown rate: the values are samples (one allocation in N per thread), not allocations"}
+	return b
+}
+
 // Heapprofd tells whether b was made by NewHeapprofdProfileBuilder.
 func (b *ProfileBuilder) Heapprofd() bool { return b.est != nil }
 
@@ -115,7 +142,7 @@ func (b *ProfileBuilder) Add(w *Window) error {
 	}
 	if w.Sampling != nil {
 		for i := range w.Sites {
-			b.AddSampledSite(info(i).Frames, w.Sites[i].Count, w.Sites[i].Estimated)
+			b.AddSampledSite(info(i).Class, info(i).Frames, w.Sites[i].Count, w.Sites[i].Estimated)
 		}
 		return nil
 	}
@@ -133,18 +160,22 @@ func (b *ProfileBuilder) Add(w *Window) error {
 	return nil
 }
 
-// AddSampledSite adds samples and an estimate at a heapprofd site (frames
-// innermost first). b must come from NewHeapprofdProfileBuilder.
-func (b *ProfileBuilder) AddSampledSite(frames []Frame, smp Count, est Estimate) {
+// AddSampledSite adds samples and an estimate at a sampled site of class
+// ("" for heapprofd's, which do not know it; frames innermost first). b
+// must come from NewHeapprofdProfileBuilder or NewAgentProfileBuilder.
+func (b *ProfileBuilder) AddSampledSite(class string, frames []Frame, smp Count, est Estimate) {
 	if b.est == nil {
 		panic("alloctrack: AddSampledSite on a builder not made by NewHeapprofdProfileBuilder")
 	}
 	if smp == (Count{}) && est == (Estimate{}) {
 		return
 	}
-	s, isNew := b.sample(frames, "", -1, 4)
+	s, isNew := b.sample(frames, class, -1, 4)
 	if isNew {
 		b.est[s] = &Estimate{}
+		if class != "" {
+			s.Label = map[string][]string{"class": {class}}
+		}
 	}
 	s.Value[0] += int64(smp.Allocations)
 	s.Value[1] += int64(smp.Bytes)

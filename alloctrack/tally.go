@@ -12,11 +12,15 @@ type Site struct {
 	Frames   []string // "pkg.Class.method(File.java:12)", top first
 	AppFrame string   // the first frame outside framework packages, or the top frame
 	Count
-	// Heapprofd sites (Android 12+ traces): Estimated is set, Count is
-	// Estimate rounded, and Sampled is what the traces held. Class is "".
+	// Sampled sites (heapprofd traces, agent logs of known rate):
+	// Estimated is set, Count is Estimate rounded, and Sampled is what
+	// the trace or log held. Class is "" for heapprofd sites.
 	Estimated bool
 	Sampled   Count
 	Estimate  Estimate
+	// Lineless: the frames have no file or line (heapprofd traces and
+	// agent logs), Frames are "pkg.Class.method" alone.
+	Lineless bool
 }
 
 // Tally counts allocations per class and per site over one or more reports.
@@ -27,9 +31,10 @@ type Tally struct {
 	Classes map[string]*Count
 	sites   map[uint64]*Site
 
-	// Sampled windows (heapprofd dumps): Estimated tells that Total (and the
-	// sites' counts) include estimates; Sampled is what the dumps held,
-	// exactly, and Estimate the estimate from it. Classes get nothing.
+	// Sampled windows (heapprofd dumps, agent logs): Estimated tells that
+	// Total (and the sites' counts) include estimates; Sampled is what the
+	// dumps held, exactly, and Estimate the estimate from it. Classes get
+	// the windows' estimated classes (agent logs; heapprofd has none).
 	Estimated bool
 	Sampled   Count
 	Estimate  Estimate
@@ -37,6 +42,8 @@ type Tally struct {
 	// SamplingInterval is the dumps' sampling interval in bytes (the
 	// largest seen, should they differ).
 	SamplingInterval uint64
+	// SampleEvery is the agent logs' rate (the largest seen).
+	SampleEvery uint64
 	// Samples on broken stacks (see perfetto.Dump.Broken), by kind.
 	ErrorStackSamples, UnknownStackSamples uint64
 }
@@ -56,6 +63,7 @@ func (t *Tally) Add(w *Window) {
 		t.Estimated = true
 		t.Dumps++
 		t.SamplingInterval = max(t.SamplingInterval, w.Sampling.Interval)
+		t.SampleEvery = max(t.SampleEvery, w.Sampling.Every)
 		t.ErrorStackSamples += w.Sampling.ErrorStackSamples
 		t.UnknownStackSamples += w.Sampling.UnknownStackSamples
 		t.Total = subCounts(t.Total, roundCount(t.Estimate))
@@ -64,21 +72,21 @@ func (t *Tally) Add(w *Window) {
 		t.Total = addCounts(t.Total, roundCount(t.Estimate))
 	} else {
 		t.Total = addCounts(t.Total, w.Total)
-		for _, cd := range w.Classes {
-			c := t.Classes[cd.Class]
-			if c == nil {
-				c = &Count{}
-				t.Classes[strings.Clone(cd.Class)] = c
-			}
-			*c = addCounts(*c, cd.Count)
+	}
+	for _, cd := range w.Classes {
+		c := t.Classes[cd.Class]
+		if c == nil {
+			c = &Count{}
+			t.Classes[strings.Clone(cd.Class)] = c
 		}
+		*c = addCounts(*c, cd.Count)
 	}
 	for i := range w.Sites {
 		sd := &w.Sites[i]
 		s := t.sites[sd.Hash]
 		if s == nil {
 			info := w.Info(i, 0)
-			s = &Site{ID: info.ID, Class: info.Class, Frames: info.FrameStrings(), AppFrame: info.Frame, Estimated: sampled}
+			s = &Site{ID: info.ID, Class: info.Class, Frames: info.FrameStrings(), AppFrame: info.Frame, Estimated: sampled, Lineless: info.Heapprofd || info.Lineless}
 			t.sites[sd.Hash] = s
 		}
 		if sampled {

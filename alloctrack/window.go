@@ -15,17 +15,18 @@ import (
 // and per site.
 type Window struct {
 	Start, End time.Time
-	// Sampling is set for a window of sampled allocations (heapprofd):
-	// Total and the sites' Count are then the samples, exactly, and
-	// Estimated the allocations estimated from them. Nil for exact
-	// counts (DDM).
+	// Sampling is set for a window of sampled allocations (heapprofd, or
+	// an agent log of known rate): Total and the sites' Count are then
+	// the samples, exactly, and Estimated the allocations estimated from
+	// them. Nil for exact counts (DDM).
 	Sampling *Sampling
 	Total    Count
 	// Estimated is the allocations estimated from the samples (sampled
 	// windows only).
 	Estimated Estimate
-	// Classes are the allocations per class (exact windows only: a
-	// sampling backend does not know the class). Counters.Add sorts them.
+	// Classes are the allocations per class: counted (exact windows) or
+	// estimated (sampled windows of a backend that knows the class, an
+	// agent log; heapprofd does not). Counters.Add sorts them.
 	Classes []ClassDelta
 	// Sites are the distinct sites, each once.
 	Sites []SiteDelta
@@ -35,7 +36,10 @@ type Window struct {
 
 // Sampling describes the samples of a sampled window.
 type Sampling struct {
-	Interval uint64 // mean bytes between samples
+	Interval uint64 // heapprofd: mean bytes between samples
+	// Every is an agent log's rate: one allocation in Every, per thread,
+	// was logged (0 for heapprofd).
+	Every uint64
 	// Samples on broken stacks, by kind (see perfetto.Dump.Broken).
 	ErrorStackSamples, UnknownStackSamples uint64
 }

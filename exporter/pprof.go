@@ -48,10 +48,10 @@ func ProfileHandler(src Source, started time.Time) http.Handler {
 			b = alloctrack.NewHeapprofdProfileBuilder()
 			for _, site := range app.Counts.Sites {
 				if site.Heapprofd {
-					b.AddSampledSite(site.Frames, site.Sampled, site.Estimated)
+					b.AddSampledSite("", site.Frames, site.Sampled, site.Estimated)
 				}
 			}
-			b.AddSampledSite(otherSite, app.Counts.SiteOtherSampled, app.Counts.SiteOtherEstimated)
+			b.AddSampledSite("", otherSite, app.Counts.SiteOtherSampled, app.Counts.SiteOtherEstimated)
 		} else {
 			b = alloctrack.NewProfileBuilder()
 			for _, site := range app.Counts.Sites {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/agentlog"
 	"github.com/alloctrack/alloctrack/alloctrack/ddm"
 	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/alloctrack/alloctrack/ddms/hprof"
 
 	"github.com/alloctrack/alloctrack/perfetto"
+	"github.com/alloctrack/alloctrack/tialloc"
 )
 
 // CaptureMeta says what a capture is of.
@@ -318,14 +320,51 @@ type Input struct {
 	Trace          string
 	Dumps          []*perfetto.Dump
 	OtherHeapDumps int
+
+	// A tiallocsample agent log: Log is it, and Every the agent's
+	// sample rate (one allocation in Every per thread), which the log
+	// does not hold: the caller sets it (0: unknown). Reports is then
+	// empty.
+	Log   *tialloc.Log
+	Every uint64
 }
 
-// Estimated tells whether the input is sampled (a perfetto trace): its
-// counts are estimates.
-func (in *Input) Estimated() bool { return in.Trace != "" }
+// Estimated tells whether the input's counts are estimates from samples:
+// a perfetto trace, or an agent log of known rate.
+func (in *Input) Estimated() bool { return in.Trace != "" || (in.Log != nil && in.Every > 0) }
 
-// AddTo counts the input into t: its reports, or its dumps.
+// Samples tells whether the input's counts are samples of an unknown rate
+// (an agent log without Every): neither allocations nor estimates of them.
+func (in *Input) Samples() bool { return in.Log != nil && in.Every == 0 }
+
+// Kind names what the input's counts are, for messages and for keeping
+// profiles of different kinds apart: "exact", "heapprofd", "agent" (an
+// agent log of known rate) or "samples" (of unknown rate).
+func (in *Input) Kind() string {
+	switch {
+	case in.Trace != "":
+		return "heapprofd"
+	case in.Samples():
+		return "samples"
+	case in.Log != nil:
+		return "agent"
+	}
+	return "exact"
+}
+
+// LogWindow returns the window of the input's agent log (nil without one).
+func (in *Input) LogWindow() *alloctrack.Window {
+	if in.Log == nil {
+		return nil
+	}
+	return agentlog.Window(in.Log, in.Every, time.Time{}, time.Time{})
+}
+
+// AddTo counts the input into t: its reports, its dumps, or its log.
 func (in *Input) AddTo(t *alloctrack.Tally) {
+	if w := in.LogWindow(); w != nil {
+		t.Add(w)
+	}
 	for _, r := range in.Reports {
 		w := ddm.WindowOfReport(r, time.Time{}, time.Time{})
 		t.Add(w)
@@ -389,6 +428,17 @@ func ReadInput(path string) (*Input, error) {
 	}
 	in := &Input{Name: path}
 	if !st.IsDir() {
+		if isAgentLog(path) {
+			f, err := os.Open(path)
+			if err != nil {
+				return nil, err
+			}
+			defer f.Close()
+			if in.Log, err = tialloc.Parse(f, path); err != nil {
+				return nil, err
+			}
+			return in, nil
+		}
 		if tr, err := isTrace(path); err != nil {
 			return nil, err
 		} else if tr {
@@ -471,6 +521,28 @@ func readReportFile(path string) (*allocreport.Report, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return r, nil
+}
+
+// isAgentLog tells, from its first bytes, whether a file is a
+// tiallocsample log: its first line defines key 0, the first
+// allocation ("+0,jthread["), or, in the agent's first development
+// layout, "#0(VMObjectAlloc(" follows a key (which tialloc.Parse names as
+// unsupported). No REAL payload begins with '+' or '#' (its first byte is
+// a header length) and no perfetto trace does (0x0a).
+func isAgentLog(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var b [32]byte
+	n, _ := io.ReadFull(f, b[:])
+	s := string(b[:n])
+	if strings.HasPrefix(s, "+0,jthread[") {
+		return true
+	}
+	k := strings.TrimLeft(strings.TrimPrefix(s, "#"), "0123456789")
+	return s != "" && s[0] == '#' && len(k) < len(s)-1 && strings.HasPrefix(k, "(VMObjectAlloc(")
 }
 
 // IsHeapDump tells, from its first bytes, whether a file is an hprof dump.

@@ -2,6 +2,7 @@ package offline
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -31,12 +32,20 @@ type Diff struct {
 	PerSecond bool `json:"per_second"` // false: both durations not known, counts per run
 	// BaseEstimated and NewEstimated: that run's counts are estimates
 	// from heapprofd samples (a perfetto trace), not exact counts.
-	BaseEstimated bool      `json:"base_estimated,omitempty"`
-	NewEstimated  bool      `json:"new_estimated,omitempty"`
-	Base          Rate      `json:"base_total"`
-	New           Rate      `json:"new_total"`
-	Classes       []DiffRow `json:"classes"`
-	Sites         []DiffRow `json:"sites"`
+	BaseEstimated bool `json:"base_estimated,omitempty"`
+	NewEstimated  bool `json:"new_estimated,omitempty"`
+	// BaseSamples and NewSamples: that run's counts are samples of an
+	// unknown rate (an agent log without its rate), set by the caller.
+	BaseSamples bool `json:"base_samples,omitempty"`
+	NewSamples  bool `json:"new_samples,omitempty"`
+	Base        Rate `json:"base_total"`
+	New         Rate `json:"new_total"`
+	// Matching says what sites were matched on: everything, or, when an
+	// input's frames have no file and line (perfetto traces, agent logs),
+	// only what both inputs know (see matching).
+	Matching string    `json:"site_matching"`
+	Classes  []DiffRow `json:"classes"`
+	Sites    []DiffRow `json:"sites"`
 }
 
 func rate(c alloctrack.Count, sec float64) Rate {
@@ -72,11 +81,14 @@ func Compare(base, nw *alloctrack.Tally, bd, nd time.Duration) *Diff {
 		d.Classes = append(d.Classes, row(DiffRow{Class: k}, rate(b, bs), rate(n, ns)))
 	}
 	sites := map[string]*DiffRow{}
+	m := matchingOf(base, nw)
+	d.Matching = m.String()
 	add := func(s alloctrack.Site, isNew bool, sec float64) {
-		k := s.Class + "\n" + strings.Join(s.Frames, "\n")
+		class, frames := m.key(s)
+		k := class + "\n" + strings.Join(frames, "\n")
 		r := sites[k]
 		if r == nil {
-			r = &DiffRow{Site: s.ID, Class: s.Class, AppFrame: s.AppFrame, Frames: s.Frames}
+			r = &DiffRow{Site: s.ID, Class: class, AppFrame: s.AppFrame, Frames: frames}
 			sites[k] = r
 		}
 		v := rate(s.Count, sec)
@@ -84,9 +96,9 @@ func Compare(base, nw *alloctrack.Tally, bd, nd time.Duration) *Diff {
 			v = Rate{Allocations: s.Estimate.Allocations / sec, Bytes: s.Estimate.Bytes / sec}
 		}
 		if isNew {
-			r.New = v
+			r.New = Rate{Allocations: r.New.Allocations + v.Allocations, Bytes: r.New.Bytes + v.Bytes}
 		} else {
-			r.Base = v
+			r.Base = Rate{Allocations: r.Base.Allocations + v.Allocations, Bytes: r.Base.Bytes + v.Bytes}
 		}
 	}
 	for _, s := range base.TopSites(0, false) {
@@ -119,4 +131,94 @@ func row(r DiffRow, b, n Rate) DiffRow {
 	r.Base, r.New = b, n
 	r.Change = Rate{Allocations: n.Allocations - b.Allocations, Bytes: n.Bytes - b.Bytes}
 	return r
+}
+
+// matching is what two tallies' sites can be matched on. A DDM report
+// knows each site's class and its frames' files and lines; a perfetto
+// trace knows neither class nor file nor line; an agent log knows the
+// class but no file or line, and in the README's layout not even the
+// frames' classes. Sites are matched on what both inputs know, frames cut
+// to the shallower input's depth, and the sites that become one are
+// summed.
+type matching struct {
+	exact     bool // both inputs know everything: match on all of it
+	noClass   bool // a side knows no allocated class (heapprofd)
+	noFrameCl bool // a side's frames have no class (agent log, README layout)
+	depth     int  // frames kept (0: all)
+}
+
+func matchingOf(a, b *alloctrack.Tally) matching {
+	var m matching
+	da, db := 0, 0
+	lineless := false
+	for i, t := range []*alloctrack.Tally{a, b} {
+		for _, s := range t.TopSites(0, false) {
+			if i == 0 {
+				da = max(da, len(s.Frames))
+			} else {
+				db = max(db, len(s.Frames))
+			}
+			if !s.Lineless {
+				continue
+			}
+			lineless = true
+			if s.Class == "" {
+				m.noClass = true
+			}
+			for _, f := range s.Frames {
+				if !strings.Contains(f, ".") {
+					m.noFrameCl = true
+				}
+			}
+		}
+	}
+	if !lineless {
+		m.exact = true
+		return m
+	}
+	switch {
+	case a.Sites() == 0:
+		m.depth = db
+	case b.Sites() == 0:
+		m.depth = da
+	default:
+		m.depth = min(da, db)
+	}
+	return m
+}
+
+func (m matching) String() string {
+	if m.exact {
+		return "class and every frame with file and line"
+	}
+	s := "class and "
+	if m.noClass {
+		s = ""
+	}
+	if m.noFrameCl {
+		s += "method names"
+	} else {
+		s += "Class.method"
+	}
+	return s + fmt.Sprintf(" of the top %d frames (an input has no file or line in its frames)", m.depth)
+}
+
+// key returns what site s is matched on.
+func (m matching) key(s alloctrack.Site) (string, []string) {
+	if m.exact {
+		return s.Class, s.Frames
+	}
+	class := s.Class
+	if m.noClass {
+		class = ""
+	}
+	frames := make([]string, 0, min(len(s.Frames), m.depth))
+	for _, f := range s.Frames[:min(len(s.Frames), m.depth)] {
+		f, _, _ = strings.Cut(f, "(") // "pkg.Cls.m(File.java:12)": the function
+		if m.noFrameCl {
+			f = f[strings.LastIndexByte(f, '.')+1:]
+		}
+		frames = append(frames, f)
+	}
+	return class, frames
 }

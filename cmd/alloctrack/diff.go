@@ -18,22 +18,25 @@ type diffCmd struct {
 	new    *string
 	format *string
 	top    *int
+	every  *uint64
 }
 
 func newDiffCmd(app *kingpin.Application) *diffCmd {
 	c := &diffCmd{cmd: app.Command("diff", "Compare two runs (report files, perfetto traces or capture directories) per class and per allocation site, sorted by regression; counts from perfetto traces are estimates.")}
 	c.format = enum(c.cmd.Flag("format", "Output: text or json."), "format", "text", "text", "json")
 	c.top = c.cmd.Flag("top", "How many classes and sites to list (0: all).").Default("20").Int()
-	c.base = c.cmd.Arg("base", "The baseline: a report file, perfetto trace or capture directory.").Required().String()
-	c.new = c.cmd.Arg("new", "The run to compare: a report file, perfetto trace or capture directory.").Required().String()
+	c.every = agentRateFlag(c.cmd)
+	c.base = c.cmd.Arg("base", "The baseline: a report file, perfetto trace, tiallocsample agent log or capture directory.").Required().String()
+	c.new = c.cmd.Arg("new", "The run to compare: a report file, perfetto trace, tiallocsample agent log or capture directory.").Required().String()
 	return c
 }
 
-func readTally(path string) (*alloctrack.Tally, *offline.Input, error) {
+func readTally(path string, every uint64) (*alloctrack.Tally, *offline.Input, error) {
 	in, err := offline.ReadInput(path)
 	if err != nil {
 		return nil, nil, err
 	}
+	in.Every = every
 	t := alloctrack.NewTally()
 	in.AddTo(t)
 	return t, in, nil
@@ -44,17 +47,18 @@ func (c *diffCmd) run(stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "alloctrack diff: --top must not be negative, got %d\n", *c.top)
 		return exitUsage
 	}
-	bt, bin, err := readTally(*c.base)
+	bt, bin, err := readTally(*c.base, *c.every)
 	if err != nil {
 		fmt.Fprintf(stderr, "alloctrack diff: base: %v\n", err)
 		return exitFailure
 	}
-	nt, nin, err := readTally(*c.new)
+	nt, nin, err := readTally(*c.new, *c.every)
 	if err != nil {
 		fmt.Fprintf(stderr, "alloctrack diff: new: %v\n", err)
 		return exitFailure
 	}
 	d := offline.Compare(bt, nt, bin.Duration, nin.Duration)
+	d.BaseSamples, d.NewSamples = bin.Samples(), nin.Samples()
 	if *c.top > 0 {
 		d.Classes = d.Classes[:min(*c.top, len(d.Classes))]
 		d.Sites = d.Sites[:min(*c.top, len(d.Sites))]
@@ -71,13 +75,18 @@ func (c *diffCmd) run(stdout, stderr io.Writer) int {
 	if d.PerSecond {
 		unit = "per second"
 	}
-	mark := func(est bool) string {
-		if est {
+	mark := func(in *offline.Input) string {
+		switch in.Kind() {
+		case "heapprofd":
 			return "  (perfetto trace: ESTIMATES from heapprofd samples, not exact counts)"
+		case "agent":
+			return fmt.Sprintf("  (agent log: ESTIMATES, samples x %d)", in.Every)
+		case "samples":
+			return "  (agent log: SAMPLES of an unknown rate, not allocations: give --agent.rate)"
 		}
 		return ""
 	}
-	fmt.Fprintf(w, "base %s%s\nnew  %s%s\nrates %s\n\n", *c.base, mark(d.BaseEstimated), *c.new, mark(d.NewEstimated), unit)
+	fmt.Fprintf(w, "base %s%s\nnew  %s%s\nrates %s\nsites matched on %s\n\n", *c.base, mark(bin), *c.new, mark(nin), unit, d.Matching)
 	fmt.Fprintf(w, "total: allocations %s -> %s (%s), bytes %s -> %s (%s)\n",
 		f1(d.Base.Allocations), f1(d.New.Allocations), signed(d.New.Allocations-d.Base.Allocations),
 		f1(d.Base.Bytes), f1(d.New.Bytes), signed(d.New.Bytes-d.Base.Bytes))

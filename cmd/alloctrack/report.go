@@ -7,17 +7,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/alloctrack/alloctrack/alloctrack/agentlog"
 	"github.com/alloctrack/alloctrack/alloctrack/ddm"
 	"github.com/alloctrack/alloctrack/alloctrack/heapdump"
 	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 	"github.com/alloctrack/alloctrack/alloctrack/offline"
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
+	"github.com/alloctrack/alloctrack/tialloc"
 
 	"github.com/alecthomas/kingpin/v2"
 
@@ -38,19 +42,28 @@ type reportCmd struct {
 	thread *int
 	output *string
 	budget *string
+	every  *uint64
+	weight *string
+}
+
+// agentRateFlag is --agent.rate, for the commands that read agent logs.
+func agentRateFlag(cmd *kingpin.CmdClause) *uint64 {
+	return cmd.Flag("agent.rate", "The sample rate a tiallocsample agent log was taken with (the agent's first argument: it logs one allocation in N per thread); the log does not record it. Given, counts are estimates (samples times N); not given, they are samples.").PlaceHolder("N").Uint64()
 }
 
 func newReportCmd(app *kingpin.Application) *reportCmd {
 	c := &reportCmd{cmd: app.Command("report", "Summarise allocation reports: raw REAL payloads (the bytes Android Studio saves as .alloc), perfetto heapprofd traces (Android 12+; counts are estimates from samples) and capture directories.")}
-	c.format = enum(c.cmd.Flag("format", "Output: text (summary per input), jsonl (one object per allocation, in payload order), json (summary of all inputs), csv (one row per site), pprof (profile of all inputs)."),
-		"format", "text", "text", "jsonl", "json", "csv", "pprof")
+	c.format = enum(c.cmd.Flag("format", "Output: text (summary per input), jsonl (one object per allocation, in payload order), json (summary of all inputs), csv (one row per site), pprof (profile of all inputs), folded (one line per site, root frame first, the class as the leaf, then the count: the input of flamegraph.pl, inferno and speedscope)."),
+		"format", "text", "text", "jsonl", "json", "csv", "pprof", "folded")
+	c.weight = enum(c.cmd.Flag("weight", "What --format folded counts: allocations (or samples, or estimates) or bytes."), "weight", "allocations", "allocations", "bytes")
 	c.top = c.cmd.Flag("top", "How many classes and sites to list (0: all).").Default("10").Int()
 	c.class = c.cmd.Flag("class", "Only allocations whose class matches this regular expression (anywhere in the dotted name; anchor with ^…$).").String()
 	c.frame = c.cmd.Flag("frame", "Only allocations with a frame (Class.method(File:line)) matching this regular expression.").String()
 	c.thread = c.cmd.Flag("thread", "Only allocations of this thread id.").Default("-1").Int()
 	c.output = c.cmd.Flag("output", "Write to this file instead of standard output.").Short('o').String()
 	c.budget = c.cmd.Flag("budget", "Check the allocations against a budget file (YAML); exit status 3 if it is exceeded.").String()
-	c.inputs = c.cmd.Arg("input", "Report files, perfetto traces, capture directories, or heap dumps (hprof: a class histogram per heap).").Required().Strings()
+	c.every = agentRateFlag(c.cmd)
+	c.inputs = c.cmd.Arg("input", "Report files, perfetto traces, tiallocsample agent logs, capture directories, or heap dumps (hprof: a class histogram per heap).").Required().Strings()
 	return c
 }
 
@@ -127,6 +140,8 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 	status := exitOK
 	all := alloctrack.NewTally()
 	var prof *alloctrack.ProfileBuilder
+	var profKind string
+	samplesOnly := false // an input counted samples of unknown rate
 	var duration time.Duration
 	durationKnown := true
 	for _, name := range *c.inputs {
@@ -143,35 +158,30 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 			status = exitFailure
 			continue
 		}
+		in.Every = *c.every
 		if in.Duration > 0 {
 			duration += in.Duration
 		} else {
 			durationKnown = false
 		}
-		if in.Estimated() && (keep != nil) && (*c.class != "" || *c.thread >= 0) {
+		if msg := c.refuse(in); msg != "" {
 			w.Flush()
-			fmt.Fprintf(stderr, "alloctrack report: %s: a perfetto trace has no classes or threads: --class and --thread do not apply\n", name)
-			status = exitUsage
-			continue
-		}
-		if *c.format == "jsonl" && in.Estimated() {
-			w.Flush()
-			fmt.Fprintf(stderr, "alloctrack report: %s: a perfetto trace has samples per stack, not allocations: --format jsonl does not apply\n", name)
+			fmt.Fprintf(stderr, "alloctrack report: %s: %s\n", name, msg)
 			status = exitUsage
 			continue
 		}
 		if *c.format == "pprof" {
 			if prof == nil {
-				prof = alloctrack.NewProfileBuilder()
-				if in.Estimated() {
-					prof = alloctrack.NewHeapprofdProfileBuilder()
-				}
-			} else if prof.Heapprofd() != in.Estimated() {
+				prof, profKind = newProfileBuilder(in), in.Kind()
+			} else if profKind != in.Kind() {
 				w.Flush()
-				fmt.Fprintf(stderr, "alloctrack report: %s: --format pprof cannot mix perfetto traces (sampled) with DDM reports (exact) in one profile\n", name)
+				fmt.Fprintf(stderr, "alloctrack report: %s: --format pprof cannot mix inputs whose counts differ in kind (%s, %s) in one profile\n", name, profKind, in.Kind())
 				status = exitUsage
 				continue
 			}
+		}
+		if in.Samples() {
+			samplesOnly = true
 		}
 		t := alloctrack.NewTally()
 		add := func(win *alloctrack.Window) {
@@ -186,6 +196,12 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 			}
 		}
 		var overflowed, trailing int
+		if in.Log != nil {
+			if keep := logFilter(*c.class, *c.frame); keep != nil {
+				in.Log = keep(in.Log)
+			}
+			add(in.LogWindow())
+		}
 		for _, d := range in.Dumps {
 			if keep := frameFilter(*c.frame); keep != nil {
 				d = keep(d)
@@ -221,9 +237,11 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 	}
 	switch *c.format {
 	case "json":
-		writeJSONSummary(w, *c.inputs, all, duration, *c.top)
+		writeJSONSummary(w, *c.inputs, all, duration, *c.top, samplesOnly)
 	case "csv":
 		writeCSV(w, all, *c.top)
+	case "folded":
+		writeFolded(w, all, *c.weight == "bytes")
 	case "pprof":
 		if prof == nil {
 			prof = alloctrack.NewProfileBuilder()
@@ -236,6 +254,10 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 	if err := w.Flush(); err != nil {
 		fmt.Fprintf(stderr, "alloctrack report: writing output: %v\n", err)
 		return exitFailure
+	}
+	if bud != nil && status == exitOK && samplesOnly {
+		fmt.Fprintf(stderr, "alloctrack report: --budget: agent log counts are samples of an unknown rate, not allocations: give --agent.rate to check a budget\n")
+		return exitUsage
 	}
 	if bud != nil && status == exitOK {
 		return checkBudget(stderr, "alloctrack report", bud, all, duration)
@@ -272,7 +294,7 @@ func checkBudget(stderr io.Writer, who string, bud *offline.Budget, t *alloctrac
 func writeSummary(w io.Writer, in *offline.Input, t *alloctrack.Tally, overflowed, trailing, top int) {
 	fmt.Fprintf(w, "%s\n", in.Name)
 	est := ""
-	if in.Estimated() {
+	if in.Trace != "" {
 		est = "estimated "
 		fmt.Fprintf(w, "  perfetto trace %s (heapprofd, Java heap): SAMPLED, allocation counts below are ESTIMATES\n", in.Trace)
 		fmt.Fprintf(w, "  dumps %d, sampling interval %d bytes, samples %d, sampled bytes %d (exact)\n", t.Dumps, t.SamplingInterval, t.Sampled.Allocations, t.Sampled.Bytes)
@@ -283,6 +305,8 @@ func writeSummary(w io.Writer, in *offline.Input, t *alloctrack.Tally, overflowe
 		if in.OtherHeapDumps > 0 {
 			fmt.Fprintf(w, "  %d dumps of other heaps than %s ignored\n", in.OtherHeapDumps, "com.android.art")
 		}
+	} else if in.Log != nil {
+		writeLogHead(w, in, t)
 	} else {
 		fmt.Fprintf(w, "  reports %d, allocations %d, bytes %d, classes %d, sites %d\n", len(in.Reports), t.Total.Allocations, t.Total.Bytes, len(t.Classes), t.Sites())
 	}
@@ -296,26 +320,35 @@ func writeSummary(w io.Writer, in *offline.Input, t *alloctrack.Tally, overflowe
 	if trailing > 0 {
 		fmt.Fprintf(w, "  %d bytes after the string tables were ignored\n", trailing)
 	}
+	count, bytes := "allocs", "bytes" // the class columns
+	switch {
+	case in.Samples():
+		count, bytes = "samples", "smp bytes"
+	case in.Estimated():
+		count, bytes = "~allocs", "~bytes"
+	}
 	for _, by := range []struct {
 		title string
 		bytes bool
 	}{{"by count", false}, {"by bytes", true}} {
-		if in.Estimated() {
+		if in.Trace != "" {
 			break
 		}
-		fmt.Fprintf(w, "\n  top classes %s\n  %8s %10s  %s\n", by.title, "allocs", "bytes", "class")
+		fmt.Fprintf(w, "\n  top classes %s\n  %8s %10s  %s\n", by.title, count, bytes, "class")
 		for _, cc := range t.TopClasses(top, by.bytes) {
 			fmt.Fprintf(w, "  %8d %10d  %s\n", cc.Allocations, cc.Bytes, cc.Class)
 		}
 	}
 	if in.Estimated() {
-		fmt.Fprintf(w, "\n  top allocation sites by estimated count (~: estimate; samples exact)\n  %9s %11s %8s  %s\n", "~allocs", "~bytes", "samples", "app frame / stack")
+		fmt.Fprintf(w, "\n  top allocation sites by estimated count (~: estimate; samples exact)\n  %9s %11s %8s  %s\n", "~allocs", "~bytes", "samples", "class / app frame / stack")
+	} else if in.Samples() {
+		fmt.Fprintf(w, "\n  top allocation sites by samples\n  %8s %10s  %s\n", "samples", "smp bytes", "class / app frame / stack")
 	} else {
 		fmt.Fprintf(w, "\n  top allocation sites by count\n  %8s %10s  %s\n", "allocs", "bytes", "class / app frame / stack")
 	}
 	for _, s := range t.TopSites(top, false) {
 		if s.Estimated {
-			fmt.Fprintf(w, "  %9s %11s %8d  [site %s]\n", "~"+strconv.FormatUint(s.Allocations, 10), "~"+strconv.FormatUint(s.Bytes, 10), s.Sampled.Allocations, s.ID)
+			fmt.Fprintf(w, "  %9s %11s %8d  %s[site %s]\n", "~"+strconv.FormatUint(s.Allocations, 10), "~"+strconv.FormatUint(s.Bytes, 10), s.Sampled.Allocations, cond(s.Class != "", s.Class+"  ", ""), s.ID)
 		} else {
 			fmt.Fprintf(w, "  %8d %10d  %s  [site %s]\n", s.Allocations, s.Bytes, s.Class, s.ID)
 		}
@@ -342,7 +375,10 @@ type jsonSummary struct {
 	// Estimated: perfetto traces were among the inputs, so allocations
 	// and bytes (here and per site marked estimated) are estimates from
 	// heapprofd samples; sampled_* are what the traces held.
-	Estimated          bool                   `json:"estimated,omitempty"`
+	Estimated bool `json:"estimated,omitempty"`
+	// Samples: an agent log of unknown rate was among the inputs; its
+	// counts are samples, not allocations.
+	Samples            bool                   `json:"samples,omitempty"`
 	SampledAllocations uint64                 `json:"sampled_allocations,omitempty"`
 	SampledBytes       uint64                 `json:"sampled_bytes,omitempty"`
 	DurationSeconds    float64                `json:"duration_seconds,omitempty"`
@@ -354,9 +390,9 @@ type jsonSummary struct {
 	TopSites           []offline.SummarySite  `json:"top_sites"`
 }
 
-func writeJSONSummary(w io.Writer, inputs []string, t *alloctrack.Tally, d time.Duration, top int) {
+func writeJSONSummary(w io.Writer, inputs []string, t *alloctrack.Tally, d time.Duration, top int, samples bool) {
 	s := jsonSummary{Inputs: inputs, DurationSeconds: d.Seconds(), Allocations: t.Total.Allocations, Bytes: t.Total.Bytes,
-		Classes: len(t.Classes), Sites: t.Sites(), Estimated: t.Estimated, SampledAllocations: t.Sampled.Allocations, SampledBytes: t.Sampled.Bytes}
+		Classes: len(t.Classes), Sites: t.Sites(), Estimated: t.Estimated, Samples: samples, SampledAllocations: t.Sampled.Allocations, SampledBytes: t.Sampled.Bytes}
 	s.TopClasses, s.TopSites = offline.TopByBytes(t, top)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -450,4 +486,120 @@ func writeHeapDump(w io.Writer, path string, top int) error {
 		fmt.Fprintf(w, "  %12d %14d  %s\n", c.Instances, c.Bytes, c.Class)
 	}
 	return nil
+}
+
+// refuse says why a flag does not apply to an input, or "".
+func (c *reportCmd) refuse(in *offline.Input) string {
+	switch {
+	case in.Trace != "" && (*c.class != "" || *c.thread >= 0):
+		return "a perfetto trace has no classes or threads: --class and --thread do not apply"
+	case in.Trace != "" && *c.format == "jsonl":
+		return "a perfetto trace has samples per stack, not allocations: --format jsonl does not apply"
+	case in.Log != nil && *c.thread >= 0:
+		return "an agent log names its threads, it has no DDM thread ids: --thread does not apply"
+	case in.Log != nil && *c.format == "jsonl":
+		return "an agent log has samples per stack, not allocations in order: --format jsonl does not apply"
+	}
+	return ""
+}
+
+// newProfileBuilder returns the profile builder for inputs of in's kind.
+func newProfileBuilder(in *offline.Input) *alloctrack.ProfileBuilder {
+	switch in.Kind() {
+	case "heapprofd":
+		return alloctrack.NewHeapprofdProfileBuilder()
+	case "agent":
+		return alloctrack.NewAgentProfileBuilder(in.Every)
+	case "samples":
+		return alloctrack.NewSamplesProfileBuilder()
+	}
+	return alloctrack.NewProfileBuilder()
+}
+
+// logFilter keeps the stacks of an agent log whose class matches --class
+// and which have a frame (Class.method: the agent logs no file or line)
+// matching --frame.
+func logFilter(class, frame string) func(l *tialloc.Log) *tialloc.Log {
+	if class == "" && frame == "" {
+		return nil
+	}
+	var cre, fre *regexp.Regexp
+	if class != "" {
+		cre = regexp.MustCompile(class) // checked by filters
+	}
+	if frame != "" {
+		fre = regexp.MustCompile(frame)
+	}
+	return func(l *tialloc.Log) *tialloc.Log {
+		out := *l
+		out.Stacks, out.Samples = nil, 0
+		for i := range l.Stacks {
+			st := &l.Stacks[i]
+			if cre != nil && !cre.MatchString(agentlog.Class(&l.Allocs[st.Alloc])) {
+				continue
+			}
+			if fre != nil && !slices.ContainsFunc(agentlog.Frames(l, st), func(f alloctrack.Frame) bool { return fre.MatchString(f.Function()) }) {
+				continue
+			}
+			out.Stacks = append(out.Stacks, *st)
+			out.Samples += st.Samples
+		}
+		return &out
+	}
+}
+
+// writeLogHead writes the head of an agent log's summary.
+func writeLogHead(w io.Writer, in *offline.Input, t *alloctrack.Tally) {
+	l := in.Log
+	fmt.Fprintf(w, "  tiallocsample agent log, frames: %s\n", l.Layout)
+	if in.Samples() {
+		fmt.Fprintf(w, "  SAMPLED at an unknown rate (give --agent.rate): counts below are SAMPLES, not allocations\n")
+		fmt.Fprintf(w, "  samples %d, sampled bytes %d, classes %d, sites %d\n", t.Total.Allocations, t.Total.Bytes, len(t.Classes), t.Sites())
+	} else {
+		fmt.Fprintf(w, "  SAMPLED, one allocation in %d per thread: allocation counts below are ESTIMATES (samples x %d)\n", in.Every, in.Every)
+		fmt.Fprintf(w, "  samples %d, sampled bytes %d (exact)\n", t.Sampled.Allocations, t.Sampled.Bytes)
+		fmt.Fprintf(w, "  estimated allocations %d, estimated bytes %d, classes %d, sites %d\n", t.Total.Allocations, t.Total.Bytes, len(t.Classes), t.Sites())
+	}
+	if l.CutLine {
+		fmt.Fprintf(w, "  the last line had no newline (the log was cut while written): left out\n")
+	}
+}
+
+func cond[T any](c bool, a, b T) T {
+	if c {
+		return a
+	}
+	return b
+}
+
+// writeFolded writes every site of t as a folded stack: its frames from
+// the root to the allocating one, then its class (when known), separated
+// by ';' (any ';' in a name becomes ':'), a space and its count, as
+// flame graph tools read them. Sites that fold to the same line are
+// summed; lines are sorted.
+func writeFolded(w io.Writer, t *alloctrack.Tally, byBytes bool) {
+	sum := map[string]uint64{}
+	for _, s := range t.TopSites(0, false) {
+		parts := make([]string, 0, len(s.Frames)+1)
+		for i := len(s.Frames) - 1; i >= 0; i-- {
+			parts = append(parts, s.Frames[i])
+		}
+		if len(parts) == 0 {
+			parts = append(parts, "(no stack)")
+		}
+		if s.Class != "" {
+			parts = append(parts, s.Class)
+		}
+		line := strings.ReplaceAll(strings.Join(parts, "\x00"), ";", ":")
+		v := s.Allocations
+		if byBytes {
+			v = s.Bytes
+		}
+		sum[strings.ReplaceAll(line, "\x00", ";")] += v
+	}
+	for _, k := range slices.Sorted(maps.Keys(sum)) {
+		if sum[k] > 0 {
+			fmt.Fprintf(w, "%s %d\n", k, sum[k])
+		}
+	}
 }

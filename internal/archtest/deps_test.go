@@ -20,6 +20,7 @@ var forbidden = map[string][]string{
 	"alloctrack":            {mod + "alloctrack/", mod + "ddms", mod + "jdwp", mod + "perfetto", mod + "adb", "go.uber.org/zap", mod + "exporter", mod + "sim", "github.com/prometheus/", "github.com/electricbubble/gadb"},
 	"alloctrack/ddm":        {mod + "alloctrack/supervisor", mod + "alloctrack/offline", mod + "alloctrack/heapprofd", mod + "adb", mod + "exporter", mod + "web", mod + "sim", "github.com/prometheus/", "github.com/electricbubble/gadb"},
 	"alloctrack/heapprofd":  {mod + "alloctrack/supervisor", mod + "alloctrack/offline", mod + "alloctrack/ddm", mod + "ddms", mod + "jdwp", mod + "adb", mod + "exporter", mod + "web", mod + "sim", "github.com/prometheus/", "github.com/electricbubble/gadb"},
+	"alloctrack/agentlog":   {mod + "alloctrack/supervisor", mod + "alloctrack/offline", mod + "alloctrack/ddm", mod + "alloctrack/heapprofd", mod + "jdwp", mod + "perfetto", mod + "adb", mod + "exporter", mod + "web", mod + "sim", "github.com/prometheus/", "go.uber.org/zap", "github.com/electricbubble/gadb"},
 	"alloctrack/supervisor": {mod + "alloctrack/offline", mod + "adb", mod + "exporter", mod + "web", mod + "sim", "github.com/prometheus/", "github.com/electricbubble/gadb"},
 	"alloctrack/offline":    {mod + "alloctrack/supervisor", mod + "adb", mod + "exporter", mod + "web", mod + "sim", "github.com/prometheus/", "github.com/electricbubble/gadb"},
 	"adb":                   {mod + "alloctrack", mod + "exporter", mod + "sim", "github.com/prometheus/"},
