@@ -24,3 +24,18 @@ func Program(t testing.TB, name, pkg string) string {
 	}
 	return p
 }
+
+// EnvFile returns the file named by environment variable env, or skips t
+// (fails it when CI is set) if env is unset or names no file; how says
+// how to get one.
+func EnvFile(t testing.TB, env, how string) string {
+	t.Helper()
+	p := os.Getenv(env)
+	if _, err := os.Stat(p); p == "" || err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("$%s (%q) names no file: %s", env, p, how)
+		}
+		t.Skipf("$%s (%q) names no file: %s", env, p, how)
+	}
+	return p
+}
