@@ -52,7 +52,7 @@ func agentRateFlag(cmd *kingpin.CmdClause) *uint64 {
 }
 
 func newReportCmd(app *kingpin.Application) *reportCmd {
-	c := &reportCmd{cmd: app.Command("report", "Summarise allocation reports: raw REAL payloads (the bytes Android Studio saves as .alloc), perfetto heapprofd traces (Android 12+; counts are estimates from samples) and capture directories.")}
+	c := &reportCmd{cmd: app.Command("report", "Summarise allocation reports: raw REAL payloads (the bytes Android Studio saves as .alloc), perfetto heapprofd traces (Android 12+; counts are estimates from samples), tiallocsample agent logs (samples, or estimates with --agent.rate), capture directories and heap dumps.")}
 	c.format = enum(c.cmd.Flag("format", "Output: text (summary per input), jsonl (one object per allocation, in payload order), json (summary of all inputs), csv (one row per site), pprof (profile of all inputs), folded (one line per site, root frame first, the class as the leaf, then the count: the input of flamegraph.pl, inferno and speedscope)."),
 		"format", "text", "text", "jsonl", "json", "csv", "pprof", "folded")
 	c.weight = enum(c.cmd.Flag("weight", "What --format folded counts: allocations (or samples, or estimates) or bytes."), "weight", "allocations", "allocations", "bytes")
