@@ -23,13 +23,21 @@ type ClassCount struct {
 	// an instance's field data, an array's elements. Object headers and
 	// alignment are not in a dump, so the VM's own sizes are larger.
 	Instances, Bytes uint64
+	// Retained is the bytes the class's instances retain together (see
+	// Graph.Histogram); set only when the histogram has retained sizes.
+	Retained uint64
 }
 
 // Histogram is a dump's classes per heap.
 type Histogram struct {
 	Header  hprof.Header
-	Classes []ClassCount // by heap, then bytes, largest first
+	Classes []ClassCount // by heap, then retained bytes, then bytes, largest first
 	Objects uint64
+	// Retained tells that the classes' Retained is set (a histogram of a
+	// Graph); Unreachable counts the objects no GC root reaches, and
+	// their bytes.
+	Retained                      bool
+	Unreachable, UnreachableBytes uint64
 }
 
 // heapName names Android's heap ids.

@@ -138,7 +138,22 @@ type ClassDump struct {
 	InstanceSize          uint32
 	// Fields are the class's own instance fields (not its superclasses').
 	Fields []Field
+	// Statics are the class's static fields.
+	Statics []Static
 }
+
+// Static is a static field and its value: an object id for an Object
+// field, the value's bits for the others.
+type Static struct {
+	NameID uint64
+	Type   Type
+	Value  uint64
+}
+
+// MaxInstanceData is the most field data of one instance that the reader
+// hands to Visitor.InstanceData: 65,535 fields of 8 bytes each, the most
+// a class can declare, times 16 levels of superclasses, fit.
+const MaxInstanceData = 8 << 20
 
 // Field is an instance field.
 type Field struct {
@@ -161,6 +176,19 @@ type Visitor struct {
 	Instance       func(id, classID uint64, size uint32) error
 	ObjectArray    func(id, arrayClassID uint64, n uint32) error
 	PrimitiveArray func(id uint64, elem Type, n uint32) error
+	// InstanceData, when set, receives each instance's field data (its
+	// class's fields, then its superclass's, and so on), before Instance
+	// is called; it is read only when set. More than MaxInstanceData
+	// bytes is a FormatError.
+	InstanceData func(id, classID uint64, data []byte) error
+	// Elements, when set, receives an object array's element ids (IDSize
+	// bytes each, big-endian), in chunks starting at element first,
+	// before ObjectArray is called.
+	Elements func(arrayID uint64, first uint32, ids []byte) error
+	// Values, when set, receives a primitive array's values (big-endian),
+	// in chunks starting at byte offset first, before PrimitiveArray is
+	// called.
+	Values func(arrayID uint64, elem Type, first uint64, data []byte) error
 	Root           func(tag byte, id uint64) error
 	// Segment is called at the start of each HEAP DUMP (SEGMENT) record;
 	// ART starts each in the default heap.
@@ -172,6 +200,7 @@ type Reader struct {
 	r      *bufio.Reader
 	off    int64
 	header Header
+	buf    []byte // instance and array data handed to a visitor
 }
 
 // NewReader reads the dump's header from r.
@@ -378,7 +407,12 @@ func (rd *Reader) heap(length int64, v *Visitor) error {
 			if p, err = need(2*ids + 8); err == nil {
 				id, class := rd.id(p), rd.id(p[ids+4:])
 				size := binary.BigEndian.Uint32(p[2*ids+4:])
-				if err = skip(int64(size)); err == nil && v.Instance != nil {
+				if v.InstanceData != nil {
+					err = rd.instanceData(start, end, id, class, size, v)
+				} else {
+					err = skip(int64(size))
+				}
+				if err == nil && v.Instance != nil {
 					err = v.Instance(id, class, size)
 				}
 			}
@@ -387,7 +421,12 @@ func (rd *Reader) heap(length int64, v *Visitor) error {
 				id := rd.id(p)
 				n := binary.BigEndian.Uint32(p[ids+4:])
 				class := rd.id(p[ids+8:])
-				if err = skip(int64(n) * int64(ids)); err == nil && v.ObjectArray != nil {
+				if v.Elements != nil {
+					err = rd.chunks(end, uint64(n)*uint64(ids), func(off uint64, b []byte) error { return v.Elements(id, uint32(off/uint64(ids)), b) }, ids)
+				} else {
+					err = skip(int64(n) * int64(ids))
+				}
+				if err == nil && v.ObjectArray != nil {
 					err = v.ObjectArray(id, class, n)
 				}
 			}
@@ -400,7 +439,10 @@ func (rd *Reader) heap(length int64, v *Visitor) error {
 				if size == 0 || t == Object {
 					return &FormatError{start, fmt.Sprintf("primitive array of %s", t.Name())}
 				}
-				if sub == SubPrimArrayDump {
+				switch {
+				case sub == SubPrimArrayDump && v.Values != nil:
+					err = rd.chunks(end, uint64(n)*uint64(size), func(off uint64, b []byte) error { return v.Values(id, t, off, b) }, size)
+				case sub == SubPrimArrayDump:
 					err = skip(int64(n) * int64(size))
 				}
 				if err == nil && v.PrimitiveArray != nil {
@@ -411,6 +453,41 @@ func (rd *Reader) heap(length int64, v *Visitor) error {
 			return &FormatError{start, fmt.Sprintf("unknown heap dump sub-record 0x%02x", sub)}
 		}
 		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// instanceData reads an instance's field data and hands it to v.
+func (rd *Reader) instanceData(start, end int64, id, class uint64, size uint32, v *Visitor) error {
+	if size > MaxInstanceData {
+		return &FormatError{start, fmt.Sprintf("instance 0x%x has %d bytes of field data (at most %d read)", id, size, MaxInstanceData)}
+	}
+	if rd.off+int64(size) > end {
+		return &FormatError{rd.off, fmt.Sprintf("instance data of %d bytes runs past its segment's end (offset %d)", size, end)}
+	}
+	rd.buf = grow(rd.buf, int(size))
+	if err := rd.full(rd.buf); err != nil {
+		return err
+	}
+	return v.InstanceData(id, class, rd.buf)
+}
+
+// chunks reads n bytes of array data in chunks of whole elements of unit
+// bytes and hands each to f with its offset.
+func (rd *Reader) chunks(end int64, n uint64, f func(off uint64, b []byte) error, unit int) error {
+	if rd.off+int64(n) > end || int64(n) < 0 {
+		return &FormatError{rd.off, fmt.Sprintf("array data of %d bytes runs past its segment's end (offset %d)", n, end)}
+	}
+	step := uint64(64<<10) / uint64(unit) * uint64(unit)
+	rd.buf = grow(rd.buf, int(step))
+	for off := uint64(0); off < n; off += step {
+		b := rd.buf[:min(step, n-off)]
+		if err := rd.full(b); err != nil {
+			return err
+		}
+		if err := f(off, b); err != nil {
 			return err
 		}
 	}
@@ -453,9 +530,25 @@ func (rd *Reader) classDump(need func(int) ([]byte, error), skip func(int64) err
 		if p, err = need(ids + 1); err != nil {
 			return err
 		}
-		if err := value(Type(p[ids])); err != nil {
+		name, t := rd.id(p), Type(p[ids])
+		if v.ClassDump == nil {
+			if err := value(t); err != nil {
+				return err
+			}
+			continue
+		}
+		s := t.Size(ids)
+		if s == 0 {
+			return &FormatError{rd.off - 1, fmt.Sprintf("field of unknown type %d", byte(t))}
+		}
+		if p, err = need(s); err != nil {
 			return err
 		}
+		var x uint64
+		for _, c := range p {
+			x = x<<8 | uint64(c)
+		}
+		c.Statics = append(c.Statics, Static{NameID: name, Type: t, Value: x})
 	}
 	// Instance fields: u2 count, then (id name, u1 type).
 	if p, err = need(2); err != nil {

@@ -103,5 +103,18 @@ func FuzzReader(f *testing.F) {
 		if err != nil && !errors.As(err, &fe) {
 			t.Fatalf("%T %v", err, err)
 		}
+		// Again, reading every value.
+		rd, err = hprof.NewReader(bytes.NewReader(b))
+		if err == nil {
+			err = rd.Walk(&hprof.Visitor{
+				ClassDump:    func(*hprof.ClassDump) error { return nil },
+				InstanceData: func(uint64, uint64, []byte) error { return nil },
+				Elements:     func(uint64, uint32, []byte) error { return nil },
+				Values:       func(uint64, hprof.Type, uint64, []byte) error { return nil },
+			})
+		}
+		if err != nil && !errors.As(err, &fe) {
+			t.Fatalf("reading values: %T %v", err, err)
+		}
 	})
 }

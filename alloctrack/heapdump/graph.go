@@ -1,0 +1,543 @@
+package heapdump
+
+import (
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/alloctrack/alloctrack/ddms/hprof"
+)
+
+// A Graph is a dump's objects and the references between them, with the
+// dominator tree and every object's retained size.
+//
+// Nodes are the dump's objects in dump order (classes, instances and
+// arrays), numbered from 1; node 0 is a virtual root that refers to every
+// GC root the dump names. An instance refers to the objects its Object
+// fields hold and to its class; an object array to its elements and its
+// class; a class to its superclass, its class loader and its static
+// Object fields' values (as Eclipse MAT models a heap). An object A
+// dominates B when every path from the roots to B goes through A; B's
+// retained size is the shallow size of everything A dominates, itself
+// included: what the heap would lose if A were gone.
+type Graph struct {
+	Header hprof.Header
+	ids    []uint64 // by node
+	kind   []int32  // by node: index into kinds (-1: the root, a class)
+	heap   []uint8  // by node: index into heaps
+	size   []uint64 // shallow size by node
+	idom   []int32  // immediate dominator by node; -1 unreachable
+	ret    []uint64 // retained size by node
+	// order is the reachable nodes in depth-first order from the root: a
+	// node's dominators come before it.
+	order []int32
+	// byID is the nodes sorted by id, for lookups.
+	byID []int32
+
+	kinds  []kindKey
+	heaps  []uint32 // heap ids by index
+	names  map[uint64]string
+	class  map[uint64]uint64 // class id -> name string id
+	heapNm map[uint32]uint64 // heap id -> name string id
+	layout map[uint64]*classLayout
+
+	Dangling uint64 // references to ids the dump does not hold
+}
+
+// kindKey is what a histogram row counts: a class, or a primitive array
+// type.
+type kindKey struct {
+	class uint64
+	prim  bool
+}
+
+type classLayout struct {
+	super, loader uint64
+	fields        []hprof.Field
+	statics       []uint64 // Object statics' values
+	refs          []uint32 // byte offsets of Object fields in an instance's data (own, then supers')
+	done          bool
+}
+
+// ReadGraph reads a dump twice: objects first, then references.
+func ReadGraph(r io.ReadSeeker) (*Graph, error) {
+	g := &Graph{names: map[uint64]string{}, class: map[uint64]uint64{}, heapNm: map[uint32]uint64{}, layout: map[uint64]*classLayout{},
+		ids: []uint64{0}, kind: []int32{-1}, heap: []uint8{0}, size: []uint64{0}}
+	rd, err := hprof.NewReader(r)
+	if err != nil {
+		return nil, err
+	}
+	g.Header = rd.Header()
+	ids := g.Header.IDSize
+	kinds := map[kindKey]int32{}
+	kindOf := func(k kindKey) int32 {
+		i, ok := kinds[k]
+		if !ok {
+			i = int32(len(g.kinds))
+			kinds[k] = i
+			g.kinds = append(g.kinds, k)
+		}
+		return i
+	}
+	heapIdx := map[uint32]uint8{0: 0}
+	g.heaps = []uint32{0}
+	heap := uint8(0)
+	var roots []uint64
+	node := func(id uint64, kind int32, size uint64) {
+		g.ids = append(g.ids, id)
+		g.kind = append(g.kind, kind)
+		g.heap = append(g.heap, heap)
+		g.size = append(g.size, size)
+	}
+	err = rd.Walk(&hprof.Visitor{
+		String:    func(id uint64, b []byte) error { g.names[id] = string(b); return nil },
+		LoadClass: func(_ uint32, c, name uint64) error { g.class[c] = name; return nil },
+		Segment:   func() error { heap = 0; return nil },
+		HeapInfo: func(id uint32, name uint64) error {
+			i, ok := heapIdx[id]
+			if !ok {
+				if len(g.heaps) == 255 {
+					return &hprof.FormatError{Offset: rd.Offset(), What: "more than 255 heaps"}
+				}
+				i = uint8(len(g.heaps))
+				heapIdx[id] = i
+				g.heaps = append(g.heaps, id)
+			}
+			heap = i
+			g.heapNm[id] = name
+			return nil
+		},
+		ClassDump: func(c *hprof.ClassDump) error {
+			l := &classLayout{super: c.SuperID, loader: c.LoaderID, fields: c.Fields}
+			for _, s := range c.Statics {
+				if s.Type == hprof.Object && s.Value != 0 {
+					l.statics = append(l.statics, s.Value)
+				}
+			}
+			g.layout[c.ID] = l
+			node(c.ID, -1, 0)
+			return nil
+		},
+		Instance: func(id, class uint64, size uint32) error {
+			node(id, kindOf(kindKey{class: class}), uint64(size))
+			return nil
+		},
+		ObjectArray: func(id, class uint64, n uint32) error {
+			node(id, kindOf(kindKey{class: class}), uint64(n)*uint64(ids))
+			return nil
+		},
+		PrimitiveArray: func(id uint64, t hprof.Type, n uint32) error {
+			node(id, kindOf(kindKey{class: uint64(t), prim: true}), uint64(n)*uint64(t.Size(ids)))
+			return nil
+		},
+		Root: func(_ byte, id uint64) error { roots = append(roots, id); return nil },
+	})
+	if err != nil {
+		return nil, err
+	}
+	g.index()
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	succ, off, err := g.references(r, roots)
+	if err != nil {
+		return nil, err
+	}
+	g.dominators(succ, off)
+	return g, nil
+}
+
+// index sorts the nodes by id.
+func (g *Graph) index() {
+	g.byID = make([]int32, len(g.ids)-1)
+	for i := range g.byID {
+		g.byID[i] = int32(i + 1)
+	}
+	slices.SortStableFunc(g.byID, func(a, b int32) int { return cmp.Compare(g.ids[a], g.ids[b]) })
+}
+
+// lookup returns the node of an object id, or -1.
+func (g *Graph) lookup(id uint64) int32 {
+	i, ok := slices.BinarySearchFunc(g.byID, id, func(n int32, id uint64) int { return cmp.Compare(g.ids[n], id) })
+	if !ok {
+		return -1
+	}
+	return g.byID[i]
+}
+
+// refOffsets returns the offsets of the Object fields in an instance of
+// class, its own fields first, then its superclasses'.
+func (g *Graph) refOffsets(class uint64, idSize int) []uint32 {
+	l := g.layout[class]
+	if l == nil {
+		return nil
+	}
+	if l.done {
+		return l.refs
+	}
+	off := uint32(0)
+	seen := 0
+	for c := l; c != nil && seen < 1024; seen++ {
+		for _, f := range c.fields {
+			if f.Type == hprof.Object {
+				l.refs = append(l.refs, off)
+			}
+			off += uint32(f.Type.Size(idSize))
+		}
+		if c.super == 0 {
+			break
+		}
+		c = g.layout[c.super]
+	}
+	l.done = true
+	return l.refs
+}
+
+// references reads the dump again for its references: succ[off[n]:off[n+1]]
+// are node n's successors.
+func (g *Graph) references(r io.Reader, roots []uint64) (succ []int32, off []int, err error) {
+	rd, err := hprof.NewReader(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	ids := rd.Header().IDSize
+	off = make([]int, 1, len(g.ids)+1)
+	add := func(id uint64) {
+		if id == 0 {
+			return
+		}
+		n := g.lookup(id)
+		if n < 0 {
+			g.Dangling++
+			return
+		}
+		succ = append(succ, n)
+	}
+	for _, id := range roots {
+		add(id)
+	}
+	next := func() {
+		off = append(off, len(succ))
+	}
+	next()
+	readID := func(b []byte) uint64 {
+		if ids == 8 {
+			return binary.BigEndian.Uint64(b)
+		}
+		return uint64(binary.BigEndian.Uint32(b))
+	}
+	err = rd.Walk(&hprof.Visitor{
+		ClassDump: func(c *hprof.ClassDump) error {
+			add(c.SuperID)
+			add(c.LoaderID)
+			for _, s := range c.Statics {
+				if s.Type == hprof.Object {
+					add(s.Value)
+				}
+			}
+			next()
+			return nil
+		},
+		InstanceData: func(_, class uint64, data []byte) error {
+			for _, o := range g.refOffsets(class, ids) {
+				if int(o)+ids <= len(data) {
+					add(readID(data[o:]))
+				}
+			}
+			add(class)
+			return nil
+		},
+		Instance: func(uint64, uint64, uint32) error { next(); return nil },
+		Elements: func(_ uint64, _ uint32, b []byte) error {
+			for i := 0; i+ids <= len(b); i += ids {
+				add(readID(b[i:]))
+			}
+			return nil
+		},
+		ObjectArray: func(_, class uint64, _ uint32) error {
+			add(class)
+			next()
+			return nil
+		},
+		PrimitiveArray: func(uint64, hprof.Type, uint32) error { next(); return nil },
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(off) != len(g.ids)+1 {
+		return nil, nil, fmt.Errorf("hprof: the dump changed between two reads (%d objects, then %d)", len(g.ids)-1, len(off)-2)
+	}
+	return succ, off, nil
+}
+
+// dominators computes the immediate dominators (Lengauer and Tarjan's
+// algorithm, with path compression) and the retained sizes.
+func (g *Graph) dominators(succ []int32, off []int) {
+	n := len(g.ids)
+	// Depth-first numbering from the root, iteratively.
+	dfn := make([]int32, n) // 0: not reached; else number + 1
+	parent := make([]int32, n)
+	vertex := make([]int32, 0, n)
+	type frame struct {
+		v    int32
+		next int
+	}
+	stack := []frame{{0, off[0]}}
+	dfn[0] = 1
+	vertex = append(vertex, 0)
+	for len(stack) > 0 {
+		top := &stack[len(stack)-1]
+		if top.next == off[top.v+1] {
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		w := succ[top.next]
+		top.next++
+		if dfn[w] == 0 {
+			dfn[w] = int32(len(vertex) + 1)
+			parent[w] = top.v
+			vertex = append(vertex, w)
+			stack = append(stack, frame{w, off[w]})
+		}
+	}
+	// Predecessors among reached nodes.
+	pcount := make([]int, n+1)
+	for v := range n {
+		if dfn[v] == 0 {
+			continue
+		}
+		for _, w := range succ[off[v]:off[v+1]] {
+			pcount[w+1]++
+		}
+	}
+	for i := 1; i <= n; i++ {
+		pcount[i] += pcount[i-1]
+	}
+	pred := make([]int32, pcount[n])
+	fill := slices.Clone(pcount[:n])
+	for v := range n {
+		if dfn[v] == 0 {
+			continue
+		}
+		for _, w := range succ[off[v]:off[v+1]] {
+			pred[fill[w]] = int32(v)
+			fill[w]++
+		}
+	}
+	semi := make([]int32, n) // as dfn numbers - 1
+	for v := range n {
+		semi[v] = dfn[v] - 1
+	}
+	ancestor := make([]int32, n)
+	label := make([]int32, n)
+	for v := range n {
+		ancestor[v] = -1
+		label[v] = int32(v)
+	}
+	idom := make([]int32, n)
+	for v := range idom {
+		idom[v] = -1
+	}
+	bucket := make([]int32, n) // heads of linked lists through bnext
+	bnext := make([]int32, n)
+	for v := range bucket {
+		bucket[v] = -1
+	}
+	var path []int32
+	eval := func(v int32) int32 {
+		if ancestor[v] < 0 {
+			return v
+		}
+		// Compress the path from v to the root of its tree.
+		path = path[:0]
+		for u := v; ancestor[ancestor[u]] >= 0; u = ancestor[u] {
+			path = append(path, u)
+		}
+		for i := len(path) - 1; i >= 0; i-- {
+			u := path[i]
+			a := ancestor[u]
+			if semi[label[a]] < semi[label[u]] {
+				label[u] = label[a]
+			}
+			ancestor[u] = ancestor[a]
+		}
+		return label[v]
+	}
+	for i := len(vertex) - 1; i >= 1; i-- {
+		w := vertex[i]
+		for _, v := range pred[pcount[w]:pcount[w+1]] {
+			if u := eval(v); semi[u] < semi[w] {
+				semi[w] = semi[u]
+			}
+		}
+		s := vertex[semi[w]]
+		bnext[w] = bucket[s]
+		bucket[s] = w
+		p := parent[w]
+		ancestor[w] = p
+		for v := bucket[p]; v >= 0; v = bnext[v] {
+			if u := eval(v); semi[u] < semi[v] {
+				idom[v] = u
+			} else {
+				idom[v] = p
+			}
+		}
+		bucket[p] = -1
+	}
+	for _, w := range vertex[1:] {
+		if idom[w] != vertex[semi[w]] {
+			idom[w] = idom[idom[w]]
+		}
+	}
+	g.idom, g.order = idom, vertex
+	g.ret = make([]uint64, n)
+	for i := len(vertex) - 1; i >= 0; i-- {
+		w := vertex[i]
+		g.ret[w] += g.size[w]
+		if i > 0 {
+			g.ret[idom[w]] += g.ret[w]
+		}
+	}
+}
+
+// Objects is the number of objects in the dump (classes included).
+func (g *Graph) Objects() int { return len(g.ids) - 1 }
+
+// Reachable is the number of objects reachable from the GC roots.
+func (g *Graph) Reachable() int { return len(g.order) - 1 }
+
+// Retained returns the retained size of the object with id, and whether
+// it is reachable.
+func (g *Graph) Retained(id uint64) (uint64, bool) {
+	n := g.lookup(id)
+	if n < 0 || g.idom[n] < 0 {
+		return 0, false
+	}
+	return g.ret[n], true
+}
+
+// Dominator returns the id of the immediate dominator of the object with
+// id (0: the roots), and whether the object is reachable.
+func (g *Graph) Dominator(id uint64) (uint64, bool) {
+	n := g.lookup(id)
+	if n < 0 || g.idom[n] < 0 {
+		return 0, false
+	}
+	return g.ids[g.idom[n]], true
+}
+
+// className names a kind.
+func (g *Graph) kindName(k kindKey) string {
+	if k.prim {
+		return hprof.Type(k.class).Name() + "[]"
+	}
+	if nameID, ok := g.class[k.class]; ok && g.names[nameID] != "" {
+		return ClassName(g.names[nameID])
+	}
+	return fmt.Sprintf("<class 0x%x>", k.class)
+}
+
+// heapName names the heap of index i.
+func (g *Graph) heapName(i uint8) string {
+	id := g.heaps[i]
+	if nm, ok := g.heapNm[id]; ok && g.names[nm] != "" {
+		return g.names[nm]
+	}
+	return heapName(id)
+}
+
+// Histogram returns the class histogram per heap with retained sizes: a
+// class's retained bytes are those of the union of its instances'
+// retained sets (each instance not dominated by another instance of its
+// class counted once with all it dominates), so a linked list's nodes do
+// not count each other again.
+func (g *Graph) Histogram() *Histogram {
+	type key struct {
+		heap uint8
+		kind int32
+	}
+	rows := map[key]*ClassCount{}
+	row := func(n int32) *ClassCount {
+		k := key{g.heap[n], g.kind[n]}
+		c := rows[k]
+		if c == nil {
+			c = &ClassCount{Heap: g.heapName(k.heap), Class: g.kindName(g.kinds[k.kind])}
+			rows[k] = c
+		}
+		return c
+	}
+	h := &Histogram{Header: g.Header, Retained: true}
+	for n := 1; n < len(g.ids); n++ {
+		if g.kind[n] < 0 {
+			continue
+		}
+		c := row(int32(n))
+		c.Instances++
+		c.Bytes += g.size[n]
+		if g.idom[n] < 0 {
+			h.Unreachable++
+			h.UnreachableBytes += g.size[n]
+		}
+	}
+	// Walk the dominator tree, counting how many instances of each kind
+	// are on the path from the root: an instance with none above it
+	// brings its retained size to its class.
+	children := make([]int32, len(g.order))
+	first := make([]int, len(g.ids)+1)
+	for _, w := range g.order[1:] {
+		first[g.idom[w]+1]++
+	}
+	for i := 1; i <= len(g.ids); i++ {
+		first[i] += first[i-1]
+	}
+	fill := slices.Clone(first[:len(g.ids)])
+	for _, w := range g.order[1:] {
+		children[fill[g.idom[w]]] = w
+		fill[g.idom[w]]++
+	}
+	above := make([]int32, len(g.kinds))
+	type visit struct {
+		v    int32
+		next int
+	}
+	stack := []visit{{0, first[0]}}
+	for len(stack) > 0 {
+		top := &stack[len(stack)-1]
+		if top.next == first[top.v+1] {
+			if k := g.kind[top.v]; k >= 0 {
+				above[k]--
+			}
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		w := children[top.next]
+		top.next++
+		if k := g.kind[w]; k >= 0 {
+			if above[k] == 0 {
+				row(w).Retained += g.ret[w]
+			}
+			above[k]++
+		}
+		stack = append(stack, visit{w, first[w]})
+	}
+	for _, c := range rows {
+		h.Objects += c.Instances
+		h.Classes = append(h.Classes, *c)
+	}
+	slices.SortFunc(h.Classes, func(a, b ClassCount) int {
+		if d := strings.Compare(a.Heap, b.Heap); d != 0 {
+			return d
+		}
+		if d := cmp.Compare(b.Retained, a.Retained); d != 0 {
+			return d
+		}
+		if d := cmp.Compare(b.Bytes, a.Bytes); d != 0 {
+			return d
+		}
+		return strings.Compare(a.Class, b.Class)
+	})
+	return h
+}
