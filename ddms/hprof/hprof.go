@@ -189,7 +189,7 @@ type Visitor struct {
 	// in chunks starting at byte offset first, before PrimitiveArray is
 	// called.
 	Values func(arrayID uint64, elem Type, first uint64, data []byte) error
-	Root           func(tag byte, id uint64) error
+	Root   func(tag byte, id uint64) error
 	// Segment is called at the start of each HEAP DUMP (SEGMENT) record;
 	// ART starts each in the default heap.
 	Segment func() error
