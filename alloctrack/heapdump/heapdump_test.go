@@ -3,6 +3,7 @@ package heapdump_test
 import (
 	"bufio"
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,7 +63,12 @@ const keeper = `
 public class Keeper {
     static class Leaf { long a; int b; }
     static class Node { Object next; }
+    static class Holder { Object[] big; }
+    static Holder held;
     public static void main(String[] args) throws Exception {
+        held = new Holder();
+        held.big = new Object[100];
+        for (int i = 0; i < 100; i++) held.big[i] = new long[1000];
         java.util.List<Object> keep = new java.util.ArrayList<>();
         for (int i = 0; i < 12345; i++) keep.add(new Leaf());
         for (int i = 0; i < 777; i++) keep.add(new Node[3]);
@@ -161,6 +167,26 @@ func TestJVMDump(t *testing.T) {
 		t.Errorf("jcmd's histogram named %d of the program's classes:\n%s", checked, histo)
 	}
 	t.Logf("%d objects in %d classes; %s", h.Objects, len(h.Classes), h.Header.Version)
+
+	// Retained sizes (field and element data, 8-byte references): the
+	// Holder keeps its Object[100] and the 100 long[1000]; each Leaf (a
+	// long and an int) keeps itself alone.
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	g, err := heapdump.ReadGraph(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	retained := map[string]uint64{}
+	for _, c := range g.Histogram().Classes {
+		retained[c.Class] += c.Retained
+	}
+	for class, want := range map[string]uint64{"Keeper$Holder": 8 + 100*8 + 100*8000, "Keeper$Leaf": 12345 * 12} {
+		if retained[class] != want {
+			t.Errorf("%s retains %d bytes, want %d", class, retained[class], want)
+		}
+	}
 }
 
 // BenchmarkHistogram reads a dump of a million instances and 250,000

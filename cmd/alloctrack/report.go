@@ -467,23 +467,24 @@ func writeHeapDump(w io.Writer, path string, top int) error {
 		return err
 	}
 	defer f.Close()
-	h, err := heapdump.Read(f)
+	g, err := heapdump.ReadGraph(f)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%s\n  heap dump (%s, %d-byte ids), %d objects in %d classes\n", path, h.Header.Version, h.Header.IDSize, h.Objects, len(h.Classes))
-	fmt.Fprintln(w, "  bytes are the field and element data the dump holds, without object headers")
+	h := g.Histogram()
+	fmt.Fprintf(w, "%s\n  heap dump (%s, %d-byte ids), %d objects in %d classes, %d unreachable (%d bytes)\n", path, h.Header.Version, h.Header.IDSize, h.Objects, len(h.Classes), h.Unreachable, h.UnreachableBytes)
+	fmt.Fprintln(w, "  bytes are the field and element data the dump holds, without object headers; retained: what the class's instances keep alive")
 	heap, shown := "", 0
 	for _, c := range h.Classes {
 		if c.Heap != heap {
 			heap, shown = c.Heap, 0
-			fmt.Fprintf(w, "  heap %s\n  %12s %14s  %s\n", heap, "instances", "bytes", "class")
+			fmt.Fprintf(w, "  heap %s\n  %12s %14s %14s  %s\n", heap, "instances", "bytes", "retained", "class")
 		}
 		if top > 0 && shown >= top {
 			continue
 		}
 		shown++
-		fmt.Fprintf(w, "  %12d %14d  %s\n", c.Instances, c.Bytes, c.Class)
+		fmt.Fprintf(w, "  %12d %14d %14d  %s\n", c.Instances, c.Bytes, c.Retained, c.Class)
 	}
 	return nil
 }
