@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/alloctrack/alloctrack/ddms/hprof"
+	"github.com/cespare/xxhash/v2"
 )
 
 // A Graph is a dump's objects and the references between them, with the
@@ -45,6 +46,16 @@ type Graph struct {
 	layout map[uint64]*classLayout
 
 	Dangling uint64 // references to ids the dump does not hold
+
+	// Kept for Analyze: the references (succ[off[n]:off[n+1]] are node
+	// n's), the GC roots' kinds, the watched instances' fields, and the
+	// content hashes of byte[] and char[] arrays.
+	succ    []int32
+	off     []int
+	rootTag map[int32]byte
+	watches map[uint64]*watch // by class id
+	watched []watchedObj
+	hashes  map[int32]uint64
 }
 
 // kindKey is what a histogram row counts: a class, or a primitive array
@@ -85,7 +96,11 @@ func ReadGraph(r io.ReadSeeker) (*Graph, error) {
 	heapIdx := map[uint32]uint8{0: 0}
 	g.heaps = []uint32{0}
 	heap := uint8(0)
-	var roots []uint64
+	type root struct {
+		id  uint64
+		tag byte
+	}
+	var roots []root
 	node := func(id uint64, kind int32, size uint64) {
 		g.ids = append(g.ids, id)
 		g.kind = append(g.kind, kind)
@@ -133,20 +148,30 @@ func ReadGraph(r io.ReadSeeker) (*Graph, error) {
 			node(id, kindOf(kindKey{class: uint64(t), prim: true}), uint64(n)*uint64(t.Size(ids)))
 			return nil
 		},
-		Root: func(_ byte, id uint64) error { roots = append(roots, id); return nil },
+		Root: func(tag byte, id uint64) error { roots = append(roots, root{id, tag}); return nil },
 	})
 	if err != nil {
 		return nil, err
 	}
 	g.index()
+	g.rootTag = map[int32]byte{}
+	rootIDs := make([]uint64, 0, len(roots))
+	for _, rt := range roots {
+		rootIDs = append(rootIDs, rt.id)
+		if n := g.lookup(rt.id); n > 0 {
+			if _, ok := g.rootTag[n]; !ok {
+				g.rootTag[n] = rt.tag
+			}
+		}
+	}
+	g.findWatches()
 	if _, err := r.Seek(0, io.SeekStart); err != nil {
 		return nil, err
 	}
-	succ, off, err := g.references(r, roots)
-	if err != nil {
+	if g.succ, g.off, err = g.references(r, rootIDs); err != nil {
 		return nil, err
 	}
-	g.dominators(succ, off)
+	g.dominators(g.succ, g.off)
 	return g, nil
 }
 
@@ -205,6 +230,9 @@ func (g *Graph) references(r io.Reader, roots []uint64) (succ []int32, off []int
 	}
 	ids := rd.Header().IDSize
 	off = make([]int, 1, len(g.ids)+1)
+	g.hashes = map[int32]uint64{}
+	digest := xxhash.New()
+	hashed := int32(-1) // the node whose values digest holds
 	add := func(id uint64) {
 		if id == 0 {
 			return
@@ -242,6 +270,9 @@ func (g *Graph) references(r io.Reader, roots []uint64) (succ []int32, off []int
 			return nil
 		},
 		InstanceData: func(_, class uint64, data []byte) error {
+			if w := g.watches[class]; w != nil {
+				g.watch(w, int32(len(off)-1), data, ids)
+			}
 			for _, o := range g.refOffsets(class, ids) {
 				if int(o)+ids <= len(data) {
 					add(readID(data[o:]))
@@ -262,7 +293,27 @@ func (g *Graph) references(r io.Reader, roots []uint64) (succ []int32, off []int
 			next()
 			return nil
 		},
-		PrimitiveArray: func(uint64, hprof.Type, uint32) error { next(); return nil },
+		Values: func(_ uint64, t hprof.Type, first uint64, b []byte) error {
+			if t == hprof.Byte || t == hprof.Char {
+				if first == 0 {
+					digest.Reset()
+					hashed = int32(len(off) - 1)
+				}
+				digest.Write(b)
+			}
+			return nil
+		},
+		PrimitiveArray: func(_ uint64, t hprof.Type, n uint32) error {
+			cur := int32(len(off) - 1)
+			switch {
+			case hashed == cur:
+				g.hashes[cur] = digest.Sum64()
+			case (t == hprof.Byte || t == hprof.Char) && n == 0:
+				g.hashes[cur] = xxhash.Sum64(nil)
+			}
+			next()
+			return nil
+		},
 	})
 	if err != nil {
 		return nil, nil, err

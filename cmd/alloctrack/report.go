@@ -17,7 +17,6 @@ import (
 
 	"github.com/alloctrack/alloctrack/alloctrack/agentlog"
 	"github.com/alloctrack/alloctrack/alloctrack/ddm"
-	"github.com/alloctrack/alloctrack/alloctrack/heapdump"
 	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 	"github.com/alloctrack/alloctrack/alloctrack/offline"
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
@@ -142,10 +141,12 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 	var prof *alloctrack.ProfileBuilder
 	var profKind string
 	samplesOnly := false // an input counted samples of unknown rate
+	dumps := 0           // heap dumps, reported on their own
 	var duration time.Duration
 	durationKnown := true
 	for _, name := range *c.inputs {
 		if offline.IsHeapDump(name) {
+			dumps++
 			if code := c.heapDump(w, stderr, name); code != exitOK {
 				status = code
 			}
@@ -235,7 +236,11 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 	if !durationKnown {
 		duration = 0
 	}
-	switch *c.format {
+	format := *c.format
+	if dumps == len(*c.inputs) {
+		format = "" // heap dumps only: nothing to summarise across inputs
+	}
+	switch format {
 	case "json":
 		writeJSONSummary(w, *c.inputs, all, duration, *c.top, samplesOnly)
 	case "csv":
@@ -442,51 +447,6 @@ func frameFilter(frame string) func(d *perfetto.Dump) *perfetto.Dump {
 		}
 		return &out
 	}
-}
-
-// heapDump reports a heap dump: it holds what an app keeps, not what it
-// allocated, so it gets a summary of its own, in text only.
-func (c *reportCmd) heapDump(w *bufio.Writer, stderr io.Writer, name string) int {
-	if *c.format != "text" || *c.budget != "" {
-		fmt.Fprintf(stderr, "alloctrack report: %s: a heap dump (hprof) is summarised as text only, without budgets\n", name)
-		return exitUsage
-	}
-	if err := writeHeapDump(w, name, *c.top); err != nil {
-		w.Flush()
-		fmt.Fprintf(stderr, "alloctrack report: %s: %v\n", name, err)
-		return exitFailure
-	}
-	return exitOK
-}
-
-// writeHeapDump writes a heap dump's class histogram, per heap: the top
-// classes by the bytes the dump gives them.
-func writeHeapDump(w io.Writer, path string, top int) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	g, err := heapdump.ReadGraph(f)
-	if err != nil {
-		return err
-	}
-	h := g.Histogram()
-	fmt.Fprintf(w, "%s\n  heap dump (%s, %d-byte ids), %d objects in %d classes, %d unreachable (%d bytes)\n", path, h.Header.Version, h.Header.IDSize, h.Objects, len(h.Classes), h.Unreachable, h.UnreachableBytes)
-	fmt.Fprintln(w, "  bytes are the field and element data the dump holds, without object headers; retained: what the class's instances keep alive")
-	heap, shown := "", 0
-	for _, c := range h.Classes {
-		if c.Heap != heap {
-			heap, shown = c.Heap, 0
-			fmt.Fprintf(w, "  heap %s\n  %12s %14s %14s  %s\n", heap, "instances", "bytes", "retained", "class")
-		}
-		if top > 0 && shown >= top {
-			continue
-		}
-		shown++
-		fmt.Fprintf(w, "  %12d %14d %14d  %s\n", c.Instances, c.Bytes, c.Retained, c.Class)
-	}
-	return nil
 }
 
 // refuse says why a flag does not apply to an input, or "".

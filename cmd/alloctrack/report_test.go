@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/csv"
 	"encoding/json"
 	"flag"
 	"os"
@@ -136,11 +137,46 @@ func TestReportHeapDump(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
 	}
-	if _, errOut, code := runCmd(t, "report", "--format", "jsonl", p); code != exitUsage || !strings.Contains(errOut, "text only") {
+	if _, errOut, code := runCmd(t, "report", "--format", "jsonl", p); code != exitUsage || !strings.Contains(errOut, "text, json or csv") {
 		t.Errorf("jsonl of a heap dump: exit %d, %q", code, errOut)
 	}
 	// diff says what the file is rather than that it is unreadable.
 	if _, errOut, code := runCmd(t, "diff", p, p); code == exitOK || !strings.Contains(errOut, "a heap dump (hprof)") {
 		t.Errorf("diff of heap dumps: exit %d, %q", code, errOut)
+	}
+}
+
+// A dump's leaks, duplicates and retained sizes in text, JSON and CSV.
+func TestReportHeapDumpAnswers(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "leaky.hprof")
+	if err := os.WriteFile(p, hproftest.LeakyDump(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runCmd(t, "report", p)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{
+		"leaked Activities and Fragments: 2",
+		"com.example.MainActivity 0x1000 (activity, mDestroyed is true), retains 1006 bytes",
+		"GC root (system class) class com.example.Leaky 0x103\n        via static sActivity\n      com.example.MainActivity 0x1000",
+		"duplicate Strings: 2 groups", `"hello"`, "duplicate Bitmaps: 1 groups", `"10x10"`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, code = runCmd(t, "report", "--format", "json", p)
+	var s dumpSummary
+	if err := json.Unmarshal([]byte(out), &s); err != nil || code != exitOK {
+		t.Fatalf("exit %d, %v", code, err)
+	}
+	if len(s.Analysis.Leaks) != 2 || len(s.Analysis.Leaks[0].Path) != 2 || s.Analysis.Leaks[0].Path[0].Ref != "static sActivity" || len(s.Classes) == 0 {
+		t.Errorf("json %+v", s)
+	}
+	out, _, code = runCmd(t, "report", "--format", "csv", p)
+	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil || code != exitOK || len(rows) != len(s.Classes)+1 || rows[0][5] != "retained_bytes" {
+		t.Errorf("csv: exit %d, %v, %d rows", code, err, len(rows))
 	}
 }

@@ -1,0 +1,508 @@
+package heapdump
+
+import (
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"slices"
+	"unicode/utf16"
+
+	"github.com/alloctrack/alloctrack/ddms/hprof"
+)
+
+// What Analyze looks for, by the classes' names and their fields (see
+// docs/heapdumps.md for where each rule comes from).
+type watchKind uint8
+
+const (
+	watchActivity watchKind = iota + 1
+	watchFragment
+	watchString
+	watchBitmap
+)
+
+var watchSpecs = []struct {
+	kind   watchKind
+	bases  []string
+	fields []string
+}{
+	{watchActivity, []string{"android.app.Activity"}, []string{"mDestroyed", "mFinished"}},
+	{watchFragment, []string{"android.app.Fragment", "androidx.fragment.app.Fragment", "android.support.v4.app.Fragment"}, []string{"mFragmentManager"}},
+	{watchString, []string{"java.lang.String"}, []string{"value"}},
+	{watchBitmap, []string{"android.graphics.Bitmap"}, []string{"mBuffer", "mWidth", "mHeight"}},
+}
+
+type fieldAt struct {
+	off uint32
+	t   hprof.Type
+	ok  bool
+}
+
+type watch struct {
+	kind   watchKind
+	fields []fieldAt
+}
+
+type watchedObj struct {
+	node int32
+	kind watchKind
+	vals [3]uint64
+	has  [3]bool
+}
+
+// namedField is a field of an instance's data, at its offset.
+type namedField struct {
+	name string
+	off  uint32
+	t    hprof.Type
+}
+
+// fieldsOf returns the fields of an instance of class in data order, with
+// their names.
+func (g *Graph) fieldsOf(class uint64, idSize int) []namedField {
+	var out []namedField
+	off := uint32(0)
+	seen := 0
+	for l := g.layout[class]; l != nil && seen < 1024; seen++ {
+		for _, f := range l.fields {
+			out = append(out, namedField{g.names[f.NameID], off, f.Type})
+			off += uint32(f.Type.Size(idSize))
+		}
+		if l.super == 0 {
+			break
+		}
+		l = g.layout[l.super]
+	}
+	return out
+}
+
+// classNameOf returns the dotted name of class id.
+func (g *Graph) classNameOf(id uint64) string {
+	return g.kindName(kindKey{class: id})
+}
+
+// findWatches finds the classes whose instances Analyze needs fields of.
+func (g *Graph) findWatches() {
+	g.watches = map[uint64]*watch{}
+	for id := range g.layout {
+		var kind watchKind
+		var fields []string
+		seen := 0
+		for c := id; c != 0 && kind == 0 && seen < 1024; seen++ {
+			name := g.classNameOf(c)
+			for _, sp := range watchSpecs {
+				if slices.Contains(sp.bases, name) {
+					kind, fields = sp.kind, sp.fields
+				}
+			}
+			l := g.layout[c]
+			if l == nil {
+				break
+			}
+			c = l.super
+		}
+		if kind == 0 {
+			continue
+		}
+		w := &watch{kind: kind, fields: make([]fieldAt, len(fields))}
+		all := g.fieldsOf(id, g.Header.IDSize)
+		for i, name := range fields {
+			for _, f := range all {
+				if f.name == name {
+					w.fields[i] = fieldAt{f.off, f.t, true}
+					break
+				}
+			}
+		}
+		g.watches[id] = w
+	}
+}
+
+// value reads a field of type t at data[off:].
+func value(data []byte, off uint32, t hprof.Type, idSize int) (uint64, bool) {
+	n := t.Size(idSize)
+	if int(off)+n > len(data) {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range data[off : int(off)+n] {
+		v = v<<8 | uint64(c)
+	}
+	return v, true
+}
+
+func (g *Graph) watch(w *watch, node int32, data []byte, idSize int) {
+	o := watchedObj{node: node, kind: w.kind}
+	for i, f := range w.fields {
+		if f.ok {
+			o.vals[i], o.has[i] = value(data, f.off, f.t, idSize)
+		}
+	}
+	g.watched = append(g.watched, o)
+}
+
+// Leak is a destroyed Activity or a Fragment without a FragmentManager
+// that a GC root still reaches.
+type Leak struct {
+	Kind     string `json:"kind"` // "activity" or "fragment"
+	Class    string `json:"class"`
+	ID       uint64 `json:"id"`
+	Why      string `json:"why"`
+	Retained uint64 `json:"retained_bytes"`
+	// Path is the shortest path from a GC root to the object: each step's
+	// object, and how it refers to the next.
+	Path []Step `json:"path"`
+}
+
+// Step is one object on a path from a GC root.
+type Step struct {
+	Class string `json:"class"`
+	ID    uint64 `json:"id"`
+	// Root is the kind of GC root, on the first step.
+	Root string `json:"root,omitempty"`
+	// Ref is how the object refers to the next one: a field name,
+	// "[i]" (an array element), "static NAME", "<class>",
+	// "<superclass>" or "<class loader>".
+	Ref string `json:"ref,omitempty"`
+}
+
+// Duplicate is a group of reachable Strings or Bitmaps with equal
+// contents.
+type Duplicate struct {
+	// Value is the string's first characters, or a Bitmap's size "WxH".
+	Value string `json:"value"`
+	// Copies is how many Strings or Bitmaps hold the contents, Buffers
+	// in how many distinct arrays, each of BufferBytes.
+	Copies      int    `json:"copies"`
+	Buffers     int    `json:"buffers"`
+	BufferBytes uint64 `json:"buffer_bytes"`
+	// Wasted is what all but one copy take: the arrays beyond the first
+	// and the objects beyond the first.
+	Wasted uint64   `json:"wasted_bytes"`
+	IDs    []uint64 `json:"ids"` // the first few objects
+}
+
+// Analysis is what a dump answers.
+type Analysis struct {
+	Histogram        *Histogram  `json:"-"`
+	Leaks            []Leak      `json:"leaks"`
+	DuplicateStrings []Duplicate `json:"duplicate_strings"`
+	DuplicateBitmaps []Duplicate `json:"duplicate_bitmaps"`
+	// Dangling counts references to objects the dump does not hold.
+	Dangling uint64 `json:"dangling_references"`
+}
+
+// rootName names a GC root tag.
+func rootName(tag byte) string {
+	switch tag {
+	case hprof.RootJNIGlobal:
+		return "JNI global"
+	case hprof.RootJNILocal:
+		return "JNI local"
+	case hprof.RootJavaFrame:
+		return "Java frame"
+	case hprof.RootNativeStack:
+		return "native stack"
+	case hprof.RootStickyClass:
+		return "system class"
+	case hprof.RootThreadBlock:
+		return "thread block"
+	case hprof.RootMonitorUsed:
+		return "monitor"
+	case hprof.RootThreadObject:
+		return "thread"
+	case hprof.RootInternedString:
+		return "interned string"
+	case hprof.RootDebugger:
+		return "debugger"
+	case hprof.RootVMInternal:
+		return "VM internal"
+	case hprof.RootJNIMonitor:
+		return "JNI monitor"
+	case hprof.RootFinalizing:
+		return "finalizing"
+	case hprof.RootReferenceCleanup:
+		return "reference cleanup"
+	}
+	return "unknown"
+}
+
+// nodeClass names the class of node n ("class X" for a class object).
+func (g *Graph) nodeClass(n int32) string {
+	if g.kind[n] < 0 {
+		return "class " + g.classNameOf(g.ids[n])
+	}
+	return g.kindName(g.kinds[g.kind[n]])
+}
+
+// Analyze finds the leaks and the duplicates; r is the dump again, read a
+// third time for the names of the fields on the leaks' paths and the
+// duplicates' previews.
+func (g *Graph) Analyze(r io.ReadSeeker, maxDuplicates int) (*Analysis, error) {
+	a := &Analysis{Histogram: g.Histogram(), Dangling: g.Dangling}
+	reachable := func(n int32) bool { return g.idom[n] >= 0 }
+	var leakNodes []int32
+	for _, o := range g.watched {
+		if !reachable(o.node) {
+			continue
+		}
+		l := Leak{Class: g.nodeClass(o.node), ID: g.ids[o.node], Retained: g.ret[o.node]}
+		switch {
+		case o.kind == watchActivity && o.has[0] && o.vals[0] != 0:
+			l.Kind, l.Why = "activity", "mDestroyed is true"
+		case o.kind == watchFragment && o.has[0] && o.vals[0] == 0:
+			l.Kind, l.Why = "fragment", "mFragmentManager is null"
+		default:
+			continue
+		}
+		a.Leaks = append(a.Leaks, l)
+		leakNodes = append(leakNodes, o.node)
+	}
+	wantRef := map[int32]uint64{} // path node -> the id of the next node
+	if len(leakNodes) > 0 {
+		parent := g.bfs()
+		for i, n := range leakNodes {
+			var path []int32
+			for v := n; v > 0; v = parent[v] {
+				path = append(path, v)
+			}
+			slices.Reverse(path)
+			for j, v := range path {
+				st := Step{Class: g.nodeClass(v), ID: g.ids[v]}
+				if j == 0 {
+					st.Root = rootName(g.rootTag[v])
+				}
+				if j+1 < len(path) {
+					wantRef[v] = g.ids[path[j+1]]
+				}
+				a.Leaks[i].Path = append(a.Leaks[i].Path, st)
+			}
+		}
+	}
+	var strArrays []int32
+	a.DuplicateStrings, strArrays = g.duplicates(watchString, maxDuplicates)
+	a.DuplicateBitmaps, _ = g.duplicates(watchBitmap, maxDuplicates)
+	preview := map[int32][]byte{} // array node -> its first bytes
+	for _, n := range strArrays {
+		preview[n] = nil
+	}
+	if len(wantRef) > 0 || len(preview) > 0 {
+		if _, err := r.Seek(0, io.SeekStart); err != nil {
+			return nil, err
+		}
+		refs, err := g.names3(r, wantRef, preview)
+		if err != nil {
+			return nil, err
+		}
+		for i := range a.Leaks {
+			for j := range a.Leaks[i].Path {
+				if n := g.lookup(a.Leaks[i].Path[j].ID); n > 0 {
+					a.Leaks[i].Path[j].Ref = refs[n]
+				}
+			}
+		}
+		for i, n := range strArrays {
+			a.DuplicateStrings[i].Value = decodeString(preview[n], g.kinds[g.kind[n]].class == uint64(hprof.Char))
+		}
+	}
+	slices.SortFunc(a.Leaks, func(x, y Leak) int {
+		if c := cmp.Compare(y.Retained, x.Retained); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.ID, y.ID)
+	})
+	return a, nil
+}
+
+// bfs returns each reachable node's parent on a shortest path from the
+// roots (node 0).
+func (g *Graph) bfs() []int32 {
+	parent := make([]int32, len(g.ids))
+	for i := range parent {
+		parent[i] = -1
+	}
+	parent[0] = 0
+	queue := []int32{0}
+	for len(queue) > 0 {
+		v := queue[0]
+		queue = queue[1:]
+		for _, w := range g.succ[g.off[v]:g.off[v+1]] {
+			if parent[w] < 0 {
+				parent[w] = v
+				queue = append(queue, w)
+			}
+		}
+	}
+	return parent
+}
+
+// decodeString returns the first characters of a string's value array:
+// UTF-16 (char[]) or Latin-1 (byte[], compact strings).
+func decodeString(b []byte, chars bool) string {
+	const max = 60
+	if chars {
+		u := make([]uint16, 0, len(b)/2)
+		for i := 0; i+1 < len(b); i += 2 {
+			u = append(u, binary.BigEndian.Uint16(b[i:]))
+		}
+		s := string(utf16.Decode(u))
+		if r := []rune(s); len(r) > max {
+			s = string(r[:max]) + "…"
+		}
+		return s
+	}
+	// byte[]: Latin-1 (compact strings).
+	r := make([]rune, 0, len(b))
+	for _, c := range b {
+		r = append(r, rune(c))
+	}
+	if len(r) > max {
+		return string(r[:max]) + "…"
+	}
+	return string(r)
+}
+
+// duplicates groups the reachable watched objects of kind by their
+// backing array's contents (String.value, Bitmap.mBuffer).
+func (g *Graph) duplicates(kind watchKind, max int) ([]Duplicate, []int32) {
+	type group struct {
+		objs    []int32
+		arrays  map[int32]bool
+		first   int32
+		w, h    uint64
+		objSize uint64
+	}
+	groups := map[[2]uint64]*group{}
+	for _, o := range g.watched {
+		if o.kind != kind || !o.has[0] || g.idom[o.node] < 0 {
+			continue
+		}
+		arr := g.lookup(o.vals[0])
+		if arr < 0 {
+			continue
+		}
+		h, ok := g.hashes[arr]
+		if !ok {
+			continue
+		}
+		k := [2]uint64{h, g.size[arr]<<8 | uint64(g.kinds[g.kind[arr]].class)}
+		gr := groups[k]
+		if gr == nil {
+			gr = &group{arrays: map[int32]bool{}, first: arr, w: o.vals[1], h: o.vals[2], objSize: g.size[o.node]}
+			groups[k] = gr
+		}
+		gr.objs = append(gr.objs, o.node)
+		gr.arrays[arr] = true
+	}
+	var out []Duplicate
+	arrays := map[uint64]int32{} // first object id -> first array
+	for _, gr := range groups {
+		if len(gr.objs) < 2 {
+			continue
+		}
+		d := Duplicate{Copies: len(gr.objs), Buffers: len(gr.arrays), BufferBytes: g.size[gr.first]}
+		d.Wasted = uint64(d.Buffers-1)*d.BufferBytes + uint64(d.Copies-1)*gr.objSize
+		for _, n := range gr.objs[:min(5, len(gr.objs))] {
+			d.IDs = append(d.IDs, g.ids[n])
+		}
+		if kind == watchBitmap {
+			d.Value = fmt.Sprintf("%dx%d", int32(gr.w), int32(gr.h))
+		}
+		arrays[d.IDs[0]] = gr.first
+		out = append(out, d)
+	}
+	slices.SortFunc(out, func(x, y Duplicate) int {
+		if c := cmp.Compare(y.Wasted, x.Wasted); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.IDs[0], y.IDs[0])
+	})
+	if max > 0 && len(out) > max {
+		out = out[:max]
+	}
+	first := make([]int32, len(out))
+	for i, d := range out {
+		first[i] = arrays[d.IDs[0]]
+	}
+	return out, first
+}
+
+// names3 reads the dump a third time: how each node of want refers to the
+// id it maps to, and the first bytes of the arrays in preview.
+func (g *Graph) names3(r io.Reader, want map[int32]uint64, preview map[int32][]byte) (map[int32]string, error) {
+	rd, err := hprof.NewReader(r)
+	if err != nil {
+		return nil, err
+	}
+	ids := rd.Header().IDSize
+	refs := map[int32]string{}
+	node := int32(1)
+	readID := func(b []byte) uint64 {
+		if ids == 8 {
+			return binary.BigEndian.Uint64(b)
+		}
+		return uint64(binary.BigEndian.Uint32(b))
+	}
+	err = rd.Walk(&hprof.Visitor{
+		ClassDump: func(c *hprof.ClassDump) error {
+			if to, ok := want[node]; ok {
+				for _, s := range c.Statics {
+					if s.Type == hprof.Object && s.Value == to {
+						refs[node] = "static " + g.names[s.NameID]
+					}
+				}
+				switch {
+				case refs[node] != "":
+				case c.SuperID == to:
+					refs[node] = "<superclass>"
+				case c.LoaderID == to:
+					refs[node] = "<class loader>"
+				}
+			}
+			node++
+			return nil
+		},
+		InstanceData: func(_, class uint64, data []byte) error {
+			if to, ok := want[node]; ok {
+				for _, f := range g.fieldsOf(class, ids) {
+					if v, ok := value(data, f.off, f.t, ids); ok && f.t == hprof.Object && v == to {
+						refs[node] = f.name
+						break
+					}
+				}
+				if refs[node] == "" && class == to {
+					refs[node] = "<class>"
+				}
+			}
+			return nil
+		},
+		Instance: func(uint64, uint64, uint32) error { node++; return nil },
+		Elements: func(_ uint64, first uint32, b []byte) error {
+			if to, ok := want[node]; ok && refs[node] == "" {
+				for i := 0; i+ids <= len(b); i += ids {
+					if readID(b[i:]) == to {
+						refs[node] = fmt.Sprintf("[%d]", int(first)+i/ids)
+						break
+					}
+				}
+			}
+			return nil
+		},
+		ObjectArray: func(_, class uint64, _ uint32) error {
+			if to, ok := want[node]; ok && refs[node] == "" && class == to {
+				refs[node] = "<class>"
+			}
+			node++
+			return nil
+		},
+		Values: func(_ uint64, _ hprof.Type, first uint64, b []byte) error {
+			if p, ok := preview[node]; ok && len(p) < 256 {
+				preview[node] = append(p, b[:min(len(b), 256-len(p))]...)
+			}
+			return nil
+		},
+		PrimitiveArray: func(uint64, hprof.Type, uint32) error { node++; return nil },
+	})
+	return refs, err
+}
