@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/heapdump"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -53,6 +54,35 @@ type Budget struct {
 	Total   *Limits      `yaml:"total"`
 	Classes []BudgetRule `yaml:"classes"`
 	Sites   []BudgetRule `yaml:"sites"`
+	// Heap holds the limits on heap dumps (see MeasureDump).
+	Heap *HeapBudget `yaml:"heap"`
+}
+
+// HeapBudget limits what a heap dump holds:
+//
+//	heap:
+//	  classes: [{match: 'com\.example\.Cache.*', heap: app, max_instances: 10, max_retained_bytes: 1000000}]
+//	  max_leaked_activities: 0
+//	  max_leaked_fragments: 0
+//	  max_duplicate_bytes: 500000
+type HeapBudget struct {
+	Classes             []HeapRule `yaml:"classes"`
+	MaxLeakedActivities *uint64    `yaml:"max_leaked_activities"`
+	MaxLeakedFragments  *uint64    `yaml:"max_leaked_fragments"`
+	// MaxDuplicateBytes limits the bytes duplicate Strings and Bitmaps
+	// waste together.
+	MaxDuplicateBytes *uint64 `yaml:"max_duplicate_bytes"`
+}
+
+// HeapRule limits the classes a regular expression matches (the whole
+// dotted name), in one heap ("app", "zygote", "image", "default") or all.
+type HeapRule struct {
+	Match            string  `yaml:"match"`
+	Heap             string  `yaml:"heap"`
+	MaxInstances     *uint64 `yaml:"max_instances"`
+	MaxBytes         *uint64 `yaml:"max_bytes"`
+	MaxRetainedBytes *uint64 `yaml:"max_retained_bytes"`
+	re               *regexp.Regexp
 }
 
 // ErrBudget wraps every error about a budget file itself.
@@ -83,8 +113,11 @@ func ParseBudget(name string, data []byte) (*Budget, error) {
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%w: %s: more than one YAML document", ErrBudget, name)
 	}
-	if bud.Total == nil && len(bud.Classes) == 0 && len(bud.Sites) == 0 {
-		return nil, fmt.Errorf("%w: %s: no limits (give total, classes or sites)", ErrBudget, name)
+	if bud.Total == nil && len(bud.Classes) == 0 && len(bud.Sites) == 0 && bud.Heap == nil {
+		return nil, fmt.Errorf("%w: %s: no limits (give total, classes, sites or heap)", ErrBudget, name)
+	}
+	if err := bud.Heap.check(name); err != nil {
+		return nil, err
 	}
 	check := func(where string, l Limits) error {
 		if l.empty() {
@@ -113,14 +146,9 @@ func ParseBudget(name string, data []byte) (*Budget, error) {
 			if kind == "classes" {
 				expr = "^(?:" + expr + ")$"
 			}
-			re, err := regexp.Compile(expr)
+			re, err := compileRule(name, where, r.Match, expr)
 			if err != nil {
-				why := err.Error()
-				if se, ok := errors.AsType[*syntax.Error](err); ok {
-					// Its own text quotes the anchored form compiled.
-					why = se.Code.String()
-				}
-				return nil, fmt.Errorf("%w: %s: %s match %s is not a regular expression: %s", ErrBudget, name, where, asTyped(r.Match), why)
+				return nil, err
 			}
 			r.re = re
 			if err := check(where, r.Limits); err != nil {
@@ -129,6 +157,113 @@ func ParseBudget(name string, data []byte) (*Budget, error) {
 		}
 	}
 	return &bud, nil
+}
+
+// compileRule compiles a rule's regular expression (expr: match, perhaps
+// anchored).
+func compileRule(name, where, match, expr string) (*regexp.Regexp, error) {
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		why := err.Error()
+		if se, ok := errors.AsType[*syntax.Error](err); ok {
+			// Its own text quotes the anchored form compiled.
+			why = se.Code.String()
+		}
+		return nil, fmt.Errorf("%w: %s: %s match %s is not a regular expression: %s", ErrBudget, name, where, asTyped(match), why)
+	}
+	return re, nil
+}
+
+// check checks the heap limits (nil: none).
+func (h *HeapBudget) check(name string) error {
+	if h == nil {
+		return nil
+	}
+	if len(h.Classes) == 0 && h.MaxLeakedActivities == nil && h.MaxLeakedFragments == nil && h.MaxDuplicateBytes == nil {
+		return fmt.Errorf("%w: %s: heap sets no limit", ErrBudget, name)
+	}
+	for i := range h.Classes {
+		r := &h.Classes[i]
+		where := fmt.Sprintf("heap.classes[%d]", i)
+		if r.Match == "" {
+			return fmt.Errorf("%w: %s: %s has no match", ErrBudget, name, where)
+		}
+		if r.MaxInstances == nil && r.MaxBytes == nil && r.MaxRetainedBytes == nil {
+			return fmt.Errorf("%w: %s: %s sets no limit", ErrBudget, name, where)
+		}
+		re, err := compileRule(name, where, r.Match, "^(?:"+r.Match+")$")
+		if err != nil {
+			return err
+		}
+		r.re = re
+	}
+	return nil
+}
+
+// HasAllocationLimits tells whether the budget limits allocations (total,
+// classes or sites), HasHeapLimits whether it limits heap dumps.
+func (b *Budget) HasAllocationLimits() bool {
+	return b.Total != nil || len(b.Classes) > 0 || len(b.Sites) > 0
+}
+
+// HasHeapLimits tells whether the budget limits heap dumps.
+func (b *Budget) HasHeapLimits() bool { return b.Heap != nil }
+
+// MeasureDump measures a heap dump's analysis against the budget's heap
+// limits, in the budget's order. A class rule sums the instances, bytes
+// and retained bytes of every class it matches (in its heap, if it names
+// one); retained bytes of classes that retain each other count twice.
+func (b *Budget) MeasureDump(a *heapdump.Analysis) []Measurement {
+	h := b.Heap
+	if h == nil {
+		return nil
+	}
+	var out []Measurement
+	for i, r := range h.Classes {
+		var inst, bytes, ret uint64
+		for _, c := range a.Histogram.Classes {
+			if (r.Heap == "" || r.Heap == c.Heap) && r.re.MatchString(c.Class) {
+				inst += c.Instances
+				bytes += c.Bytes
+				ret += c.Retained
+			}
+		}
+		rule := fmt.Sprintf("heap.classes[%d] %s", i, asTyped(r.Match))
+		if r.Heap != "" {
+			rule += " in heap " + r.Heap
+		}
+		for _, l := range []struct {
+			what  string
+			limit *uint64
+			v     uint64
+		}{{"instances", r.MaxInstances, inst}, {"bytes", r.MaxBytes, bytes}, {"retained bytes", r.MaxRetainedBytes, ret}} {
+			if l.limit != nil {
+				out = append(out, Measurement{Rule: rule, What: l.what, Value: float64(l.v), Limit: float64(*l.limit)})
+			}
+		}
+	}
+	count := func(kind string) (n uint64) {
+		for _, l := range a.Leaks {
+			if l.Kind == kind {
+				n++
+			}
+		}
+		return n
+	}
+	if h.MaxLeakedActivities != nil {
+		out = append(out, Measurement{Rule: "heap", What: "leaked Activities", Value: float64(count("activity")), Limit: float64(*h.MaxLeakedActivities)})
+	}
+	if h.MaxLeakedFragments != nil {
+		out = append(out, Measurement{Rule: "heap", What: "leaked Fragments", Value: float64(count("fragment")), Limit: float64(*h.MaxLeakedFragments)})
+	}
+	if h.MaxDuplicateBytes != nil {
+		var wasted uint64
+		for _, d := range append(append([]heapdump.Duplicate(nil), a.DuplicateStrings...), a.DuplicateBitmaps...) {
+			wasted += d.Wasted
+		}
+		out = append(out, Measurement{Rule: "heap", What: "bytes wasted by duplicate Strings and Bitmaps", Value: float64(wasted), Limit: float64(*h.MaxDuplicateBytes)})
+	}
+	return out
 }
 
 // NeedsDuration tells whether the budget has per-second limits.
@@ -184,7 +319,7 @@ func (v Measurement) String() string {
 	}
 	est := ""
 	if v.Estimated {
-		est = " (estimate from heapprofd samples, not an exact count)"
+		est = " (an estimate from samples, not an exact count)"
 	}
 	return fmt.Sprintf("%s: %s %s%s exceeds the limit %s by %s%s", v.Rule, num(v.Value), v.What, est, num(v.Limit), num(over), ratio)
 }

@@ -55,15 +55,24 @@ func (c *reportCmd) heapDump(w *bufio.Writer, stderr io.Writer, name string) int
 	case *c.format != "text" && *c.format != "json" && *c.format != "csv":
 		fmt.Fprintf(stderr, "alloctrack report: %s: a heap dump (hprof) is reported as text, json or csv, not %s\n", name, *c.format)
 		return exitUsage
-	case *c.budget != "":
-		fmt.Fprintf(stderr, "alloctrack report: %s: budgets do not apply to heap dumps yet\n", name)
+	case c.bud != nil && !c.bud.HasHeapLimits():
+		fmt.Fprintf(stderr, "alloctrack report: %s: the budget has no heap limits (heap:) for a heap dump\n", name)
 		return exitUsage
 	}
-	a, err := analyzeDump(name, *c.top)
+	a, err := analyzeDump(name, 0)
 	if err != nil {
 		w.Flush()
 		fmt.Fprintf(stderr, "alloctrack report: %s: %v\n", name, err)
 		return exitFailure
+	}
+	status := exitOK
+	if c.bud != nil {
+		w.Flush()
+		status = judge(stderr, "alloctrack report: "+name, c.bud.MeasureDump(a))
+	}
+	if *c.top > 0 {
+		a.DuplicateStrings = a.DuplicateStrings[:min(*c.top, len(a.DuplicateStrings))]
+		a.DuplicateBitmaps = a.DuplicateBitmaps[:min(*c.top, len(a.DuplicateBitmaps))]
 	}
 	switch *c.format {
 	case "json":
@@ -86,7 +95,7 @@ func (c *reportCmd) heapDump(w *bufio.Writer, stderr io.Writer, name string) int
 	default:
 		writeDumpText(w, name, a, *c.top)
 	}
-	return exitOK
+	return status
 }
 
 func u(v uint64) string { return strconv.FormatUint(v, 10) }

@@ -43,6 +43,7 @@ type reportCmd struct {
 	budget *string
 	every  *uint64
 	weight *string
+	bud    *offline.Budget // read from --budget
 }
 
 // agentRateFlag is --agent.rate, for the commands that read agent logs.
@@ -60,7 +61,7 @@ func newReportCmd(app *kingpin.Application) *reportCmd {
 	c.frame = c.cmd.Flag("frame", "Only allocations with a frame (Class.method(File:line)) matching this regular expression.").String()
 	c.thread = c.cmd.Flag("thread", "Only allocations of this thread id.").Default("-1").Int()
 	c.output = c.cmd.Flag("output", "Write to this file instead of standard output.").Short('o').String()
-	c.budget = c.cmd.Flag("budget", "Check the allocations against a budget file (YAML); exit status 3 if it is exceeded.").String()
+	c.budget = c.cmd.Flag("budget", "Check the allocations, or heap dumps (its heap: limits), against a budget file (YAML); exit status 3 if it is exceeded.").String()
 	c.every = agentRateFlag(c.cmd)
 	c.inputs = c.cmd.Arg("input", "Report files, perfetto traces, tiallocsample agent logs, capture directories, or heap dumps (hprof: a class histogram per heap).").Required().Strings()
 	return c
@@ -116,13 +117,13 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "alloctrack report: %v\n", err)
 		return exitUsage
 	}
-	var bud *offline.Budget
 	if *c.budget != "" {
-		if bud, err = offline.ReadBudget(*c.budget); err != nil {
+		if c.bud, err = offline.ReadBudget(*c.budget); err != nil {
 			fmt.Fprintf(stderr, "alloctrack report: %v\n", err)
 			return exitUsage
 		}
 	}
+	bud := c.bud
 	out := stdout
 	if *c.output != "" {
 		f, err := os.Create(*c.output)
@@ -264,7 +265,7 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "alloctrack report: --budget: agent log counts are samples of an unknown rate, not allocations: give --agent.rate to check a budget\n")
 		return exitUsage
 	}
-	if bud != nil && status == exitOK {
+	if bud != nil && status == exitOK && dumps < len(*c.inputs) {
 		return checkBudget(stderr, "alloctrack report", bud, all, duration)
 	}
 	return status
@@ -272,6 +273,10 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 
 // checkBudget prints every violation and returns exitBudget if any.
 func checkBudget(stderr io.Writer, who string, bud *offline.Budget, t *alloctrack.Tally, d time.Duration) int {
+	if !bud.HasAllocationLimits() {
+		fmt.Fprintf(stderr, "%s: the budget limits heap dumps only (heap:), and the inputs are allocations\n", who)
+		return exitUsage
+	}
 	all, err := bud.Measure(t, d)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", who, err)
@@ -280,6 +285,12 @@ func checkBudget(stderr io.Writer, who string, bud *offline.Budget, t *alloctrac
 		}
 		return exitFailure
 	}
+	return judge(stderr, who, all)
+}
+
+// judge prints every exceeded measurement and returns exitBudget if any,
+// or says the run is within budget, with each limit's margin.
+func judge(stderr io.Writer, who string, all []offline.Measurement) int {
 	status := exitOK
 	for _, m := range all {
 		if m.Exceeded() {

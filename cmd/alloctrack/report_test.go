@@ -180,3 +180,36 @@ func TestReportHeapDumpAnswers(t *testing.T) {
 		t.Errorf("csv: exit %d, %v, %d rows", code, err, len(rows))
 	}
 }
+
+// Heap budgets: leaks, class rules per heap, duplicates; budgets and
+// inputs of the other kind are refused.
+func TestHeapDumpBudgets(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "leaky.hprof")
+	if err := os.WriteFile(p, hproftest.LeakyDump(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pass := writeBudget(t, "heap:\n  classes:\n    - match: 'com\\.example\\.MainActivity'\n      heap: app\n      max_instances: 3\n      max_retained_bytes: 1012\n  max_duplicate_bytes: 456\n")
+	_, errOut, code := runCmd(t, "report", "--budget", pass, p)
+	if code != exitOK || !strings.Contains(errOut, "within budget (3 limits)") || !strings.Contains(errOut, "1012 retained bytes, limit 1012") {
+		t.Errorf("pass: exit %d, %q", code, errOut)
+	}
+	fail := writeBudget(t, "heap:\n  max_leaked_activities: 0\n  max_leaked_fragments: 1\n  classes: [{match: 'java\\.lang\\.String', max_instances: 5}]\n")
+	_, errOut, code = runCmd(t, "report", "--budget", fail, p)
+	if code != exitBudget || !strings.Contains(errOut, "heap: 1 leaked Activities exceeds the limit 0") || !strings.Contains(errOut, "6 instances exceeds the limit 5") || strings.Contains(errOut, "Fragments exceeds") {
+		t.Errorf("fail: exit %d, %q", code, errOut)
+	}
+	for _, c := range []struct {
+		budget, input, want string
+	}{
+		{"total:\n  max_allocations: 5\n", p, "no heap limits"},
+		{"heap:\n  max_leaked_activities: 0\n", realReport, "limits heap dumps only"},
+		{"heap:\n  classes: [{match: '(', max_instances: 1}]\n", p, "heap.classes[0] match '(' is not a regular expression"},
+		{"heap:\n  classes: [{match: 'x'}]\n", p, "heap.classes[0] sets no limit"},
+		{"heap: {}\n", p, "heap sets no limit"},
+	} {
+		_, errOut, code := runCmd(t, "report", "--budget", writeBudget(t, c.budget), c.input)
+		if code != exitUsage || !strings.Contains(errOut, c.want) {
+			t.Errorf("%q on %s: exit %d, %q, want %q", c.budget, c.input, code, errOut, c.want)
+		}
+	}
+}

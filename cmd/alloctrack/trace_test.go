@@ -100,7 +100,7 @@ func TestBudgetAndDiffTrace(t *testing.T) {
 	bud := filepath.Join(t.TempDir(), "budget.yaml")
 	os.WriteFile(bud, []byte("total: {max_allocations: 100}\n"), 0o644)
 	_, errOut, code := runCmd(t, "report", "--budget", bud, tr)
-	if code != exitBudget || !strings.Contains(errOut, "budget exceeded") || !strings.Contains(errOut, "estimate from heapprofd samples") {
+	if code != exitBudget || !strings.Contains(errOut, "budget exceeded") || !strings.Contains(errOut, "an estimate from samples") {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 	out, errOut, code := runCmd(t, "diff", realReport, tr)
