@@ -9,6 +9,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/heapdump"
 	"github.com/alloctrack/alloctrack/alloctrack/offline"
 )
 
@@ -45,6 +46,13 @@ func readTally(path string, every uint64) (*alloctrack.Tally, *offline.Input, er
 func (c *diffCmd) run(stdout, stderr io.Writer) int {
 	if *c.top < 0 {
 		fmt.Fprintf(stderr, "alloctrack diff: --top must not be negative, got %d\n", *c.top)
+		return exitUsage
+	}
+	switch bd, nd := offline.IsHeapDump(*c.base), offline.IsHeapDump(*c.new); {
+	case bd && nd:
+		return c.dumps(stdout, stderr)
+	case bd != nd:
+		fmt.Fprintf(stderr, "alloctrack diff: one input is a heap dump (what an app keeps) and the other holds allocations: they do not compare\n")
 		return exitUsage
 	}
 	bt, bin, err := readTally(*c.base, *c.every)
@@ -111,3 +119,35 @@ func (c *diffCmd) run(stdout, stderr io.Writer) int {
 func f1(v float64) string { return fmt.Sprintf("%.1f", v) }
 
 func signed(v float64) string { return fmt.Sprintf("%+.1f", v) }
+
+// dumps compares two heap dumps per heap and class.
+func (c *diffCmd) dumps(stdout, stderr io.Writer) int {
+	var an [2]*heapdump.Analysis
+	for i, p := range []string{*c.base, *c.new} {
+		a, err := analyzeDump(p, 0)
+		if err != nil {
+			fmt.Fprintf(stderr, "alloctrack diff: %s: %v\n", []string{"base", "new"}[i], err)
+			return exitFailure
+		}
+		an[i] = a
+	}
+	d := offline.CompareDumps(an[0], an[1])
+	if *c.top > 0 {
+		d.Classes = d.Classes[:min(*c.top, len(d.Classes))]
+	}
+	w := bufio.NewWriter(stdout)
+	defer w.Flush()
+	if *c.format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(d)
+		return exitOK
+	}
+	fmt.Fprintf(w, "base %s (heap dump)\nnew  %s (heap dump)\n", *c.base, *c.new)
+	fmt.Fprintf(w, "leaked Activities and Fragments %d -> %d, bytes wasted by duplicates %d -> %d\n\n", d.BaseLeaks, d.NewLeaks, d.BaseDuplicates, d.NewDuplicates)
+	fmt.Fprintf(w, "classes, largest growth in retained bytes first\n  %8s %10s %10s %12s %12s %12s  %s\n", "heap", "base inst", "new inst", "base retained", "new retained", "change", "class")
+	for _, r := range d.Classes {
+		fmt.Fprintf(w, "  %8s %10d %10d %12d %12d %+12d  %s\n", r.Heap, r.Base.Instances, r.New.Instances, r.Base.Retained, r.New.Retained, r.Change.Retained, r.Class)
+	}
+	return exitOK
+}

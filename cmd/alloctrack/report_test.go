@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/alloctrack/alloctrack/alloctrack/offline"
 	"github.com/alloctrack/alloctrack/internal/hproftest"
 )
 
@@ -140,9 +141,9 @@ func TestReportHeapDump(t *testing.T) {
 	if _, errOut, code := runCmd(t, "report", "--format", "jsonl", p); code != exitUsage || !strings.Contains(errOut, "text, json or csv") {
 		t.Errorf("jsonl of a heap dump: exit %d, %q", code, errOut)
 	}
-	// diff says what the file is rather than that it is unreadable.
-	if _, errOut, code := runCmd(t, "diff", p, p); code == exitOK || !strings.Contains(errOut, "a heap dump (hprof)") {
-		t.Errorf("diff of heap dumps: exit %d, %q", code, errOut)
+	// A heap dump does not compare with allocations.
+	if _, errOut, code := runCmd(t, "diff", p, realReport); code != exitUsage || !strings.Contains(errOut, "one input is a heap dump") {
+		t.Errorf("diff of a heap dump and a report: exit %d, %q", code, errOut)
 	}
 }
 
@@ -211,5 +212,43 @@ func TestHeapDumpBudgets(t *testing.T) {
 		if code != exitUsage || !strings.Contains(errOut, c.want) {
 			t.Errorf("%q on %s: exit %d, %q, want %q", c.budget, c.input, code, errOut, c.want)
 		}
+	}
+}
+
+// diff of two dumps: per heap and class, leaks and duplicates.
+func TestDiffHeapDumps(t *testing.T) {
+	dir := t.TempDir()
+	base, nw := filepath.Join(dir, "base.hprof"), filepath.Join(dir, "new.hprof")
+	os.WriteFile(base, hproftest.AndroidDump(), 0o644)
+	os.WriteFile(nw, hproftest.LeakyDump(), 0o644)
+	out, errOut, code := runCmd(t, "diff", "--format", "json", "--top", "0", base, nw)
+	var d offline.DumpDiff
+	if err := json.Unmarshal([]byte(out), &d); err != nil || code != exitOK {
+		t.Fatalf("exit %d %s, %v", code, errOut, err)
+	}
+	if d.BaseLeaks != 0 || d.NewLeaks != 2 || d.BaseDuplicates != 0 || d.NewDuplicates != 456 {
+		t.Errorf("leaks %d -> %d, duplicates %d -> %d", d.BaseLeaks, d.NewLeaks, d.BaseDuplicates, d.NewDuplicates)
+	}
+	found := 0
+	for _, r := range d.Classes {
+		switch {
+		case r.Heap == "app" && r.Class == "com.example.MainActivity":
+			found++
+			if r.Base != (offline.DumpCount{}) || r.New != (offline.DumpCount{Instances: 3, Bytes: 18, Retained: 1012}) || r.Change != r.New {
+				t.Errorf("MainActivity %+v", r)
+			}
+		case r.Heap == "zygote" && r.Class == "com.example.Foo":
+			found++
+			if r.New != (offline.DumpCount{}) || r.Change.Instances != -1 || r.Change.Retained != -8 {
+				t.Errorf("Foo %+v", r)
+			}
+		}
+	}
+	if found != 2 || d.Classes[0].Class != "byte[]" {
+		t.Errorf("rows %+v", d.Classes)
+	}
+	out, _, code = runCmd(t, "diff", base, nw)
+	if code != exitOK || !strings.Contains(out, "leaked Activities and Fragments 0 -> 2") {
+		t.Errorf("text: exit %d\n%s", code, out)
 	}
 }
