@@ -45,6 +45,7 @@ fuzz:
 	$(GO) test ./ddms/allocreport -run '^$$' -fuzz '^FuzzParse$$'    -fuzztime $(FUZZTIME)
 	$(GO) test ./perfetto   -run '^$$' -fuzz '^FuzzDecodeTrace$$'    -fuzztime $(FUZZTIME)
 	$(GO) test ./ddms/hprof -run '^$$' -fuzz '^FuzzReader$$'         -fuzztime $(FUZZTIME)
+	$(GO) test ./ddms/hprof -run '^$$' -fuzz '^FuzzConvertStandard$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./adb        -run '^$$' -fuzz '^FuzzParseAppProcesses$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./tialloc    -run '^$$' -fuzz '^FuzzParse$$'          -fuzztime $(FUZZTIME)
 

@@ -8,14 +8,22 @@ package realtest
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 )
 
 // Program returns the path of the program name from the Debian package pkg,
-// or skips t (fails it when CI is set) if it is not on PATH.
-func Program(t testing.TB, name, pkg string) string {
+// on PATH or in one of dirs, or skips t (fails it when CI is set) if it is
+// in neither.
+func Program(t testing.TB, name, pkg string, dirs ...string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
+	for _, d := range dirs {
+		if err == nil {
+			break
+		}
+		p, err = exec.LookPath(filepath.Join(d, name))
+	}
 	if err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("%s not found (install the Debian package %s): %v", name, pkg, err)

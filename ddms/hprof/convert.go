@@ -1,0 +1,326 @@
+package hprof
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// ConvertStandard writes an Android dump ("JAVA PROFILE 1.0.3") read from
+// r to w in the standard "JAVA PROFILE 1.0.2" that MAT and the JDK's tools
+// open, byte for byte as Android's hprof-conv writes it
+// (dalvik/tools/hprof-conv/HprofConv.c):
+//
+//   - the version string's last digit becomes 2; the id size and time are
+//     copied;
+//   - every record but HEAP DUMP and HEAP DUMP SEGMENT is copied as it is;
+//     each of those keeps its tag and time and gets its new length, even
+//     when nothing is left in it;
+//   - in them, HEAP DUMP INFO (0xFE) is dropped; the roots 0x89 interned
+//     string, 0x8A, 0x8B debugger, 0x8C, 0x8D VM internal and 0x90 become
+//     ROOT UNKNOWN (0xFF) with their id; 0x8E JNI monitor becomes ROOT
+//     UNKNOWN with its id, its thread serial and frame dropped;
+//     PRIMITIVE ARRAY NODATA (0xC3) becomes PRIMITIVE ARRAY DUMP (0x23)
+//     with its stack serial zeroed and still no values (as hprof-conv does;
+//     ART never writes 0xC3);
+//   - with appOnly (hprof-conv -z), the instances and arrays that follow a
+//     HEAP DUMP INFO of the zygote ('Z') or image ('I') heap, up to the
+//     next HEAP DUMP INFO or the end of the segment, are dropped; their
+//     classes and roots stay.
+//
+// hprof-conv assumes 4-byte ids; this reads the id size from the header.
+// r is read twice per heap dump segment (to learn the segment's new
+// length before writing it), so memory stays bounded whatever the
+// segments' sizes.
+func ConvertStandard(r io.ReadSeeker, w io.Writer, appOnly bool) error {
+	c := &converter{r: r, br: bufio.NewReaderSize(r, maxClassDump), w: bufio.NewWriterSize(w, 64<<10), appOnly: appOnly}
+	if err := c.run(); err != nil {
+		return err
+	}
+	return c.w.Flush()
+}
+
+// maxClassDump bounds a CLASS DUMP sub-record: 65,535 constants, statics
+// and fields of 8-byte ids and values fit.
+const maxClassDump = 4 << 20
+
+type converter struct {
+	r       io.ReadSeeker
+	br      *bufio.Reader
+	off     int64
+	w       *bufio.Writer
+	ids     int
+	appOnly bool
+	scratch []byte
+}
+
+func (c *converter) full(b []byte) error {
+	n, err := io.ReadFull(c.br, b)
+	c.off += int64(n)
+	if err != nil {
+		return &FormatError{c.off, fmt.Sprintf("truncated: %d more bytes expected", len(b)-n)}
+	}
+	return nil
+}
+
+func (c *converter) run() error {
+	v, err := c.br.ReadSlice(0)
+	if err != nil {
+		return &FormatError{0, "no NUL-terminated version string: not an hprof file"}
+	}
+	c.off = int64(len(v))
+	switch string(v[:len(v)-1]) {
+	case "JAVA PROFILE 1.0.3":
+	case "JAVA PROFILE 1.0.2":
+		return &FormatError{0, "already in the standard 1.0.2 format"}
+	default:
+		return &FormatError{0, fmt.Sprintf("version %q: not an Android (1.0.3) dump", truncate(string(v[:len(v)-1]), 40))}
+	}
+	c.w.WriteString("JAVA PROFILE 1.0.2\x00")
+	var h [12]byte
+	if err := c.full(h[:]); err != nil {
+		return err
+	}
+	c.ids = int(binary.BigEndian.Uint32(h[:4]))
+	if c.ids != 4 && c.ids != 8 {
+		return &FormatError{c.off - 12, fmt.Sprintf("identifier size %d (want 4 or 8)", c.ids)}
+	}
+	c.w.Write(h[:])
+	for {
+		var rh [9]byte
+		start := c.off
+		n, err := io.ReadFull(c.br, rh[:])
+		c.off += int64(n)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return &FormatError{start, "truncated record header"}
+		}
+		length := int64(binary.BigEndian.Uint32(rh[5:]))
+		if rh[0] != TagHeapDump && rh[0] != TagHeapDumpSegment {
+			c.w.Write(rh[:])
+			m, err := io.CopyN(c.w, c.br, length)
+			c.off += m
+			if err != nil {
+				return &FormatError{c.off, fmt.Sprintf("truncated: record 0x%02x needs %d more bytes", rh[0], length-m)}
+			}
+			continue
+		}
+		// First the new length, then the segment itself.
+		body := c.off
+		out, err := c.segment(length, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := c.r.Seek(body, io.SeekStart); err != nil {
+			return err
+		}
+		c.br.Reset(c.r)
+		c.off = body
+		binary.BigEndian.PutUint32(rh[5:], uint32(out))
+		c.w.Write(rh[:])
+		if _, err := c.segment(length, c.w); err != nil {
+			return err
+		}
+	}
+}
+
+// segment converts a heap dump segment of length bytes, writing it to w
+// (nil: only counting), and returns the bytes written.
+func (c *converter) segment(length int64, w *bufio.Writer) (int64, error) {
+	end := c.off + length
+	ids := c.ids
+	var written int64
+	emit := func(b []byte) {
+		written += int64(len(b))
+		if w != nil {
+			w.Write(b)
+		}
+	}
+	need := func(n int) ([]byte, error) {
+		if c.off+int64(n) > end {
+			return nil, &FormatError{c.off, fmt.Sprintf("sub-record runs past its segment's end (offset %d)", end)}
+		}
+		c.scratch = grow(c.scratch, n)
+		return c.scratch, c.full(c.scratch)
+	}
+	// bulk copies (or skips) n bytes of values.
+	bulk := func(n int64, keep bool) error {
+		if n < 0 || c.off+n > end {
+			return &FormatError{c.off, fmt.Sprintf("sub-record of %d more bytes runs past its segment's end (offset %d)", n, end)}
+		}
+		if keep {
+			written += n
+		}
+		var m int64
+		var err error
+		if keep && w != nil {
+			m, err = io.CopyN(w, c.br, n)
+		} else {
+			var d int
+			for m < n && err == nil {
+				d, err = c.br.Discard(int(min(n-m, 1<<30)))
+				m += int64(d)
+			}
+		}
+		c.off += m
+		if err != nil {
+			return &FormatError{c.off, fmt.Sprintf("truncated: %d more bytes expected", n-m)}
+		}
+		return nil
+	}
+	ignore := false
+	for c.off < end {
+		start := c.off
+		p, err := need(1)
+		if err != nil {
+			return 0, err
+		}
+		tag := p[0]
+		fixed := func(n int, out byte) error { // tag + n bytes, retagged
+			p, err := need(n)
+			if err != nil {
+				return err
+			}
+			emit([]byte{out})
+			emit(p)
+			return nil
+		}
+		switch tag {
+		case RootUnknown, RootStickyClass, RootMonitorUsed:
+			err = fixed(ids, tag)
+		case RootJNIGlobal:
+			err = fixed(2*ids, tag)
+		case RootJNILocal, RootJavaFrame, RootThreadObject:
+			err = fixed(ids+8, tag)
+		case RootNativeStack, RootThreadBlock:
+			err = fixed(ids+4, tag)
+		case RootInternedString, RootFinalizing, RootDebugger, RootReferenceCleanup, RootVMInternal, SubUnreachable:
+			err = fixed(ids, RootUnknown)
+		case RootJNIMonitor:
+			if p, err = need(ids + 8); err == nil {
+				emit([]byte{RootUnknown})
+				emit(p[:ids])
+			}
+		case SubHeapDumpInfo:
+			if p, err = need(4 + ids); err == nil {
+				heap := binary.BigEndian.Uint32(p)
+				ignore = c.appOnly && (heap == 'Z' || heap == 'I')
+			}
+		case SubClassDump:
+			var n int
+			if n, err = c.classDumpLen(end); err == nil {
+				if p, err = need(n); err == nil {
+					emit([]byte{tag})
+					emit(p)
+				}
+			}
+		case SubInstanceDump:
+			if p, err = need(2*ids + 8); err == nil {
+				if !ignore {
+					emit([]byte{tag})
+					emit(p)
+				}
+				err = bulk(int64(binary.BigEndian.Uint32(p[2*ids+4:])), !ignore)
+			}
+		case SubObjectArrayDump:
+			if p, err = need(2*ids + 8); err == nil {
+				if !ignore {
+					emit([]byte{tag})
+					emit(p)
+				}
+				err = bulk(int64(binary.BigEndian.Uint32(p[ids+4:]))*int64(ids), !ignore)
+			}
+		case SubPrimArrayDump:
+			if p, err = need(ids + 9); err == nil {
+				t := Type(p[ids+8])
+				if t.Size(ids) == 0 || t == Object {
+					return 0, &FormatError{start, fmt.Sprintf("primitive array of %s", t.Name())}
+				}
+				if !ignore {
+					emit([]byte{tag})
+					emit(p)
+				}
+				err = bulk(int64(binary.BigEndian.Uint32(p[ids+4:]))*int64(t.Size(ids)), !ignore)
+			}
+		case SubPrimArrayNoData:
+			if p, err = need(ids + 9); err == nil {
+				clear(p[ids : ids+4]) // the stack serial
+				emit([]byte{SubPrimArrayDump})
+				emit(p)
+			}
+		default:
+			return 0, &FormatError{start, fmt.Sprintf("unknown heap dump sub-record 0x%02x", tag)}
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	return written, nil
+}
+
+// classDumpLen returns the length of the CLASS DUMP at the reader (its tag
+// read), peeking at it without consuming it.
+func (c *converter) classDumpLen(end int64) (int, error) {
+	ids := c.ids
+	n := 7*ids + 8
+	peek := func(k int) ([]byte, error) {
+		if c.off+int64(k) > end {
+			return nil, &FormatError{c.off, fmt.Sprintf("class dump runs past its segment's end (offset %d)", end)}
+		}
+		b, err := c.br.Peek(k)
+		if err != nil {
+			if errors.Is(err, bufio.ErrBufferFull) {
+				return nil, &FormatError{c.off, fmt.Sprintf("class dump longer than %d bytes", maxClassDump)}
+			}
+			return nil, &FormatError{c.off, "truncated class dump"}
+		}
+		return b, nil
+	}
+	value := func(t Type) (int, error) {
+		s := t.Size(ids)
+		if s == 0 {
+			return 0, &FormatError{c.off + int64(n), fmt.Sprintf("field of unknown type %d", byte(t))}
+		}
+		return s, nil
+	}
+	b, err := peek(n + 2)
+	if err != nil {
+		return 0, err
+	}
+	count := int(binary.BigEndian.Uint16(b[n:]))
+	n += 2
+	for range count { // constant pool: u2 index, u1 type, value
+		if b, err = peek(n + 3); err != nil {
+			return 0, err
+		}
+		s, err := value(Type(b[n+2]))
+		if err != nil {
+			return 0, err
+		}
+		n += 3 + s
+	}
+	if b, err = peek(n + 2); err != nil {
+		return 0, err
+	}
+	count = int(binary.BigEndian.Uint16(b[n:]))
+	n += 2
+	for range count { // statics: id, u1 type, value
+		if b, err = peek(n + ids + 1); err != nil {
+			return 0, err
+		}
+		s, err := value(Type(b[n+ids]))
+		if err != nil {
+			return 0, err
+		}
+		n += ids + 1 + s
+	}
+	if b, err = peek(n + 2); err != nil {
+		return 0, err
+	}
+	n += 2 + int(binary.BigEndian.Uint16(b[n:]))*(ids+1)
+	return n, nil
+}
