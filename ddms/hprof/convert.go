@@ -35,7 +35,38 @@ import (
 // length before writing it), so memory stays bounded whatever the
 // segments' sizes.
 func ConvertStandard(r io.ReadSeeker, w io.Writer, appOnly bool) error {
-	c := &converter{r: r, br: bufio.NewReaderSize(r, maxClassDump), w: bufio.NewWriterSize(w, 64<<10), appOnly: appOnly}
+	c := &converter{r: r, br: bufio.NewReaderSize(r, maxClassDump), w: bufio.NewWriterSize(w, 64<<10), standard: true, appOnly: appOnly}
+	if err := c.run(); err != nil {
+		return err
+	}
+	return c.w.Flush()
+}
+
+// ArrayAction is what Rewrite does with a primitive array.
+type ArrayAction uint8
+
+const (
+	ArrayKeep  ArrayAction = iota // as it is
+	ArrayEmpty                    // written with no elements: its values are dropped
+	ArrayDrop                     // left out
+)
+
+// Edit says how Rewrite changes a dump. Rewrite reads each segment twice
+// and asks both times: the answers must be the same.
+type Edit struct {
+	// Array decides for each primitive array (nil: keep every one).
+	Array func(id uint64, t Type, n uint32) ArrayAction
+	// Instance may change an instance's field data in place (nil: none).
+	Instance func(id, classID uint64, data []byte)
+}
+
+// Rewrite copies the dump r to w, in its own format, with the changes e
+// makes to primitive arrays and instances; everything else is copied as
+// it is, and each heap dump segment gets its new length. Like
+// ConvertStandard it reads each segment twice and keeps nothing of the
+// dump in memory.
+func Rewrite(r io.ReadSeeker, w io.Writer, e Edit) error {
+	c := &converter{r: r, br: bufio.NewReaderSize(r, maxClassDump), w: bufio.NewWriterSize(w, 64<<10), edit: e}
 	if err := c.run(); err != nil {
 		return err
 	}
@@ -47,13 +78,16 @@ func ConvertStandard(r io.ReadSeeker, w io.Writer, appOnly bool) error {
 const maxClassDump = 4 << 20
 
 type converter struct {
-	r       io.ReadSeeker
-	br      *bufio.Reader
-	off     int64
-	w       *bufio.Writer
-	ids     int
-	appOnly bool
-	scratch []byte
+	r        io.ReadSeeker
+	br       *bufio.Reader
+	off      int64
+	w        *bufio.Writer
+	ids      int
+	standard bool // ConvertStandard; else Rewrite with edit
+	appOnly  bool
+	edit     Edit
+	scratch  []byte
+	data     []byte // an instance's field data, for edit.Instance
 }
 
 func (c *converter) full(b []byte) error {
@@ -71,14 +105,17 @@ func (c *converter) run() error {
 		return &FormatError{0, "no NUL-terminated version string: not an hprof file"}
 	}
 	c.off = int64(len(v))
-	switch string(v[:len(v)-1]) {
-	case "JAVA PROFILE 1.0.3":
-	case "JAVA PROFILE 1.0.2":
+	version := string(v[:len(v)-1])
+	switch {
+	case !c.standard && IsHprof(v):
+		c.w.Write(v)
+	case version == "JAVA PROFILE 1.0.3":
+		c.w.WriteString("JAVA PROFILE 1.0.2\x00")
+	case version == "JAVA PROFILE 1.0.2":
 		return &FormatError{0, "already in the standard 1.0.2 format"}
 	default:
-		return &FormatError{0, fmt.Sprintf("version %q: not an Android (1.0.3) dump", truncate(string(v[:len(v)-1]), 40))}
+		return &FormatError{0, fmt.Sprintf("version %q: not an Android (1.0.3) dump", truncate(version, 40))}
 	}
-	c.w.WriteString("JAVA PROFILE 1.0.2\x00")
 	var h [12]byte
 	if err := c.full(h[:]); err != nil {
 		return err
@@ -199,16 +236,23 @@ func (c *converter) segment(length int64, w *bufio.Writer) (int64, error) {
 		case RootNativeStack, RootThreadBlock:
 			err = fixed(ids+4, tag)
 		case RootInternedString, RootFinalizing, RootDebugger, RootReferenceCleanup, RootVMInternal, SubUnreachable:
-			err = fixed(ids, RootUnknown)
+			err = fixed(ids, cond(c.standard, RootUnknown, tag))
 		case RootJNIMonitor:
-			if p, err = need(ids + 8); err == nil {
+			if p, err = need(ids + 8); err == nil && c.standard {
 				emit([]byte{RootUnknown})
 				emit(p[:ids])
+			} else if err == nil {
+				emit([]byte{tag})
+				emit(p)
 			}
 		case SubHeapDumpInfo:
 			if p, err = need(4 + ids); err == nil {
 				heap := binary.BigEndian.Uint32(p)
 				ignore = c.appOnly && (heap == 'Z' || heap == 'I')
+				if !c.standard {
+					emit([]byte{tag})
+					emit(p)
+				}
 			}
 		case SubClassDump:
 			var n int
@@ -224,7 +268,20 @@ func (c *converter) segment(length int64, w *bufio.Writer) (int64, error) {
 					emit([]byte{tag})
 					emit(p)
 				}
-				err = bulk(int64(binary.BigEndian.Uint32(p[2*ids+4:])), !ignore)
+				size := binary.BigEndian.Uint32(p[2*ids+4:])
+				if c.edit.Instance == nil || ignore {
+					err = bulk(int64(size), !ignore)
+					break
+				}
+				id, class := c.id(p), c.id(p[ids+4:])
+				if size > MaxInstanceData || c.off+int64(size) > end {
+					return 0, &FormatError{start, fmt.Sprintf("instance 0x%x has %d bytes of field data (at most %d read, %d left in its segment)", id, size, MaxInstanceData, end-c.off)}
+				}
+				c.data = grow(c.data, int(size))
+				if err = c.full(c.data); err == nil {
+					c.edit.Instance(id, class, c.data)
+					emit(c.data)
+				}
 			}
 		case SubObjectArrayDump:
 			if p, err = need(2*ids + 8); err == nil {
@@ -240,14 +297,26 @@ func (c *converter) segment(length int64, w *bufio.Writer) (int64, error) {
 				if t.Size(ids) == 0 || t == Object {
 					return 0, &FormatError{start, fmt.Sprintf("primitive array of %s", t.Name())}
 				}
-				if !ignore {
+				n := binary.BigEndian.Uint32(p[ids+4:])
+				act := ArrayKeep
+				if c.edit.Array != nil {
+					act = c.edit.Array(c.id(p), t, n)
+				}
+				keep := !ignore && act != ArrayDrop
+				if keep {
+					if act == ArrayEmpty {
+						clear(p[ids+4 : ids+8])
+					}
 					emit([]byte{tag})
 					emit(p)
 				}
-				err = bulk(int64(binary.BigEndian.Uint32(p[ids+4:]))*int64(t.Size(ids)), !ignore)
+				err = bulk(int64(n)*int64(t.Size(ids)), keep && act == ArrayKeep)
 			}
 		case SubPrimArrayNoData:
-			if p, err = need(ids + 9); err == nil {
+			if p, err = need(ids + 9); err == nil && !c.standard {
+				emit([]byte{tag})
+				emit(p)
+			} else if err == nil {
 				clear(p[ids : ids+4]) // the stack serial
 				emit([]byte{SubPrimArrayDump})
 				emit(p)
@@ -260,6 +329,20 @@ func (c *converter) segment(length int64, w *bufio.Writer) (int64, error) {
 		}
 	}
 	return written, nil
+}
+
+func (c *converter) id(b []byte) uint64 {
+	if c.ids == 8 {
+		return binary.BigEndian.Uint64(b)
+	}
+	return uint64(binary.BigEndian.Uint32(b))
+}
+
+func cond[T any](c bool, a, b T) T {
+	if c {
+		return a
+	}
+	return b
 }
 
 // classDumpLen returns the length of the CLASS DUMP at the reader (its tag
