@@ -12,7 +12,7 @@ type ShrinkStats struct {
 	// Emptied is the primitive arrays written without their values, and
 	// the bytes of values dropped; DuplicateBuffers the Bitmap buffers
 	// left out because an equal one is kept, and their bytes.
-	Emptied, EmptiedBytes                 uint64
+	Emptied, EmptiedBytes                  uint64
 	DuplicateBuffers, DuplicateBufferBytes uint64
 }
 
