@@ -55,6 +55,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	sm := newSimCmd(app)
 	df := newDiffCmd(app)
 	cp := newCaptureCmd(app)
+	hd := newHeapdumpCmd(app)
 	// Not app.Version: kingpin would print to the usage writer and then go
 	// on to complain that no command was given.
 	app.Flag("version", "Show the version and exit.").Action(func(*kingpin.ParseContext) error {
@@ -81,6 +82,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return df.run(stdout, stderr)
 	case cp.cmd.FullCommand():
 		return cp.run(stdout, stderr)
+	case hd.cmd.FullCommand():
+		return hd.run(stderr)
 	case "":
 		// --help already printed.
 		return exitOK

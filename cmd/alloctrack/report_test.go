@@ -252,3 +252,48 @@ func TestDiffHeapDumps(t *testing.T) {
 		t.Errorf("text: exit %d\n%s", code, out)
 	}
 }
+
+// heapdump --shrink and --standard on a file: the shrunk dump still
+// reports its leaks; the standard one is hprof 1.0.2; errors say why.
+func TestHeapdumpFileCommands(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "leaky.hprof")
+	os.WriteFile(in, hproftest.LeakyDump(), 0o644)
+	for _, c := range []struct {
+		args    []string
+		version string
+	}{{[]string{"--shrink"}, "JAVA PROFILE 1.0.3"}, {[]string{"--standard"}, "JAVA PROFILE 1.0.2"}, {[]string{"--shrink", "--standard", "--app-only"}, "JAVA PROFILE 1.0.2"}} {
+		out := filepath.Join(dir, "out.hprof")
+		_, errOut, code := runCmd(t, append([]string{"heapdump", "--in", in, "--out", out}, c.args...)...)
+		if code != exitOK || !strings.Contains(errOut, "% of "+in) {
+			t.Fatalf("%v: exit %d, %q", c.args, code, errOut)
+		}
+		b, _ := os.ReadFile(out)
+		if !bytes.HasPrefix(b, []byte(c.version+"\x00")) {
+			t.Errorf("%v: %.20q", c.args, b)
+		}
+		rep, _, code := runCmd(t, "report", out)
+		if code != exitOK || !strings.Contains(rep, "leaked Activities and Fragments: 2") {
+			t.Errorf("%v: report exit %d\n%s", c.args, code, rep)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+			t.Errorf("%v: %d files left in the directory, want the input and the output", c.args, len(ents))
+		}
+		os.Remove(out)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--in", in, "--out", filepath.Join(dir, "x")}, exitUsage, "give --shrink, --standard or both"},
+		{[]string{"--in", in, "--out", in, "--shrink"}, exitUsage, "is the input"},
+		{[]string{"--in", in, "--out", filepath.Join(dir, "x"), "--shrink", "--app-only"}, exitUsage, "--app-only goes with --standard"},
+		{[]string{"--in", realReport, "--out", filepath.Join(dir, "x"), "--shrink"}, exitFailure, "not a heap dump"},
+	} {
+		_, errOut, code := runCmd(t, append([]string{"heapdump"}, c.args...)...)
+		if code != c.code || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, %q, want %d %q", c.args, code, errOut, c.code, c.want)
+		}
+	}
+}
