@@ -47,6 +47,9 @@ type AppConfig struct {
 	// cannot unwind its Java frames, and every stack ends in one unnamed
 	// frame.
 	BrokenUnwind bool
+	// LeakEvery leaks every LeakEvery-th destroyed Activity (with its
+	// Fragment and icon) in a static list; 0 means 3, -1 never.
+	LeakEvery int
 }
 
 // Faults are misbehaviours injected into one VM. Counts apply to the next
@@ -173,7 +176,20 @@ type VM struct {
 	hpDropped  int
 	hpInterval uint64
 	hpSessions uint64
+
+	// The Java heap a dump shows (heap.go): one allocation in keepEvery
+	// is kept; every recreateEvery allocations the Activity is recreated,
+	// every LeakEvery-th destroyed one leaked.
+	heap      *simHeap
+	heapZipf  *rand.Zipf
+	heapOwed  int
+	heapSince int
+	dumps     int
 }
+
+// recreateEvery is how many allocations an Activity of a simulated app
+// lives.
+const recreateEvery = 20000
 
 const maxTrace = 256
 
@@ -242,6 +258,8 @@ func NewVM(cfg AppConfig, api int) *VM {
 		stats:          Stats{Chunks: map[string]int{}},
 	}
 	vm.last = vm.start
+	vm.heap = newSimHeap(prog, cfg.Package, cfg.API, prog.w.Seed^uint64(cfg.PID))
+	vm.heapZipf = rand.NewZipf(vm.heap.rng, prog.w.Skew, 1, uint64(len(prog.sites)-1))
 	if cfg.API >= APIHeapprofdJava {
 		vm.hps = prog.heapprofdStacks(cfg.Package, cfg.BrokenUnwind)
 		vm.hpAlloc = make([]alloctrack.Count, len(prog.sites))
@@ -447,6 +465,7 @@ func (vm *VM) generateLocked(now time.Time) {
 
 func (vm *VM) allocLocked(n int) {
 	vm.stats.Allocations += uint64(n)
+	vm.heapLocked(n)
 	sampling := vm.hp != nil && vm.hp.on
 	if !vm.tracking && !sampling {
 		// Untracked allocations leave no trace; the generator's state need
@@ -479,6 +498,57 @@ func (vm *VM) allocLocked(n int) {
 		vm.truth.add(si, size)
 		vm.total.add(si, size)
 	}
+}
+
+// heapLocked keeps one in keepEvery of n allocations in the app's heap,
+// and recreates the Activity every recreateEvery allocations.
+func (vm *VM) heapLocked(n int) {
+	vm.heapOwed += n
+	for ; vm.heapOwed >= keepEvery; vm.heapOwed -= keepEvery {
+		si := vm.heapZipf.Uint64()
+		s := &vm.prog.sites[si]
+		size := s.size
+		if s.arr {
+			size = 16 + 8*uint32(vm.heap.rng.IntN(512))
+		}
+		vm.heap.keep(vm.prog, s, size)
+	}
+	vm.heapSince += n
+	for ; vm.heapSince >= recreateEvery; vm.heapSince -= recreateEvery {
+		vm.recreateLocked()
+	}
+}
+
+func (vm *VM) recreateLocked() {
+	every := vm.cfg.LeakEvery
+	if every == 0 {
+		every = 3
+	}
+	vm.heap.recreate(every > 0 && (vm.heap.destroys+1)%every == 0)
+}
+
+// Recreate destroys the app's Activity and starts another, as a rotation
+// does; every LeakEvery-th destroyed one stays in the app's static list.
+func (vm *VM) Recreate() {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	vm.recreateLocked()
+}
+
+// HeapDump returns a dump of the app's heap in ART's layout, and what it
+// must show.
+func (vm *VM) HeapDump() ([]byte, HeapTruth) {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	vm.dumps++
+	return vm.heap.dump(time.Now()), vm.heap.truth()
+}
+
+// HeapDumps is how many dumps of the heap were taken.
+func (vm *VM) HeapDumps() int {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	return vm.dumps
 }
 
 // threadID is the id a report shows for allocating thread k: a VM thread
