@@ -224,7 +224,7 @@ func (d *Device) Disconnect() {
 
 // OpenService opens a device service and returns the client's end of its
 // stream. Services: shell:<cmd>, shell,v2,…:<cmd>, track-jdwp, track-app
-// (API 31+), jdwp, jdwp:<pid>. Others are refused with ErrRefused.
+// (API 31+), jdwp, jdwp:<pid>, sync: (sync.go). Others are refused with ErrRefused.
 func (d *Device) OpenService(name string) (net.Conn, error) {
 	var serve func(net.Conn)
 	switch {
@@ -232,6 +232,8 @@ func (d *Device) OpenService(name string) (net.Conn, error) {
 		serve = d.serveTrackJDWP
 	case name == "track-app" && d.cfg.API >= APITrackApp:
 		serve = d.serveTrackApp
+	case name == "sync:":
+		serve = d.serveSync
 	case name == "jdwp":
 		serve = func(c net.Conn) {
 			defer c.Close()

@@ -1,0 +1,88 @@
+package adb
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+)
+
+// maxSyncData is the most a DATA packet of adb's sync protocol carries
+// (SYNC_DATA_MAX, 64 KiB).
+const maxSyncData = 64 << 10
+
+// Pull copies a device file to w through adb's file sync protocol,
+// version 1 (sync:, then STAT and RECV; every adb server and device speak
+// it, see docs/heapdumps.md), and returns its size. A missing file is an
+// error that says so, as is a file whose size changed while it was read.
+// The context bounds the whole copy.
+func (c *Client) Pull(ctx context.Context, serial, remote string, w io.Writer) (int64, error) {
+	if len(remote) > 1024 {
+		return 0, fmt.Errorf("adb: pull %s: path longer than 1024 bytes", remote)
+	}
+	cn, err := c.transport(ctx, serial, false)
+	if err != nil {
+		return 0, err
+	}
+	defer cn.Close()
+	if err := cn.send("sync:"); err != nil {
+		return 0, err
+	}
+	req := func(id string) error {
+		b := binary.LittleEndian.AppendUint32([]byte(id), uint32(len(remote)))
+		if _, err := cn.Conn.Write(append(b, remote...)); err != nil {
+			return cn.fail("adb: pull %s: %s", err, remote, id)
+		}
+		return nil
+	}
+	var h [16]byte
+	if err := req("STAT"); err != nil {
+		return 0, err
+	}
+	if _, err := io.ReadFull(cn.r, h[:]); err != nil {
+		return 0, cn.fail("adb: pull %s: reading STAT", err, remote)
+	}
+	if string(h[:4]) != "STAT" {
+		return 0, fmt.Errorf("%w: pull %s: STAT answered %q", ErrProtocol, remote, h[:4])
+	}
+	mode, size := binary.LittleEndian.Uint32(h[4:]), binary.LittleEndian.Uint32(h[8:])
+	if mode == 0 {
+		return 0, fmt.Errorf("adb: pull %s from %s: no such file", remote, serial)
+	}
+	if err := req("RECV"); err != nil {
+		return 0, err
+	}
+	var n int64
+	buf := make([]byte, maxSyncData)
+	for {
+		if _, err := io.ReadFull(cn.r, h[:8]); err != nil {
+			return n, cn.fail("adb: pull %s: after %d bytes", err, remote, n)
+		}
+		k := binary.LittleEndian.Uint32(h[4:8])
+		switch string(h[:4]) {
+		case "DATA":
+			if k > maxSyncData {
+				return n, fmt.Errorf("%w: pull %s: DATA of %d bytes", ErrProtocol, remote, k)
+			}
+			if _, err := io.ReadFull(cn.r, buf[:k]); err != nil {
+				return n, cn.fail("adb: pull %s: after %d bytes", err, remote, n)
+			}
+			if _, err := w.Write(buf[:k]); err != nil {
+				return n, err
+			}
+			n += int64(k)
+		case "DONE":
+			io.WriteString(cn.Conn, "QUIT\x00\x00\x00\x00")
+			if size != 0xffffffff && n != int64(size) && n < 1<<32 {
+				return n, fmt.Errorf("adb: pull %s: %d bytes read, STAT said %d: the file changed while it was read", remote, n, size)
+			}
+			return n, nil
+		case "FAIL":
+			msg := make([]byte, min(k, 1024))
+			io.ReadFull(cn.r, msg)
+			return n, fmt.Errorf("adb: pull %s from %s: %s", remote, serial, msg)
+		default:
+			return n, fmt.Errorf("%w: pull %s: sync answered %q", ErrProtocol, remote, h[:4])
+		}
+	}
+}
