@@ -11,6 +11,45 @@ import (
 // (SYNC_DATA_MAX, 64 KiB).
 const maxSyncData = 64 << 10
 
+// Stat returns the size of a device file and whether it exists, through
+// adb's sync protocol (STAT, version 1: sizes of 4 GiB and more wrap).
+func (c *Client) Stat(ctx context.Context, serial, remote string) (size int64, exists bool, err error) {
+	if len(remote) > 1024 {
+		return 0, false, fmt.Errorf("adb: stat %s: path longer than 1024 bytes", remote)
+	}
+	cn, err := c.transport(ctx, serial, false)
+	if err != nil {
+		return 0, false, err
+	}
+	defer cn.Close()
+	if err := cn.send("sync:"); err != nil {
+		return 0, false, err
+	}
+	mode, sz, err := syncStat(cn, remote)
+	if err != nil {
+		return 0, false, err
+	}
+	io.WriteString(cn.Conn, "QUIT\x00\x00\x00\x00")
+	return int64(sz), mode != 0, nil
+}
+
+// syncStat sends STAT and reads its answer: mode (0: no such file) and
+// size.
+func syncStat(cn *conn, remote string) (mode, size uint32, err error) {
+	b := binary.LittleEndian.AppendUint32([]byte("STAT"), uint32(len(remote)))
+	if _, err := cn.Conn.Write(append(b, remote...)); err != nil {
+		return 0, 0, cn.fail("adb: stat %s", err, remote)
+	}
+	var h [16]byte
+	if _, err := io.ReadFull(cn.r, h[:]); err != nil {
+		return 0, 0, cn.fail("adb: stat %s: reading STAT", err, remote)
+	}
+	if string(h[:4]) != "STAT" {
+		return 0, 0, fmt.Errorf("%w: stat %s: STAT answered %q", ErrProtocol, remote, h[:4])
+	}
+	return binary.LittleEndian.Uint32(h[4:]), binary.LittleEndian.Uint32(h[8:]), nil
+}
+
 // Pull copies a device file to w through adb's file sync protocol,
 // version 1 (sync:, then STAT and RECV; every adb server and device speak
 // it, see docs/heapdumps.md), and returns its size. A missing file is an
@@ -36,16 +75,10 @@ func (c *Client) Pull(ctx context.Context, serial, remote string, w io.Writer) (
 		return nil
 	}
 	var h [16]byte
-	if err := req("STAT"); err != nil {
+	mode, size, err := syncStat(cn, remote)
+	if err != nil {
 		return 0, err
 	}
-	if _, err := io.ReadFull(cn.r, h[:]); err != nil {
-		return 0, cn.fail("adb: pull %s: reading STAT", err, remote)
-	}
-	if string(h[:4]) != "STAT" {
-		return 0, fmt.Errorf("%w: pull %s: STAT answered %q", ErrProtocol, remote, h[:4])
-	}
-	mode, size := binary.LittleEndian.Uint32(h[4:]), binary.LittleEndian.Uint32(h[8:])
 	if mode == 0 {
 		return 0, fmt.Errorf("adb: pull %s from %s: no such file", remote, serial)
 	}

@@ -274,9 +274,14 @@ func TestHostServerGadb(t *testing.T) {
 			t.Fatalf("%s %v: %q %v, want %q", tc.cmd, tc.args, out, err, tc.want)
 		}
 	}
-	// Services the device does not offer (sync) fail as a closed stream.
-	if _, err := dev.List("/sdcard"); err == nil || !strings.Contains(err.Error(), "closed") {
-		t.Fatalf("sync: %v", err)
+	// gadb's own sync client lists and pulls the device's files.
+	d.PutFile("/data/local/tmp/f.bin", []byte("some bytes"))
+	if ents, err := dev.List("/data/local/tmp"); err != nil || len(ents) != 1 || ents[0].Name != "f.bin" || ents[0].Size != 10 {
+		t.Fatalf("sync LIST: %+v %v", ents, err)
+	}
+	var got bytes.Buffer
+	if err := dev.Pull("/data/local/tmp/f.bin", &got); err != nil || got.String() != "some bytes" {
+		t.Fatalf("sync RECV: %q %v", got.String(), err)
 	}
 	// An offline device refuses shell.
 	s.SetState("sim-gadb-2", "offline")

@@ -203,10 +203,14 @@ func (d *Device) runCommandIO(f []string, in *shellInput) (out, errOut []byte, c
 		if d.cfg.API >= apiPidof {
 			return d.killCommand(f[1:])
 		}
-	case "tail", "cat", "rm", "ls":
+	case "tail", "cat", "ls":
 		if d.cfg.API >= apiPerfetto {
 			return d.fileCommand(f)
 		}
+	case "rm":
+		return d.fileCommand(f)
+	case "am":
+		return d.amCommand(f)
 	}
 	o, code := d.runCommand(f)
 	if code == 127 || (f[0] == "ps" && code != 0) {

@@ -109,3 +109,17 @@ func (d *Device) File(path string) ([]byte, bool) {
 	b, ok := d.files[path]
 	return slices.Clone(b), ok
 }
+
+// Files lists the device's files in dir, by name.
+func (d *Device) Files(dir string) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []string
+	for f := range d.files {
+		if path.Dir(f) == strings.TrimSuffix(dir, "/") {
+			out = append(out, path.Base(f))
+		}
+	}
+	slices.Sort(out)
+	return out
+}

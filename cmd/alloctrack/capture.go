@@ -232,7 +232,13 @@ func (c *captureCmd) outcome(rec offline.Recorder, sum *offline.Summary, runErr 
 // --serial's, and --pid or the debuggable process of --package. A non-zero
 // code comes with a message.
 func (c *captureCmd) lookup(ctx context.Context, client *adb.Client, addr string, stderr io.Writer) (serial, model string, api, pid, code int, msg string) {
-	lookup, lcancel := context.WithTimeout(ctx, 2**c.session.requestTimeout)
+	return lookupApp(ctx, client, addr, *c.serial, *c.pkg, *c.pid, c.session.ddmConfig(), stderr)
+}
+
+// lookupApp finds the device (serial, or the only one attached) and the
+// debuggable app on it (by package, or pid), as capture and heapdump do.
+func lookupApp(ctx context.Context, client *adb.Client, addr, wantSerial, pkg string, wantPID int, cfg ddm.Config, stderr io.Writer) (serial, model string, api, pid, code int, msg string) {
+	lookup, lcancel := context.WithTimeout(ctx, 2*cfg.RequestTimeout)
 	defer lcancel()
 
 	// The device.
@@ -243,11 +249,11 @@ func (c *captureCmd) lookup(ctx context.Context, client *adb.Client, addr string
 	var serials []string
 	for _, d := range devs {
 		serials = append(serials, d.Serial)
-		if d.Serial == *c.serial {
+		if d.Serial == wantSerial {
 			model = d.Model
 		}
 	}
-	serial = *c.serial
+	serial = wantSerial
 	switch {
 	case serial == "" && len(devs) == 1:
 		serial, model = devs[0].Serial, devs[0].Model
@@ -273,9 +279,9 @@ func (c *captureCmd) lookup(ctx context.Context, client *adb.Client, addr string
 	if jdwpPIDs == nil && lookup.Err() != nil {
 		return "", "", 0, 0, exitFailure, fmt.Sprintf("listing debuggable processes on %s: no answer from the adb server (%v)", serial, terr)
 	}
-	pid = *c.pid
+	pid = wantPID
 	if pid == 0 {
-		pid, code, msg = findApp(ctx, client, serial, *c.pkg, api, jdwpPIDs, c.session.ddmConfig(), stderr)
+		pid, code, msg = findApp(ctx, client, serial, pkg, api, jdwpPIDs, cfg, stderr)
 		return serial, model, api, pid, code, msg
 	}
 	if !slices.Contains(jdwpPIDs, pid) {

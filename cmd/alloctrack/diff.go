@@ -48,10 +48,10 @@ func (c *diffCmd) run(stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "alloctrack diff: --top must not be negative, got %d\n", *c.top)
 		return exitUsage
 	}
-	switch bd, nd := offline.IsHeapDump(*c.base), offline.IsHeapDump(*c.new); {
-	case bd && nd:
-		return c.dumps(stdout, stderr)
-	case bd != nd:
+	switch bd, nd := offline.HeapDumpPath(*c.base), offline.HeapDumpPath(*c.new); {
+	case bd != "" && nd != "":
+		return c.dumps(stdout, stderr, bd, nd)
+	case (bd == "") != (nd == ""):
 		fmt.Fprintf(stderr, "alloctrack diff: one input is a heap dump (what an app keeps) and the other holds allocations: they do not compare\n")
 		return exitUsage
 	}
@@ -121,9 +121,9 @@ func f1(v float64) string { return fmt.Sprintf("%.1f", v) }
 func signed(v float64) string { return fmt.Sprintf("%+.1f", v) }
 
 // dumps compares two heap dumps per heap and class.
-func (c *diffCmd) dumps(stdout, stderr io.Writer) int {
+func (c *diffCmd) dumps(stdout, stderr io.Writer, base, nw string) int {
 	var an [2]*heapdump.Analysis
-	for i, p := range []string{*c.base, *c.new} {
+	for i, p := range []string{base, nw} {
 		a, err := analyzeDump(p, 0)
 		if err != nil {
 			fmt.Fprintf(stderr, "alloctrack diff: %s: %v\n", []string{"base", "new"}[i], err)

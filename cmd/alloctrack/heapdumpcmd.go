@@ -1,13 +1,19 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
+	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 
+	"github.com/alloctrack/alloctrack/adb"
+	"github.com/alloctrack/alloctrack/alloctrack/ddm"
 	"github.com/alloctrack/alloctrack/alloctrack/heapdump"
 	"github.com/alloctrack/alloctrack/alloctrack/offline"
 	"github.com/alloctrack/alloctrack/ddms/hprof"
@@ -20,13 +26,28 @@ type heapdumpCmd struct {
 	shrink   *bool
 	standard *bool
 	appOnly  *bool
+
+	adbAddr, serial, pkg *string
+	pid, top             *int
+	gc                   *bool
+	timeout, reqTimeout  *time.Duration
+	budget               *string
 }
 
 func newHeapdumpCmd(app *kingpin.Application) *heapdumpCmd {
-	c := &heapdumpCmd{cmd: app.Command("heapdump", "Shrink a heap dump (hprof) as Tencent Matrix does, or convert an Android dump to the standard format that MAT and the JDK's tools open, as hprof-conv does.")}
+	c := &heapdumpCmd{cmd: app.Command("heapdump", "Take a heap dump of a running debuggable app (am dumpheap, pulled and removed from the device) into a capture directory (heap.hprof and summary.json), or, with --in, shrink an hprof file as Tencent Matrix does or convert an Android dump to the standard format as hprof-conv does.")}
 	f := c.cmd.Flag
-	c.in = f("in", "The heap dump to read (hprof).").Required().String()
-	c.out = f("out", "Where to write the result (a new file; not the input).").Short('o').Required().String()
+	c.in = f("in", "An hprof file to shrink or convert, instead of taking a dump.").String()
+	c.out = f("out", "Taking a dump: the capture directory to create. With --in: the file to write (not the input).").Short('o').Required().String()
+	c.adbAddr = f("adb.address", "adb server address host:port. Default: $ADB_SERVER_SOCKET (tcp:host:port), $ANDROID_ADB_SERVER_PORT, 127.0.0.1:5037.").String()
+	c.serial = f("serial", "Device serial; may be left out when only one device is attached.").String()
+	c.pkg = f("package", "App to dump, by package (process) name.").String()
+	c.pid = f("pid", "App to dump, by process id (instead of --package).").Int()
+	c.gc = f("gc", "Collect garbage before the dump (am dumpheap -g, Android 8.1 and later).").Bool()
+	c.timeout = f("timeout", "How long the dump may take, from am dumpheap to the pulled file. The app is frozen while ART writes it.").Default("5m").Duration()
+	c.reqTimeout = f("request.timeout", "Timeout of each lookup request (devices, processes, JDWP handshake).").Default("5s").Duration()
+	c.top = f("top", "Classes per heap and duplicates listed in summary.json.").Default("20").Int()
+	c.budget = f("budget", "Check the dump against a budget file's heap: limits; exit status 3 if it is exceeded.").String()
 	c.shrink = f("shrink", "Drop every primitive array's values except Strings' and Bitmaps', and keep one copy of equal Bitmap buffers.").Bool()
 	c.standard = f("standard", "Convert Android's JAVA PROFILE 1.0.3 to the standard 1.0.2, byte for byte as hprof-conv.").Bool()
 	c.appOnly = f("app-only", "With --standard: leave out the zygote's and the boot image's objects (hprof-conv -z).").Bool()
@@ -38,11 +59,17 @@ func (c *heapdumpCmd) run(stderr io.Writer) int {
 		fmt.Fprintf(stderr, "alloctrack heapdump: "+format+"\n", args...)
 		return code
 	}
+	if *c.appOnly && !*c.standard {
+		return fail(exitUsage, "--app-only goes with --standard")
+	}
+	if *c.in == "" {
+		return c.take(stderr)
+	}
 	switch {
 	case !*c.shrink && !*c.standard:
 		return fail(exitUsage, "give --shrink, --standard or both")
-	case *c.appOnly && !*c.standard:
-		return fail(exitUsage, "--app-only goes with --standard")
+	case *c.pkg != "" || *c.pid != 0 || *c.serial != "" || *c.gc || *c.budget != "":
+		return fail(exitUsage, "--in converts a file: --serial, --package, --pid, --gc and --budget are for taking a dump")
 	}
 	if a, b := filepath.Clean(*c.in), filepath.Clean(*c.out); a == b {
 		return fail(exitUsage, "--out %s is the input", *c.out)
@@ -55,48 +82,187 @@ func (c *heapdumpCmd) run(stderr io.Writer) int {
 		return fail(exitFailure, "%v", err)
 	}
 	defer in.Close()
-	var src io.ReadSeeker = in
-	tmp := *c.out + ".tmp"
-	out, err := os.Create(tmp)
-	if err != nil {
-		return fail(exitFailure, "%v", err)
-	}
-	defer os.Remove(tmp)
-	defer out.Close()
-	if *c.shrink {
-		w := out
-		if *c.standard { // shrunk first, then converted
-			if w, err = os.Create(*c.out + ".shrunk.tmp"); err != nil {
-				return fail(exitFailure, "%v", err)
-			}
-			defer os.Remove(w.Name())
-			defer w.Close()
-		}
-		st, err := heapdump.Shrink(src, w)
-		if err != nil {
-			return fail(exitFailure, "%s: %v", *c.in, err)
-		}
-		fmt.Fprintf(stderr, "alloctrack heapdump: %d arrays emptied (%d bytes of values), %d duplicate Bitmap buffers left out (%d bytes)\n", st.Emptied, st.EmptiedBytes, st.DuplicateBuffers, st.DuplicateBufferBytes)
-		if w != out {
-			if _, err := w.Seek(0, io.SeekStart); err != nil {
-				return fail(exitFailure, "%v", err)
-			}
-			src = w
-		}
-	}
-	if *c.standard {
-		if err := hprof.ConvertStandard(src, out, *c.appOnly); err != nil {
-			return fail(exitFailure, "%s: %v", *c.in, err)
-		}
-	}
-	if err := out.Close(); err != nil {
-		return fail(exitFailure, "%v", err)
-	}
-	if err := os.Rename(tmp, *c.out); err != nil {
-		return fail(exitFailure, "%v", err)
+	if err := c.transform(in, *c.out, stderr); err != nil {
+		return fail(exitFailure, "%s: %v", *c.in, err)
 	}
 	inSt, _ := os.Stat(*c.in)
 	outSt, _ := os.Stat(*c.out)
 	fmt.Fprintf(stderr, "alloctrack heapdump: %s: %d bytes, %.1f%% of %s\n", *c.out, outSt.Size(), 100*float64(outSt.Size())/float64(max(1, inSt.Size())), *c.in)
 	return exitOK
+}
+
+// adbDumpDevice is a device of an adb server, as TakeHeapDump needs it.
+type adbDumpDevice struct {
+	c      *adb.Client
+	serial string
+}
+
+func (d adbDumpDevice) Exec(ctx context.Context, argv ...string) ([]byte, []byte, int, error) {
+	return d.c.Exec(ctx, d.serial, nil, argv...)
+}
+
+func (d adbDumpDevice) Stat(ctx context.Context, path string) (int64, bool, error) {
+	return d.c.Stat(ctx, d.serial, path)
+}
+
+func (d adbDumpDevice) Pull(ctx context.Context, path string, w io.Writer) (int64, error) {
+	return d.c.Pull(ctx, d.serial, path, w)
+}
+
+// take dumps an app's heap into a capture directory: heap.hprof (shrunk or
+// converted if asked) and summary.json, analysed from the whole dump.
+func (c *heapdumpCmd) take(stderr io.Writer) int {
+	fail := func(code int, format string, args ...any) int {
+		fmt.Fprintf(stderr, "alloctrack heapdump: "+format+"\n", args...)
+		return code
+	}
+	switch {
+	case (*c.pkg == "") == (*c.pid == 0):
+		return fail(exitUsage, "give exactly one of --package and --pid (or --in FILE to convert a file)")
+	case *c.pid < 0:
+		return fail(exitUsage, "--pid %d is not a process id", *c.pid)
+	case *c.pkg != "" && adb.CheckName(*c.pkg) != nil:
+		return fail(exitUsage, "--package: %v", adb.CheckName(*c.pkg))
+	case *c.timeout <= 0 || *c.reqTimeout <= 0:
+		return fail(exitUsage, "--timeout and --request.timeout must be positive")
+	case *c.top < 1:
+		return fail(exitUsage, "--top must be at least 1")
+	}
+	var bud *offline.Budget
+	if *c.budget != "" {
+		var err error
+		if bud, err = offline.ReadBudget(*c.budget); err != nil {
+			return fail(exitUsage, "%v", err)
+		}
+		if !bud.HasHeapLimits() {
+			return fail(exitUsage, "%s has no heap limits (heap:)", *c.budget)
+		}
+	}
+	if err := offline.CheckHeapCaptureDir(*c.out); err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	addr := *c.adbAddr
+	if addr == "" {
+		addr = adb.DefaultAddress()
+	}
+	client := adb.NewClient(addr)
+	ctx, cancel := context.WithTimeout(context.Background(), *c.timeout)
+	defer cancel()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case <-sigs:
+			cancel() // the file on the device is removed all the same
+		case <-ctx.Done():
+		}
+	}()
+	cfg := ddm.Config{RequestTimeout: *c.reqTimeout}
+	serial, model, api, pid, code, msg := lookupApp(ctx, client, addr, *c.serial, *c.pkg, *c.pid, cfg, stderr)
+	if code != exitOK {
+		return fail(code, "%s", msg)
+	}
+	if err := os.MkdirAll(*c.out, 0o755); err != nil {
+		return fail(exitFailure, "%v", err)
+	}
+	pulled, err := os.CreateTemp(*c.out, ".pulled-*.hprof")
+	if err != nil {
+		return fail(exitFailure, "%v", err)
+	}
+	defer os.Remove(pulled.Name())
+	defer pulled.Close()
+	start := time.Now()
+	req := offline.DumpRequest{PID: pid, API: api, GC: *c.gc, Remote: fmt.Sprintf("/data/local/tmp/alloctrack-%d-%d.hprof", pid, start.UnixNano())}
+	fmt.Fprintf(stderr, "alloctrack heapdump: dumping pid %d on %s (API %d); the app is frozen while it is written\n", pid, serial, api)
+	taken, err := offline.TakeHeapDump(ctx, adbDumpDevice{client, serial}, req, pulled)
+	if err != nil {
+		return fail(exitFailure, "%s pid %d: %v", serial, pid, err)
+	}
+	if _, err := pulled.Seek(0, io.SeekStart); err != nil {
+		return fail(exitFailure, "%v", err)
+	}
+	g, err := heapdump.ReadGraph(pulled)
+	if err != nil {
+		return fail(exitFailure, "the pulled dump: %v", err)
+	}
+	a, err := g.Analyze(pulled, 0)
+	if err != nil {
+		return fail(exitFailure, "the pulled dump: %v", err)
+	}
+	meta := offline.CaptureMeta{Serial: serial, Model: model, API: api, Package: *c.pkg, PID: pid}
+	sum := offline.NewHeapSummary(meta, a, *c.top)
+	sum.Start, sum.DumpSeconds, sum.DumpBytes, sum.GC = start, taken.Took.Seconds(), taken.Bytes, *c.gc
+	dst := filepath.Join(*c.out, offline.HeapDumpFile)
+	if err := c.keep(pulled, dst, stderr); err != nil {
+		return fail(exitFailure, "%v", err)
+	}
+	if st, err := os.Stat(dst); err == nil {
+		sum.FileBytes = st.Size()
+	}
+	sum.Shrunk = *c.shrink
+	if err := offline.WriteHeapSummary(*c.out, sum); err != nil {
+		return fail(exitFailure, "%v", err)
+	}
+	fmt.Fprintf(stderr, "alloctrack heapdump: %s: %d bytes dumped in %.1fs; %d objects, %d leaked Activities and Fragments, %d groups of duplicate Strings, %d of Bitmaps\n",
+		*c.out, taken.Bytes, taken.Took.Seconds(), a.Histogram.Objects, len(a.Leaks), len(a.DuplicateStrings), len(a.DuplicateBitmaps))
+	if bud != nil {
+		return judge(stderr, "alloctrack heapdump", bud.MeasureDump(a))
+	}
+	return exitOK
+}
+
+// keep writes the pulled dump to dst as asked: as it is, shrunk, or
+// converted to the standard format (or both).
+func (c *heapdumpCmd) keep(pulled *os.File, dst string, stderr io.Writer) error {
+	if _, err := pulled.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	if !*c.shrink && !*c.standard {
+		pulled.Close()
+		return os.Rename(pulled.Name(), dst)
+	}
+	return c.transform(pulled, dst, stderr)
+}
+
+// transform writes src to dst shrunk, converted to the standard format,
+// or both, through temporary files in dst's directory.
+func (c *heapdumpCmd) transform(src *os.File, dst string, stderr io.Writer) error {
+	out, err := os.Create(dst + ".tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(out.Name())
+	defer out.Close()
+	var in io.ReadSeeker = src
+	if *c.shrink {
+		w := out
+		if *c.standard {
+			if w, err = os.CreateTemp(filepath.Dir(dst), ".shrunk-*.hprof"); err != nil {
+				return err
+			}
+			defer os.Remove(w.Name())
+			defer w.Close()
+		}
+		st, err := heapdump.Shrink(in, w)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "alloctrack heapdump: shrunk: %d arrays emptied (%d bytes of values), %d duplicate Bitmap buffers left out\n", st.Emptied, st.EmptiedBytes, st.DuplicateBuffers)
+		if w != out {
+			if _, err := w.Seek(0, io.SeekStart); err != nil {
+				return err
+			}
+			in = w
+		}
+	}
+	if *c.standard {
+		if err := hprof.ConvertStandard(in, out, *c.appOnly); err != nil {
+			return err
+		}
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return os.Rename(out.Name(), dst)
 }

@@ -146,9 +146,9 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 	var duration time.Duration
 	durationKnown := true
 	for _, name := range *c.inputs {
-		if offline.IsHeapDump(name) {
+		if dump := offline.HeapDumpPath(name); dump != "" {
 			dumps++
-			if code := c.heapDump(w, stderr, name); code != exitOK {
+			if code := c.heapDump(w, stderr, dump); code != exitOK {
 				status = code
 			}
 			continue

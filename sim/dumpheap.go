@@ -1,0 +1,90 @@
+package sim
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The facts am dumpheap follows (docs/heapdumps.md has their sources):
+//   - usage am dumpheap [--user U] [-n] [-g] [-m] PROCESS FILE; -g (a GC
+//     first) from Android 8.1 (API 27);
+//   - the shell opens FILE (so it must be writable by shell: under
+//     /data/local/tmp), and system_server hands the descriptor to the app,
+//     which must be debuggable (or the build ro.debuggable);
+//   - before Android 10 (API 29) am returns once the request is made and
+//     the app writes the file afterwards; from Android 10 am prints
+//     "File: FILE" and "Waiting for dump to finish..." and returns when
+//     the app says it is done;
+//   - errors: "Unknown process: X", "Process not debuggable: X".
+const (
+	apiDumpheapGC   = 27
+	apiDumpheapWait = 29
+)
+
+// dumpDelay is how long the simulated app takes to write its dump after
+// am returned (before Android 10): half the file first, the rest after.
+const dumpDelay = 300 * time.Millisecond
+
+func (d *Device) amCommand(argv []string) (out, errOut []byte, code int) {
+	if len(argv) < 2 || argv[1] != "dumpheap" {
+		return nil, []byte("sim: am: only am dumpheap\n"), 1
+	}
+	api := d.cfg.API
+	fail := func(msg string) ([]byte, []byte, int) {
+		if api >= 30 {
+			return nil, []byte("Exception occurred while executing 'dumpheap':\njava.lang.IllegalArgumentException: " + msg + "\n"), 255
+		}
+		return nil, []byte("java.lang.IllegalArgumentException: " + msg + "\n"), 255
+	}
+	var args []string
+	for i := 2; i < len(argv); i++ {
+		switch a := argv[i]; {
+		case a == "--user":
+			i++
+		case a == "-n" || a == "-m":
+			return nil, []byte("sim: am dumpheap: native dumps are not simulated\n"), 1
+		case a == "-g" && api >= apiDumpheapGC:
+		case strings.HasPrefix(a, "-"):
+			return nil, []byte("Error: Unknown option: " + a + "\n"), 255
+		default:
+			args = append(args, a)
+		}
+	}
+	if len(args) != 2 {
+		return nil, []byte("Error: am dumpheap needs PROCESS and FILE\n"), 255
+	}
+	proc, file := args[0], args[1]
+	if !strings.HasPrefix(file, "/data/local/tmp/") {
+		return nil, []byte("Error: Unable to open file: " + file + "\nConsider using a file under /data/local/tmp/\n"), 255
+	}
+	var vm *VM
+	for _, v := range d.VMs() {
+		if v.Alive() && (strconv.Itoa(v.PID()) == proc || v.ProcessName() == proc) {
+			vm = v
+		}
+	}
+	if vm == nil {
+		return fail("Unknown process: " + proc)
+	}
+	if vm.cfg.NotDebuggable {
+		return nil, []byte(fmt.Sprintf("java.lang.SecurityException: Process not debuggable: ProcessRecord{%d:%s}\n", vm.PID(), vm.ProcessName())), 255
+	}
+	d.mu.Lock()
+	d.files[file] = []byte{} // the shell opens (creates) it
+	d.mu.Unlock()
+	if api >= apiDumpheapWait {
+		dump, _ := vm.HeapDump()
+		d.PutFile(file, dump)
+		return []byte("File: " + file + "\nWaiting for dump to finish...\n"), nil, 0
+	}
+	go func() {
+		dump, _ := vm.HeapDump()
+		time.Sleep(dumpDelay / 3)
+		d.PutFile(file, dump[:len(dump)/2])
+		time.Sleep(dumpDelay * 2 / 3)
+		d.PutFile(file, dump)
+	}()
+	return nil, nil, 0
+}
