@@ -30,6 +30,8 @@ type Config struct {
 	Refresh time.Duration
 	// Now is the clock "… ago" is measured against (nil: time.Now).
 	Now func() time.Time
+	// HeapDumps, if set, lets app pages take heap dumps (heapdump.go).
+	HeapDumps *HeapDumps
 }
 
 // Handler serves the web view.
@@ -154,6 +156,7 @@ func New(src Source, cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("GET /api/v1/apps/{serial}/{package}", h.apiApp)
 	h.mux.HandleFunc("GET /api/v1/apps/{serial}/{package}/flame", h.apiFlame)
 	h.mux.HandleFunc("GET /api/v1/sites/{site}", h.apiSite)
+	h.heapDumpRoutes()
 	return h, nil
 }
 
@@ -167,11 +170,13 @@ type page struct {
 	Fragment bool
 	Query    url.Values
 	Data     any
+	// HeapDumps: app pages offer to take a heap dump.
+	HeapDumps bool
 }
 
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, name, title string, data any) {
 	p := page{Title: title, Version: h.cfg.Version, Links: h.cfg.Links, Refresh: int(h.cfg.Refresh / time.Millisecond),
-		Fragment: r.URL.Query().Get("fragment") == "1", Query: r.URL.Query(), Data: data}
+		Fragment: r.URL.Query().Get("fragment") == "1", Query: r.URL.Query(), Data: data, HeapDumps: h.cfg.HeapDumps != nil}
 	var b bytes.Buffer
 	tmpl := name
 	if p.Fragment {

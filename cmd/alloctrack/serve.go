@@ -61,6 +61,8 @@ type serveCmd struct {
 	shutdownTimeout *time.Duration
 	hpRotate        *time.Duration
 	hpMaxFile       *units.Base2Bytes
+	dumpDir         *string
+	dumpTimeout     *time.Duration
 	simulate        *bool
 	simDevices      *int
 	simApps         *int
@@ -90,6 +92,8 @@ func newServeCmd(app *kingpin.Application) *serveCmd {
 	c.shutdownTimeout = f("shutdown.timeout", "On SIGINT/SIGTERM, how long to wait while every app's tracking is turned off. A second signal exits at once.").Default("10s").Duration()
 	c.hpRotate = f("heapprofd.rotate", "How long one perfetto session of a device runs before the next replaces it, which bounds its trace file and heapprofd's own memory on the device. The switch leaves a gap of about one stop and start (see docs/heapprofd-devices.md).").Default("30m").Duration()
 	c.hpMaxFile = f("heapprofd.max-file-size", "Bound of a session's trace file on the device (max_file_size_bytes): the tracing service ends the session there, and the next one starts.").Default("256MiB").Bytes()
+	c.dumpDir = f("heapdump.dir", "Let the web view take heap dumps of apps (a button on each app's page; POST /api/v1/apps/SERIAL/PACKAGE/heapdump) and keep each in a directory here. A dump freezes the app while it is written, so none is taken unless asked; the web config's authentication applies. Off by default.").PlaceHolder("DIR").String()
+	c.dumpTimeout = f("heapdump.timeout", "How long a heap dump may take, from am dumpheap to the pulled file.").Default("5m").Duration()
 	c.simulate = f("simulate", "Serve a simulated farm instead of real devices: an in-process adb server with simulated devices and apps (its control API is at /sim/devices).").Bool()
 	c.simDevices = f("simulate.devices", "Simulated devices (with --simulate).").Default("3").Int()
 	c.simApps = f("simulate.apps", "Simulated apps per device (with --simulate).").Default("2").Int()
@@ -327,7 +331,15 @@ func (c *serveCmd) handler(d *supervisor.Daemon, extra map[string]http.Handler, 
 	for _, l := range links {
 		viewLinks = append(viewLinks, [2]string{l.Address, l.Text})
 	}
-	view, err := webview.New(d, webview.Config{Version: version.Info(), Links: viewLinks, Refresh: min(*c.session.window, 5*time.Second)})
+	vcfg := webview.Config{Version: version.Info(), Links: viewLinks, Refresh: min(*c.session.window, 5*time.Second)}
+	if *c.dumpDir != "" {
+		dumper, err := newServeDumper(d, *c.dumpDir, *c.dumpTimeout, reg)
+		if err != nil {
+			return nil, err
+		}
+		vcfg.HeapDumps = &webview.HeapDumps{Dir: *c.dumpDir, Take: dumper.take}
+	}
+	view, err := webview.New(d, vcfg)
 	if err != nil {
 		return nil, fmt.Errorf("building the web view: %w", err)
 	}

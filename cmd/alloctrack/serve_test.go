@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -14,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/alloctrack/alloctrack/alloctrack/offline"
 )
 
 // Bad flags of serve and sim are refused before anything starts, with a
@@ -65,15 +69,17 @@ func (l *lockedBuffer) String() string {
 // one window that address shows every simulated app tracking, with a report
 // counted (DDM, Android 11 and before) or samples (heapprofd, the Android 12
 // device), and a flame graph with allocations in it.
-func TestServeSimulatePrintsWebView(t *testing.T) {
-	var errOut lockedBuffer
+// startServe runs `alloctrack serve args...` in-process until stop (which
+// SIGINTs it and checks it exits 0), and returns the web view's address.
+func startServe(t *testing.T, args ...string) (base string, stop func(), errOut *lockedBuffer) {
+	t.Helper()
+	errOut = &lockedBuffer{}
 	done := make(chan int, 1)
 	go func() {
-		done <- run([]string{"serve", "--simulate", "--simulate.devices", "3", "--simulate.apps", "2", "--window", "1s",
-			"--web.listen-address", "127.0.0.1:0", "--log.level", "warn"}, io.Discard, &errOut)
+		done <- run(append([]string{"serve", "--web.listen-address", "127.0.0.1:0", "--log.level", "warn"}, args...), io.Discard, errOut)
 	}()
 	stopped := false
-	stop := func() {
+	stop = func() {
 		if !stopped {
 			stopped = true
 			syscall.Kill(os.Getpid(), syscall.SIGINT)
@@ -82,17 +88,22 @@ func TestServeSimulatePrintsWebView(t *testing.T) {
 			}
 		}
 	}
-	defer stop()
 	urlRE := regexp.MustCompile(`web view at (http://127\.0\.0\.1:\d+/)`)
-	var base string
 	for deadline := time.Now().Add(10 * time.Second); base == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if m := urlRE.FindStringSubmatch(errOut.String()); m != nil {
 			base = m[1]
 		}
 	}
 	if base == "" {
+		stop()
 		t.Fatalf("serve did not print the web view's address: %q", errOut.String())
 	}
+	return base, stop, errOut
+}
+
+func TestServeSimulatePrintsWebView(t *testing.T) {
+	base, stop, _ := startServe(t, "--simulate", "--simulate.devices", "3", "--simulate.apps", "2", "--window", "1s")
+	defer stop()
 	started := time.Now()
 	get := func(path string) (int, string) {
 		res, err := http.Get(base + path)
@@ -179,4 +190,97 @@ func TestWatchParent(t *testing.T) {
 		t.Fatal("the parent's end went unnoticed")
 	}
 	<-done
+}
+
+// serve --heapdump.dir: an app page offers the button; a POST without the
+// header is refused, with it a dump of a simulated app is taken (Android
+// 11 and 12 devices), summarised, kept and served; its time is a metric.
+func TestServeHeapDump(t *testing.T) {
+	dir := t.TempDir()
+	base, stop, errOut := startServe(t, "--simulate", "--simulate.devices", "2", "--simulate.apps", "1", "--window", "1s", "--heapdump.dir", dir)
+	defer stop()
+	defer http.DefaultClient.CloseIdleConnections()
+	var farm struct {
+		Apps []struct{ Serial, Package string }
+	}
+	for deadline := time.Now().Add(15 * time.Second); len(farm.Apps) < 2 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		res, err := http.Get(base + "api/v1/apps")
+		if err != nil {
+			t.Fatal(err)
+		}
+		json.NewDecoder(res.Body).Decode(&farm)
+		res.Body.Close()
+	}
+	if len(farm.Apps) < 2 {
+		t.Fatalf("apps %+v; %s", farm.Apps, errOut.String())
+	}
+	post := func(path string, header bool) (int, string) {
+		req, _ := http.NewRequest("POST", base+path, nil)
+		if header {
+			req.Header.Set("X-Alloctrack-Request", "heapdump")
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	for _, a := range farm.Apps {
+		path := "api/v1/apps/" + url.PathEscape(a.Serial) + "/" + url.PathEscape(a.Package) + "/heapdump"
+		if code, _ := post(path, false); code != http.StatusForbidden {
+			t.Errorf("POST without the header: %d", code)
+		}
+		code, body := post(path, true)
+		var res struct {
+			ID      string
+			Files   map[string]string
+			Summary offline.HeapSummary
+		}
+		if err := json.Unmarshal([]byte(body), &res); err != nil || code != 200 {
+			t.Fatalf("POST %s: %d %s %v", path, code, body, err)
+		}
+		if res.Summary.Objects == 0 || res.Summary.Package != a.Package || res.Summary.DumpBytes == 0 {
+			t.Errorf("summary %+v", res.Summary)
+		}
+		r, err := http.Get(strings.TrimSuffix(base, "/") + res.Files["heap.hprof"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		if !bytes.HasPrefix(b, []byte("JAVA PROFILE 1.0.3\x00")) || int64(len(b)) != res.Summary.DumpBytes {
+			t.Errorf("heap.hprof: %d bytes, %.20q", len(b), b)
+		}
+		if _, err := os.Stat(filepath.Join(dir, res.ID, "summary.json")); err != nil {
+			t.Error(err)
+		}
+		page, _ := http.Get(base + "apps/" + url.PathEscape(a.Serial) + "/" + url.PathEscape(a.Package))
+		pb, _ := io.ReadAll(page.Body)
+		page.Body.Close()
+		if !strings.Contains(string(pb), "Take heap dump") {
+			t.Error("the app page has no heap dump button")
+		}
+	}
+	if code, _ := post("api/v1/apps/nope/com.nope/heapdump", true); code != http.StatusNotFound {
+		t.Errorf("unknown app: %d", code)
+	}
+	for _, bad := range []string{"api/v1/heapdumps/..%2f..%2fetc/heap.hprof", "api/v1/heapdumps/x/passwd"} {
+		r, err := http.Get(base + bad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+		if r.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s: %d", bad, r.StatusCode)
+		}
+	}
+	res, _ := http.Get(base + "metrics")
+	m, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !strings.Contains(string(m), `alloctrack_heapdump_duration_seconds_count{result="ok"} 2`) {
+		t.Errorf("metrics lack the dumps' durations:\n%s", regexp.MustCompile(`(?m)^alloctrack_heapdump.*$`).FindAllString(string(m), -1))
+	}
 }

@@ -187,9 +187,46 @@
     });
   }
 
+  // The heap dump button: a POST with the header the server asks for, then
+  // the dump's answers and links to its files.
+  function heapDump() {
+    var form = document.getElementById("heapdump");
+    if (!form) return;
+    var out = form.querySelector("output");
+    form.addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      var button = form.querySelector("button");
+      button.disabled = true;
+      out.textContent = "Dumping…";
+      var url = form.dataset.url + (form.elements.gc.checked ? "?gc=1" : "");
+      fetch(url, { method: "POST", headers: { "X-Alloctrack-Request": "heapdump" } }).then(function (r) {
+        if (!r.ok) return r.text().then(function (t) { throw new Error(t.trim() || "HTTP " + r.status); });
+        return r.json();
+      }).then(function (res) {
+        var s = res.summary || {};
+        out.textContent = "Dump " + res.id + ": " + (s.objects || 0) + " objects in " + (s.dump_seconds || 0).toFixed(1) + " s, " +
+          (s.leaks || []).length + " leaked Activities and Fragments, " + (s.duplicate_strings || []).length + " groups of duplicate Strings, " +
+          (s.duplicate_bitmaps || []).length + " of Bitmaps. ";
+        Object.keys(res.files).forEach(function (name) {
+          var a = document.createElement("a");
+          a.href = res.files[name];
+          a.textContent = name;
+          a.setAttribute("download", "");
+          out.appendChild(a);
+          out.appendChild(document.createTextNode(" "));
+        });
+      }).catch(function (e) {
+        out.textContent = "Heap dump failed: " + String(e.message || e);
+      }).finally(function () {
+        button.disabled = false;
+      });
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     drawChart();
     flame();
+    heapDump();
     var live = document.getElementById("live");
     if (live) {
       var every = parseInt(live.dataset.refresh, 10) || 5000;

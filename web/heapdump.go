@@ -1,0 +1,113 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+)
+
+// HeapDumps lets the web view take heap dumps of apps and serve them:
+// POST /api/v1/apps/{serial}/{package}/heapdump (with the header
+// X-Alloctrack-Request: heapdump, which a form on another site cannot
+// send; ?gc=1 to collect garbage first) takes one and answers its
+// summary; GET /api/v1/heapdumps/{id}/{heap.hprof,summary.json} serves
+// its files. A dump freezes the app while it is written: nothing takes
+// one but a request.
+type HeapDumps struct {
+	// Dir holds each dump's capture directory, named by its id.
+	Dir string
+	// Take dumps the app and returns the id of its capture directory. It
+	// returns an error wrapping ErrNoApp or ErrDumpBusy for those cases.
+	Take func(ctx context.Context, serial, pkg string, gc bool) (id string, err error)
+}
+
+// Errors HeapDumps.Take may wrap.
+var (
+	ErrNoApp    = errors.New("no such app")
+	ErrDumpBusy = errors.New("a heap dump is being taken")
+)
+
+// DumpRequestHeader must come with a POST that takes a dump.
+const DumpRequestHeader = "X-Alloctrack-Request"
+
+var dumpID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// DumpFiles are the files of a dump the web view serves.
+var DumpFiles = []string{"heap.hprof", "summary.json"}
+
+func (h *Handler) heapDumpRoutes() {
+	if h.cfg.HeapDumps == nil {
+		return
+	}
+	h.mux.HandleFunc("POST /api/v1/apps/{serial}/{package}/heapdump", h.takeDump)
+	h.mux.HandleFunc("GET /api/v1/heapdumps/{id}/{file}", h.dumpFile)
+}
+
+// dumpResult answers a POST that took a dump.
+type dumpResult struct {
+	ID      string            `json:"id"`
+	Files   map[string]string `json:"files"`
+	Summary json.RawMessage   `json:"summary"`
+}
+
+func (h *Handler) takeDump(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get(DumpRequestHeader) != "heapdump" {
+		http.Error(w, "a heap dump freezes the app: send the header "+DumpRequestHeader+": heapdump to take one", http.StatusForbidden)
+		return
+	}
+	gc := false
+	switch v := r.URL.Query().Get("gc"); v {
+	case "", "0", "false":
+	case "1", "true":
+		gc = true
+	default:
+		http.Error(w, "query parameter gc: want 1 or 0", http.StatusBadRequest)
+		return
+	}
+	serial, pkg := r.PathValue("serial"), r.PathValue("package")
+	id, err := h.cfg.HeapDumps.Take(r.Context(), serial, pkg, gc)
+	switch {
+	case errors.Is(err, ErrNoApp):
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	case errors.Is(err, ErrDumpBusy):
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	case err != nil:
+		http.Error(w, "heap dump: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	res := dumpResult{ID: id, Files: map[string]string{}}
+	for _, f := range DumpFiles {
+		res.Files[f] = "/api/v1/heapdumps/" + id + "/" + f
+	}
+	if b, err := os.ReadFile(filepath.Join(h.cfg.HeapDumps.Dir, id, "summary.json")); err == nil {
+		res.Summary = b
+	}
+	writeJSON(w, r, res)
+}
+
+func (h *Handler) dumpFile(w http.ResponseWriter, r *http.Request) {
+	id, file := r.PathValue("id"), r.PathValue("file")
+	known := false
+	for _, f := range DumpFiles {
+		known = known || f == file
+	}
+	if !dumpID.MatchString(id) || !known {
+		http.Error(w, "no such heap dump file", http.StatusNotFound)
+		return
+	}
+	p := filepath.Join(h.cfg.HeapDumps.Dir, id, file)
+	if _, err := os.Stat(p); err != nil {
+		http.Error(w, "no such heap dump file", http.StatusNotFound)
+		return
+	}
+	if file == "heap.hprof" {
+		w.Header().Set("Content-Disposition", `attachment; filename="`+id+`.hprof"`)
+	}
+	http.ServeFile(w, r, p)
+}
