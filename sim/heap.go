@@ -308,9 +308,7 @@ func (h *simHeap) isClass(id uint32) bool {
 }
 
 func (h *simHeap) drop(id uint32) {
-	if _, ok := h.objs[id]; ok {
-		delete(h.objs, id)
-	}
+	delete(h.objs, id)
 }
 
 // keep keeps one allocation of site s in the cache, replacing the oldest.

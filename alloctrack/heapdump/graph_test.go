@@ -81,9 +81,7 @@ func randomHeap(seed uint64, n int) ([]byte, *model) {
 			m.size[id] = uint64(4 * k)
 			m.class[id] = "java.lang.Object[]"
 			m.refs[id] = append(m.refs[id], classBase+9)
-			for _, e := range el {
-				m.refs[id] = append(m.refs[id], e)
-			}
+			m.refs[id] = append(m.refs[id], el...)
 		case 1: // a primitive array
 			k := uint32(rng.IntN(5))
 			b.PrimitiveArray(id, hprof.Long, k, make([]byte, 8*k))

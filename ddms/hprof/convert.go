@@ -2,6 +2,7 @@ package hprof
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -35,7 +36,7 @@ import (
 // length before writing it), so memory stays bounded whatever the
 // segments' sizes.
 func ConvertStandard(r io.ReadSeeker, w io.Writer, appOnly bool) error {
-	c := &converter{r: r, br: bufio.NewReaderSize(r, maxClassDump), w: bufio.NewWriterSize(w, 64<<10), standard: true, appOnly: appOnly}
+	c := &converter{r: r, br: bufio.NewReaderSize(r, maxClassDump), mem: bufio.NewReaderSize(nil, maxClassDump), w: bufio.NewWriterSize(w, 64<<10), standard: true, appOnly: appOnly}
 	if err := c.run(); err != nil {
 		return err
 	}
@@ -66,7 +67,7 @@ type Edit struct {
 // ConvertStandard it reads each segment twice and keeps nothing of the
 // dump in memory.
 func Rewrite(r io.ReadSeeker, w io.Writer, e Edit) error {
-	c := &converter{r: r, br: bufio.NewReaderSize(r, maxClassDump), w: bufio.NewWriterSize(w, 64<<10), edit: e}
+	c := &converter{r: r, br: bufio.NewReaderSize(r, maxClassDump), mem: bufio.NewReaderSize(nil, maxClassDump), w: bufio.NewWriterSize(w, 64<<10), edit: e}
 	if err := c.run(); err != nil {
 		return err
 	}
@@ -77,9 +78,15 @@ func Rewrite(r io.ReadSeeker, w io.Writer, e Edit) error {
 // and fields of 8-byte ids and values fit.
 const maxClassDump = 4 << 20
 
+// maxBuffered is the largest heap dump segment converted from memory.
+var maxBuffered int64 = 16 << 20
+
 type converter struct {
 	r        io.ReadSeeker
-	br       *bufio.Reader
+	br       *bufio.Reader // file, or mem while a segment is in memory
+	mem      *bufio.Reader
+	memr     bytes.Reader
+	seg      []byte
 	off      int64
 	w        *bufio.Writer
 	ids      int
@@ -146,22 +153,46 @@ func (c *converter) run() error {
 			}
 			continue
 		}
-		// First the new length, then the segment itself.
+		// First the new length, then the segment itself: a segment of
+		// up to maxBuffered bytes (ART writes them of about 4 KiB) is
+		// read once into memory and converted twice from there; a larger
+		// one is read twice from r.
 		body := c.off
+		file := c.br
+		if length <= maxBuffered {
+			c.seg = grow(c.seg, int(length))
+			if err := c.full(c.seg); err != nil {
+				return err
+			}
+			c.br = c.mem
+		}
+		rewind := func() error {
+			c.off = body
+			if c.br == c.mem {
+				c.memr.Reset(c.seg)
+				c.mem.Reset(&c.memr)
+				return nil
+			}
+			if _, err := c.r.Seek(body, io.SeekStart); err != nil {
+				return err
+			}
+			c.br.Reset(c.r)
+			return nil
+		}
+		rewind()
 		out, err := c.segment(length, nil)
 		if err != nil {
 			return err
 		}
-		if _, err := c.r.Seek(body, io.SeekStart); err != nil {
+		if err := rewind(); err != nil {
 			return err
 		}
-		c.br.Reset(c.r)
-		c.off = body
 		binary.BigEndian.PutUint32(rh[5:], uint32(out))
 		c.w.Write(rh[:])
 		if _, err := c.segment(length, c.w); err != nil {
 			return err
 		}
+		c.br = file
 	}
 }
 

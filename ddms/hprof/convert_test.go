@@ -22,6 +22,14 @@ func hprofConv(t *testing.T) string {
 // hprof-conv and with ConvertStandard, with and without -z: the outputs
 // are equal byte for byte, and read back.
 func TestConvertStandardAsHprofConv(t *testing.T) {
+	t.Run("segments in memory", func(t *testing.T) { convertAsHprofConv(t) })
+	t.Run("segments read twice", func(t *testing.T) {
+		defer hprof.SetMaxBuffered(16)()
+		convertAsHprofConv(t)
+	})
+}
+
+func convertAsHprofConv(t *testing.T) {
 	conv := hprofConv(t)
 	dir := t.TempDir()
 	for name, dump := range map[string][]byte{"android": hproftest.AndroidDump(), "leaky": hproftest.LeakyDump(), "many": hproftest.ManyObjects(30000)} {

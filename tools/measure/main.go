@@ -33,7 +33,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: measure coverage|load|heapprofd|soak [flags]")
+		fmt.Fprintln(os.Stderr, "usage: measure coverage|load|heapprofd|soak|heapdump [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -46,6 +46,8 @@ func main() {
 		err = heapprofd(os.Args[2:])
 	case "soak":
 		err = soak(os.Args[2:])
+	case "heapdump":
+		err = heapdumpCmd(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown measurement %q", os.Args[1])
 	}
