@@ -365,7 +365,8 @@ func (h *simHeap) truth() HeapTruth {
 		t.Instances[name][class]++
 	}
 	for _, c := range h.classes {
-		add(c.heap, "byte[]") // its $classOverhead
+		add(c.heap, "byte[]")          // its $classOverhead
+		add(c.heap, "java.lang.Class") // the class itself
 	}
 	for _, id := range h.order {
 		o := h.objs[id]

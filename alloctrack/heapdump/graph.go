@@ -556,21 +556,35 @@ func (g *Graph) Histogram() *Histogram {
 		heap uint8
 		kind int32
 	}
+	// Classes count as instances of java.lang.Class (a dump writes them
+	// as CLASS DUMPs, and the JDK's histogram counts them so).
+	classKind := int32(len(g.kinds))
+	for i, k := range g.kinds {
+		if !k.prim && g.kindName(k) == "java.lang.Class" {
+			classKind = int32(i)
+		}
+	}
+	kindOf := func(n int32) int32 {
+		if n > 0 && g.kind[n] < 0 {
+			return classKind
+		}
+		return g.kind[n]
+	}
 	rows := map[key]*ClassCount{}
 	row := func(n int32) *ClassCount {
-		k := key{g.heap[n], g.kind[n]}
+		k := key{g.heap[n], kindOf(n)}
 		c := rows[k]
 		if c == nil {
-			c = &ClassCount{Heap: g.heapName(k.heap), Class: g.kindName(g.kinds[k.kind])}
+			c = &ClassCount{Heap: g.heapName(k.heap), Class: "java.lang.Class"}
+			if k.kind < int32(len(g.kinds)) {
+				c.Class = g.kindName(g.kinds[k.kind])
+			}
 			rows[k] = c
 		}
 		return c
 	}
 	h := &Histogram{Header: g.Header, Retained: true}
 	for n := 1; n < len(g.ids); n++ {
-		if g.kind[n] < 0 {
-			continue
-		}
 		c := row(int32(n))
 		c.Instances++
 		c.Bytes += g.size[n]
@@ -595,7 +609,7 @@ func (g *Graph) Histogram() *Histogram {
 		children[fill[g.idom[w]]] = w
 		fill[g.idom[w]]++
 	}
-	above := make([]int32, len(g.kinds))
+	above := make([]int32, len(g.kinds)+1)
 	type visit struct {
 		v    int32
 		next uint32
@@ -604,7 +618,7 @@ func (g *Graph) Histogram() *Histogram {
 	for len(stack) > 0 {
 		top := &stack[len(stack)-1]
 		if top.next == first[top.v+1] {
-			if k := g.kind[top.v]; k >= 0 {
+			if k := kindOf(top.v); k >= 0 {
 				above[k]--
 			}
 			stack = stack[:len(stack)-1]
@@ -612,7 +626,7 @@ func (g *Graph) Histogram() *Histogram {
 		}
 		w := children[top.next]
 		top.next++
-		if k := g.kind[w]; k >= 0 {
+		if k := kindOf(w); k >= 0 {
 			if above[k] == 0 {
 				row(w).Retained += g.ret[w]
 			}

@@ -56,6 +56,7 @@ func randomHeap(seed uint64, n int) ([]byte, *model) {
 		fields := []hproftest.Field{{Name: "a", Type: hprof.Object}, {Name: "n", Type: hprof.Int}, {Name: "b", Type: hprof.Object}}
 		b.Class(id, super, fmt.Sprintf("com.example.C%d", c), fields, st)
 		m.size[id] = 0
+		m.class[id] = "java.lang.Class"
 		m.all = append(m.all, id)
 		if super != 0 {
 			m.refs[id] = append(m.refs[id], super)
@@ -66,6 +67,7 @@ func randomHeap(seed uint64, n int) ([]byte, *model) {
 	}
 	b.Class(classBase+9, 0, "java.lang.Object[]", nil, nil)
 	m.size[classBase+9] = 0
+	m.class[classBase+9] = "java.lang.Class"
 	m.all = append(m.all, classBase+9)
 	for i := range nObj {
 		id := objBase + i

@@ -78,6 +78,7 @@ func Read(r io.Reader) (*Histogram, error) {
 		prim  bool
 	}
 	counts := map[key]*ClassCount{}
+	classDumps := map[uint32]uint64{} // classes by heap: instances of java.lang.Class
 	heap := uint32(0)
 	heapNames := map[uint32]uint64{}
 	add := func(k key, bytes uint64) {
@@ -106,6 +107,10 @@ func Read(r io.Reader) (*Histogram, error) {
 		HeapInfo: func(id uint32, nameID uint64) error {
 			heap = id
 			heapNames[id] = nameID
+			return nil
+		},
+		ClassDump: func(*hprof.ClassDump) error {
+			classDumps[heap]++
 			return nil
 		},
 		Instance: func(_, classID uint64, size uint32) error {
@@ -139,6 +144,21 @@ func Read(r io.Reader) (*Histogram, error) {
 		}
 		h.Objects += c.Instances
 		h.Classes = append(h.Classes, *c)
+	}
+	// Classes are instances of java.lang.Class, as the JDK's histogram
+	// counts them; a dump writes them as CLASS DUMPs.
+	for hp, n := range classDumps {
+		name := heapName(hp)
+		if id, ok := heapNames[hp]; ok && names[id] != "" {
+			name = names[id]
+		}
+		i := slices.IndexFunc(h.Classes, func(c ClassCount) bool { return c.Heap == name && c.Class == "java.lang.Class" })
+		if i < 0 {
+			h.Classes = append(h.Classes, ClassCount{Heap: name, Class: "java.lang.Class"})
+			i = len(h.Classes) - 1
+		}
+		h.Classes[i].Instances += n
+		h.Objects += n
 	}
 	slices.SortFunc(h.Classes, func(a, b ClassCount) int {
 		if d := strings.Compare(a.Heap, b.Heap); d != 0 {

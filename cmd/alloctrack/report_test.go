@@ -133,7 +133,7 @@ func TestReportHeapDump(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"JAVA PROFILE 1.0.3", "7 objects", "heap app", "heap zygote", "           3             24              0  com.example.Foo", "           1              8              8  com.example.Foo", "6 unreachable (152 bytes)"} {
+	for _, want := range []string{"JAVA PROFILE 1.0.3", "8 objects", "heap app", "heap zygote", "           3             24              0  com.example.Foo", "           1              8              8  com.example.Foo", "6 unreachable (152 bytes)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
