@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"time"
 )
 
 // HeapDumps lets the web view take heap dumps of apps and serve them:
@@ -45,11 +47,96 @@ func (h *Handler) heapDumpRoutes() {
 	}
 	h.mux.HandleFunc("POST /api/v1/apps/{serial}/{package}/heapdump", h.takeDump)
 	h.mux.HandleFunc("GET /api/v1/heapdumps/{id}/{file}", h.dumpFile)
+	h.mux.HandleFunc("GET /heapdumps/{id}", h.dumpPage)
+	h.mux.HandleFunc("GET /heapdumps", h.dumpList)
+}
+
+// DumpSummary is what the web view reads of a dump's summary.json.
+type DumpSummary struct {
+	ID          string    `json:"-"`
+	Serial      string    `json:"serial"`
+	Package     string    `json:"package"`
+	PID         int       `json:"pid"`
+	API         int       `json:"api"`
+	Start       time.Time `json:"start"`
+	DumpSeconds float64   `json:"dump_seconds"`
+	DumpBytes   uint64    `json:"dump_bytes"`
+	Objects     uint64    `json:"objects"`
+	Unreachable uint64    `json:"unreachable_objects"`
+	TopClasses  []struct {
+		Heap, Class                string
+		Instances, Bytes, Retained uint64
+	} `json:"top_classes"`
+	Leaks []struct {
+		Kind, Class, Why string
+		ID               uint64
+		Retained         uint64 `json:"retained_bytes"`
+		Path             []struct {
+			Class, Root, Ref string
+			ID               uint64
+		}
+	} `json:"leaks"`
+	DuplicateStrings []DumpDuplicate   `json:"duplicate_strings"`
+	DuplicateBitmaps []DumpDuplicate   `json:"duplicate_bitmaps"`
+	Files            map[string]string `json:"-"`
+}
+
+// DumpDuplicate is a group of duplicates in a summary.
+type DumpDuplicate struct {
+	Value           string
+	Copies, Buffers int
+	Wasted          uint64 `json:"wasted_bytes"`
+}
+
+// readSummary reads dump id's summary.json.
+func (h *Handler) readSummary(id string) (*DumpSummary, error) {
+	b, err := os.ReadFile(filepath.Join(h.cfg.HeapDumps.Dir, id, "summary.json"))
+	if err != nil {
+		return nil, err
+	}
+	s := &DumpSummary{ID: id, Files: map[string]string{}}
+	if err := json.Unmarshal(b, s); err != nil {
+		return nil, err
+	}
+	for _, f := range DumpFiles {
+		s.Files[f] = "/api/v1/heapdumps/" + id + "/" + f
+	}
+	return s, nil
+}
+
+func (h *Handler) dumpPage(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !dumpID.MatchString(id) {
+		http.Error(w, "no such heap dump", http.StatusNotFound)
+		return
+	}
+	s, err := h.readSummary(id)
+	if err != nil {
+		http.Error(w, "no such heap dump", http.StatusNotFound)
+		return
+	}
+	h.render(w, r, "heapdump", "Heap dump of "+s.Package+" on "+s.Serial, s)
+}
+
+func (h *Handler) dumpList(w http.ResponseWriter, r *http.Request) {
+	ents, _ := os.ReadDir(h.cfg.HeapDumps.Dir)
+	var list []*DumpSummary
+	for _, e := range ents {
+		if !e.IsDir() || !dumpID.MatchString(e.Name()) {
+			continue
+		}
+		if s, err := h.readSummary(e.Name()); err == nil {
+			list = append(list, s)
+		}
+	}
+	slices.SortFunc(list, func(a, b *DumpSummary) int { return b.Start.Compare(a.Start) })
+	h.render(w, r, "heapdumps", "Heap dumps", list)
 }
 
 // dumpResult answers a POST that took a dump.
 type dumpResult struct {
 	ID      string            `json:"id"`
+	Page    string            `json:"page"`
 	Files   map[string]string `json:"files"`
 	Summary json.RawMessage   `json:"summary"`
 }
@@ -81,7 +168,7 @@ func (h *Handler) takeDump(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "heap dump: "+err.Error(), http.StatusBadGateway)
 		return
 	}
-	res := dumpResult{ID: id, Files: map[string]string{}}
+	res := dumpResult{ID: id, Page: "/heapdumps/" + id, Files: map[string]string{}}
 	for _, f := range DumpFiles {
 		res.Files[f] = "/api/v1/heapdumps/" + id + "/" + f
 	}

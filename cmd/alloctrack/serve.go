@@ -333,6 +333,7 @@ func (c *serveCmd) handler(d *supervisor.Daemon, extra map[string]http.Handler, 
 	}
 	vcfg := webview.Config{Version: version.Info(), Links: viewLinks, Refresh: min(*c.session.window, 5*time.Second)}
 	if *c.dumpDir != "" {
+		vcfg.Links = append(vcfg.Links, [2]string{"heapdumps", "Heap dumps"})
 		dumper, err := newServeDumper(d, *c.dumpDir, *c.dumpTimeout, reg)
 		if err != nil {
 			return nil, err

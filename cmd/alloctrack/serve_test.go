@@ -256,6 +256,17 @@ func TestServeHeapDump(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, res.ID, "summary.json")); err != nil {
 			t.Error(err)
 		}
+		for _, p := range []string{"heapdumps/" + res.ID, "heapdumps"} {
+			r, err := http.Get(base + p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(r.Body)
+			r.Body.Close()
+			if r.StatusCode != 200 || !strings.Contains(string(b), "Heap dump") || p != "heapdumps" && !strings.Contains(string(b), "Leaked Activities and Fragments") {
+				t.Errorf("GET %s: %d %.300s", p, r.StatusCode, b)
+			}
+		}
 		page, _ := http.Get(base + "apps/" + url.PathEscape(a.Serial) + "/" + url.PathEscape(a.Package))
 		pb, _ := io.ReadAll(page.Body)
 		page.Body.Close()

@@ -207,6 +207,11 @@
         out.textContent = "Dump " + res.id + ": " + (s.objects || 0) + " objects in " + (s.dump_seconds || 0).toFixed(1) + " s, " +
           (s.leaks || []).length + " leaked Activities and Fragments, " + (s.duplicate_strings || []).length + " groups of duplicate Strings, " +
           (s.duplicate_bitmaps || []).length + " of Bitmaps. ";
+        var page = document.createElement("a");
+        page.href = res.page;
+        page.textContent = "the dump's page";
+        out.appendChild(page);
+        out.appendChild(document.createTextNode(" "));
         Object.keys(res.files).forEach(function (name) {
           var a = document.createElement("a");
           a.href = res.files[name];
