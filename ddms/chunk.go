@@ -48,6 +48,8 @@ var (
 	REAQ = TypeOf("REAQ")
 	REAL = TypeOf("REAL")
 	HPIF = TypeOf("HPIF")
+	HPDU = TypeOf("HPDU") // heap dump to a file the app writes (Android 3–11)
+	HPDS = TypeOf("HPDS") // heap dump streamed back over DDM (Android 3–11)
 	FAIL = TypeOf("FAIL")
 )
 

@@ -411,3 +411,17 @@ func FuzzDecodePayloads(f *testing.F) {
 		DecodeHelloRequest(b)
 	})
 }
+
+func TestHeapDumpFilePayload(t *testing.T) {
+	for _, p := range []string{"/sdcard/dump.hprof", "/data/data/com.example/ü.hprof", ""} {
+		got, err := DecodeHeapDumpFile(EncodeHeapDumpFile(p))
+		if err != nil || got != p {
+			t.Errorf("%q: %q, %v", p, got, err)
+		}
+	}
+	for _, b := range [][]byte{nil, {0, 0, 0, 5, 0, 'a'}, append(EncodeHeapDumpFile("/x"), 0)} {
+		if _, err := DecodeHeapDumpFile(b); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%x: %v, want ErrMalformed", b, err)
+		}
+	}
+}

@@ -302,3 +302,28 @@ func DecodeFail(b []byte) (*FailError, error) {
 	}
 	return e, nil
 }
+
+// EncodeHeapDumpFile encodes an HPDU request: u4 length in UTF-16 units,
+// then the file name in UTF-16 (android/ddm/DdmHandleHeap.java). The app
+// itself opens the file, so it must be a path the app may write. The VM
+// answers an HPDU chunk of one byte, HeapDumpOK or HeapDumpFailed.
+func EncodeHeapDumpFile(path string) []byte {
+	b := binary.BigEndian.AppendUint32(nil, uint32(UTF16Len(path)))
+	return AppendUTF16(b, path)
+}
+
+// DecodeHeapDumpFile decodes an HPDU request.
+func DecodeHeapDumpFile(b []byte) (string, error) {
+	d := decoder{what: "HPDU", b: b}
+	s := d.str("file name")
+	if d.err == nil && d.left() != 0 {
+		return "", fmt.Errorf("%w HPDU: %d bytes after the file name (payload length %d)", ErrMalformed, d.left(), len(b))
+	}
+	return s, d.err
+}
+
+// HPDU results.
+const (
+	HeapDumpOK     = 0
+	HeapDumpFailed = 0xFF
+)

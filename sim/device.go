@@ -145,6 +145,9 @@ func release(api int) string {
 
 // AddVM adds a running process. Its API level defaults to the device's.
 func (d *Device) AddVM(vm *VM) {
+	vm.mu.Lock()
+	vm.fileWriter = d.PutFile
+	vm.mu.Unlock()
 	d.mu.Lock()
 	d.vms[vm.PID()] = vm
 	d.mu.Unlock()

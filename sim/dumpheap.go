@@ -2,9 +2,12 @@ package sim
 
 import (
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/alloctrack/alloctrack/ddms"
 )
 
 // The facts am dumpheap follows (docs/heapdumps.md has their sources):
@@ -87,4 +90,37 @@ func (d *Device) amCommand(argv []string) (out, errOut []byte, code int) {
 		d.PutFile(file, dump)
 	}()
 	return nil, nil, 0
+}
+
+// apiNoDDMHeapDump is the first API level whose framework no longer
+// registers HPDU and HPDS (android/ddm/DdmHandleHeap.java registers only
+// HPGC from Android 12); an unregistered chunk gets no reply at all
+// (adbconnection).
+const apiNoDDMHeapDump = 31
+
+// serveHeapDump answers DDM's heap dump chunks as DdmHandleHeap does up to
+// Android 11: HPDU makes the app write its dump to the file the request
+// names (it must be a path the app may write: under /sdcard/ or its own
+// /data/data/PACKAGE/) and answers one byte, 0 or 0xFF; HPDS sends the
+// dump back as an HPDS chunk in a command packet of the VM's own, and
+// answers nothing when it succeeds.
+func (vm *VM) serveHeapDump(c net.Conn, id uint32, ch ddms.Chunk) bool {
+	if vm.cfg.API >= apiNoDDMHeapDump {
+		return true
+	}
+	if ch.Type == ddms.HPDS {
+		dump, _ := vm.HeapDump()
+		return vm.writeChunk(c, vm.nextPacketID(), false, ddms.HPDS, dump) == nil
+	}
+	path, err := ddms.DecodeHeapDumpFile(ch.Data)
+	vm.mu.Lock()
+	write := vm.fileWriter
+	vm.mu.Unlock()
+	ok := err == nil && (strings.HasPrefix(path, "/sdcard/") || strings.HasPrefix(path, "/data/data/"+vm.cfg.Package+"/"))
+	if !ok || write == nil {
+		return vm.writeChunk(c, id, true, ddms.HPDU, []byte{ddms.HeapDumpFailed}) == nil
+	}
+	dump, _ := vm.HeapDump()
+	write(path, dump)
+	return vm.writeChunk(c, id, true, ddms.HPDU, []byte{ddms.HeapDumpOK}) == nil
 }

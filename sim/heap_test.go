@@ -2,15 +2,20 @@ package sim
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/alloctrack/alloctrack/alloctrack/heapdump"
+	"github.com/alloctrack/alloctrack/ddms"
 	"github.com/alloctrack/alloctrack/ddms/hprof"
 	"github.com/alloctrack/alloctrack/internal/realtest"
+	"github.com/alloctrack/alloctrack/jdwp"
 )
 
 // A simulated app's dump, read by the product's reader: every class's
@@ -91,6 +96,58 @@ func TestHeapDumpTruth(t *testing.T) {
 		}
 		if want, _ := os.ReadFile(ref); !bytes.Equal(std.Bytes(), want) {
 			t.Errorf("API %d: hprof-conv converts the dump differently", api)
+		}
+	}
+}
+
+// DDM's heap dump chunks, as DdmHandleHeap answers them up to Android 11:
+// HPDS streams the dump back in a VM command packet, HPDU has the app
+// write it where it may (and fails elsewhere); Android 12 answers neither.
+func TestDDMHeapDumpChunks(t *testing.T) {
+	for _, api := range []int{30, 31} {
+		d, vm := newTestDevice(t, api, AppConfig{})
+		vm.Allocate(100_000)
+		got := make(chan []byte, 1)
+		c, err := d.OpenService("jdwp:" + itoa(vm.PID()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := jdwp.Open(ctx5(t), c, jdwp.Options{OnCommand: func(p jdwp.Packet) {
+			if ch, err := ddms.DecodeChunk(p.Data); err == nil && ch.Type == ddms.HPDS {
+				got <- ch.Data
+			}
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		cl := ddms.NewClient(conn)
+		if err := cl.Send(ddms.HPDS, nil); err != nil {
+			t.Fatal(err)
+		}
+		var dump []byte
+		select {
+		case dump = <-got:
+		case <-time.After(300 * time.Millisecond):
+		}
+		short, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		reply, herr := cl.Request(short, ddms.HPDU, ddms.EncodeHeapDumpFile("/sdcard/x.hprof"))
+		cancel()
+		if api >= 31 {
+			if dump != nil || !errors.Is(herr, context.DeadlineExceeded) {
+				t.Errorf("API %d: HPDS %d bytes, HPDU %v: want no answer", api, len(dump), herr)
+			}
+			continue
+		}
+		if g, err := heapdump.ReadGraph(bytes.NewReader(dump)); err != nil || g.Objects() < 100 {
+			t.Fatalf("API %d: HPDS gave %d bytes: %v", api, len(dump), err)
+		}
+		file, ok := d.File("/sdcard/x.hprof")
+		if herr != nil || !bytes.Equal(reply, []byte{ddms.HeapDumpOK}) || !ok || !bytes.HasPrefix(file, []byte("JAVA PROFILE 1.0.3")) {
+			t.Errorf("API %d: HPDU %v %v, file %d bytes", api, reply, herr, len(file))
+		}
+		if reply, err := cl.Request(ctx5(t), ddms.HPDU, ddms.EncodeHeapDumpFile("/data/local/tmp/x.hprof")); err != nil || !bytes.Equal(reply, []byte{ddms.HeapDumpFailed}) {
+			t.Errorf("API %d: HPDU to a path the app may not write: %v %v", api, reply, err)
 		}
 	}
 }

@@ -185,6 +185,9 @@ type VM struct {
 	heapOwed  int
 	heapSince int
 	dumps     int
+	// fileWriter writes a file on the VM's device (set by Device.AddVM):
+	// where HPDU puts a dump.
+	fileWriter func(path string, b []byte)
 }
 
 // recreateEvery is how many allocations an Activity of a simulated app
@@ -974,6 +977,8 @@ func (vm *VM) handle(c net.Conn, p *jdwp.Packet, at time.Time) bool {
 			return true // Android 9+: REAE has no reply
 		}
 		return vm.writeEmptyReply(c, p.ID, 0) == nil
+	case ddms.HPDU, ddms.HPDS:
+		return vm.serveHeapDump(c, p.ID, ch)
 	case ddms.REAQ:
 		vm.mu.Lock()
 		hang := take(&vm.faults.HangREAQ)
