@@ -63,6 +63,7 @@ type serveCmd struct {
 	hpMaxFile       *units.Base2Bytes
 	dumpDir         *string
 	dumpTimeout     *time.Duration
+	dumpNoAuth      *bool
 	simulate        *bool
 	simDevices      *int
 	simApps         *int
@@ -93,6 +94,7 @@ func newServeCmd(app *kingpin.Application) *serveCmd {
 	c.hpRotate = f("heapprofd.rotate", "How long one perfetto session of a device runs before the next replaces it, which bounds its trace file and heapprofd's own memory on the device. The switch leaves a gap of about one stop and start (see docs/heapprofd-devices.md).").Default("30m").Duration()
 	c.hpMaxFile = f("heapprofd.max-file-size", "Bound of a session's trace file on the device (max_file_size_bytes): the tracing service ends the session there, and the next one starts.").Default("256MiB").Bytes()
 	c.dumpDir = f("heapdump.dir", "Let the web view take heap dumps of apps (a button on each app's page; POST /api/v1/apps/SERIAL/PACKAGE/heapdump) and keep each in a directory here. A dump freezes the app while it is written, so none is taken unless asked; the web config's authentication applies. Off by default.").PlaceHolder("DIR").String()
+	c.dumpNoAuth = f("heapdump.no-auth", "Allow --heapdump.dir without basic auth users in --web.config.file: anyone who reaches the web port may then take heap dumps.").Bool()
 	c.dumpTimeout = f("heapdump.timeout", "How long a heap dump may take, from am dumpheap to the pulled file.").Default("5m").Duration()
 	c.simulate = f("simulate", "Serve a simulated farm instead of real devices: an in-process adb server with simulated devices and apps (its control API is at /sim/devices).").Bool()
 	c.simDevices = f("simulate.devices", "Simulated devices (with --simulate).").Default("3").Int()
@@ -122,8 +124,18 @@ func (c *serveCmd) validate() error {
 		return fmt.Errorf("--reports.in-flight must be at least 1")
 	case *c.simulate && (*c.simDevices < 1 || *c.simApps < 0 || *c.simRate < 0):
 		return fmt.Errorf("--simulate.devices must be at least 1, --simulate.apps and --simulate.rate not negative")
+	case *c.dumpTimeout <= 0:
+		return fmt.Errorf("--heapdump.timeout must be positive")
+	case *c.dumpDir != "" && !*c.dumpNoAuth && !c.basicAuth():
+		return fmt.Errorf("--heapdump.dir lets whoever reaches the web port freeze apps with heap dumps: give users in --web.config.file (basic_auth_users), or --heapdump.no-auth to allow it without")
 	}
 	return nil
+}
+
+// basicAuth tells whether the web config file names basic auth users.
+func (c *serveCmd) basicAuth() bool {
+	cfg, ok := c.webConfig()
+	return ok && len(cfg.Users) > 0
 }
 
 func (c *serveCmd) run(stderr io.Writer) int {
@@ -391,20 +403,24 @@ func (c *serveCmd) listen() ([]net.Listener, error) {
 	return ls, nil
 }
 
-// tlsEnabled tells whether the web config file turns TLS on.
-func (c *serveCmd) tlsEnabled() bool {
+// webConfig reads the web config file, if any and readable
+// (exporter-toolkit reads it again itself, and says what is wrong).
+func (c *serveCmd) webConfig() (web.Config, bool) {
+	var cfg web.Config
 	if *c.web.WebConfigFile == "" {
-		return false
+		return cfg, false
 	}
 	b, err := os.ReadFile(*c.web.WebConfigFile)
-	if err != nil {
-		return false
+	if err != nil || yaml.Unmarshal(b, &cfg) != nil {
+		return cfg, false
 	}
-	var cfg web.Config
-	if yaml.Unmarshal(b, &cfg) != nil {
-		return false
-	}
-	return cfg.TLSConfig.IsEnabled()
+	return cfg, true
+}
+
+// tlsEnabled tells whether the web config file turns TLS on.
+func (c *serveCmd) tlsEnabled() bool {
+	cfg, ok := c.webConfig()
+	return ok && cfg.TLSConfig.IsEnabled()
 }
 
 // viewURL is the address to open in a browser: unspecified hosts become

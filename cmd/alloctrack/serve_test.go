@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/alloctrack/alloctrack/alloctrack/offline"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // Bad flags of serve and sim are refused before anything starts, with a
@@ -35,6 +36,8 @@ func TestServeAndSimUsageErrors(t *testing.T) {
 		{[]string{"serve", "--package.exclude", "[a"}, "--package"},
 		{[]string{"serve", "--log.level", "loud"}, "log.level"},
 		{[]string{"serve", "--simulate", "--simulate.devices", "0"}, "--simulate.devices"},
+		{[]string{"serve", "--heapdump.dir", "/tmp/x"}, "basic_auth_users"},
+		{[]string{"serve", "--heapdump.dir", "/tmp/x", "--heapdump.no-auth", "--heapdump.timeout", "0s"}, "--heapdump.timeout"},
 		{[]string{"sim"}, "--listen"},
 		{[]string{"sim", "--adb-server", "127.0.0.1:0", "--skew", "1"}, "--skew"},
 		{[]string{"sim", "--adb-server", "127.0.0.1:0", "--api", "0"}, "--api"},
@@ -197,7 +200,7 @@ func TestWatchParent(t *testing.T) {
 // 11 and 12 devices), summarised, kept and served; its time is a metric.
 func TestServeHeapDump(t *testing.T) {
 	dir := t.TempDir()
-	base, stop, errOut := startServe(t, "--simulate", "--simulate.devices", "2", "--simulate.apps", "1", "--window", "1s", "--heapdump.dir", dir)
+	base, stop, errOut := startServe(t, "--simulate", "--simulate.devices", "2", "--simulate.apps", "1", "--window", "1s", "--heapdump.dir", dir, "--heapdump.no-auth")
 	defer stop()
 	defer http.DefaultClient.CloseIdleConnections()
 	var farm struct {
@@ -293,5 +296,40 @@ func TestServeHeapDump(t *testing.T) {
 	res.Body.Close()
 	if !strings.Contains(string(m), `alloctrack_heapdump_duration_seconds_count{result="ok"} 2`) {
 		t.Errorf("metrics lack the dumps' durations:\n%s", regexp.MustCompile(`(?m)^alloctrack_heapdump.*$`).FindAllString(string(m), -1))
+	}
+}
+
+// With basic auth users in the web config, --heapdump.dir needs no
+// --heapdump.no-auth, and a POST without the user's password is refused.
+func TestServeHeapDumpNeedsAuth(t *testing.T) {
+	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "web.yml")
+	os.WriteFile(cfg, []byte("basic_auth_users:\n  alice: "+string(hash)+"\n"), 0o600)
+	base, stop, _ := startServe(t, "--simulate", "--simulate.devices", "1", "--simulate.apps", "1", "--window", "1s",
+		"--heapdump.dir", t.TempDir(), "--web.config.file", cfg)
+	defer stop()
+	defer http.DefaultClient.CloseIdleConnections()
+	post := func(user, pass string) int {
+		req, _ := http.NewRequest("POST", base+"api/v1/apps/nope/com.nope/heapdump", nil)
+		req.Header.Set("X-Alloctrack-Request", "heapdump")
+		if user != "" {
+			req.SetBasicAuth(user, pass)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if code := post("", ""); code != http.StatusUnauthorized {
+		t.Errorf("without a password: %d", code)
+	}
+	if code := post("alice", "s3cret"); code != http.StatusNotFound { // authorised; no such app
+		t.Errorf("with the password: %d", code)
 	}
 }
