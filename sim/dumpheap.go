@@ -12,7 +12,8 @@ import (
 
 // The facts am dumpheap follows (docs/heapdumps.md has their sources):
 //   - usage am dumpheap [--user U] [-n] [-g] [-m] PROCESS FILE; -g (a GC
-//     first) from Android 8.1 (API 27);
+//     first) from Android 8.1 (API 27), -b FORMAT (every Bitmap's pixels,
+//     compressed, in Bitmap.dumpData) from Android 15 (API 35);
 //   - the shell opens FILE (so it must be writable by shell: under
 //     /data/local/tmp), and system_server hands the descriptor to the app,
 //     which must be debuggable (or the build ro.debuggable);
@@ -22,8 +23,9 @@ import (
 //     the app says it is done;
 //   - errors: "Unknown process: X", "Process not debuggable: X".
 const (
-	apiDumpheapGC   = 27
-	apiDumpheapWait = 29
+	apiDumpheapGC      = 27
+	apiDumpheapWait    = 29
+	apiDumpheapBitmaps = 35 // -b FORMAT: Bitmaps' pixels in the dump (Android 15)
 )
 
 // dumpDelay is how long the simulated app takes to write its dump after
@@ -42,10 +44,17 @@ func (d *Device) amCommand(argv []string) (out, errOut []byte, code int) {
 		return nil, []byte("java.lang.IllegalArgumentException: " + msg + "\n"), 255
 	}
 	var args []string
+	bitmaps := ""
 	for i := 2; i < len(argv); i++ {
 		switch a := argv[i]; {
 		case a == "--user":
 			i++
+		case a == "-b" && api >= apiDumpheapBitmaps:
+			i++
+			if i == len(argv) || (argv[i] != "png" && argv[i] != "jpg" && argv[i] != "jpeg" && argv[i] != "webp") {
+				return nil, []byte("Error: -b needs a format: png, jpg or webp\n"), 255
+			}
+			bitmaps = argv[i]
 		case a == "-n" || a == "-m":
 			return nil, []byte("sim: am dumpheap: native dumps are not simulated\n"), 1
 		case a == "-g" && api >= apiDumpheapGC:
@@ -77,13 +86,20 @@ func (d *Device) amCommand(argv []string) (out, errOut []byte, code int) {
 	d.mu.Lock()
 	d.files[file] = []byte{} // the shell opens (creates) it
 	d.mu.Unlock()
-	if api >= apiDumpheapWait {
+	take := func() []byte {
+		if bitmaps != "" {
+			dump, _ := vm.HeapDumpBitmaps(bitmaps)
+			return dump
+		}
 		dump, _ := vm.HeapDump()
-		d.PutFile(file, dump)
+		return dump
+	}
+	if api >= apiDumpheapWait {
+		d.PutFile(file, take())
 		return []byte("File: " + file + "\nWaiting for dump to finish...\n"), nil, 0
 	}
 	go func() {
-		dump, _ := vm.HeapDump()
+		dump := take()
 		time.Sleep(dumpDelay / 3)
 		d.PutFile(file, dump[:len(dump)/2])
 		time.Sleep(dumpDelay * 2 / 3)

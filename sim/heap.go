@@ -90,6 +90,8 @@ type simHeap struct {
 	leakedA  []uint32
 	leakedF  []uint32
 	destroys int
+	// nativePtr is the last Bitmap's mNativePtr (Android 8 and later).
+	nativePtr uint64
 }
 
 func (h *simHeap) addr(size int) uint32 {
@@ -192,7 +194,14 @@ func newSimHeap(p *program, pkg string, api int, seed uint64) *simHeap {
 	if api <= 25 {
 		h.class("android.graphics.Bitmap", "java.lang.Object", heapImage, []hfield{{"mBuffer", obj}, {"mWidth", in}, {"mHeight", in}}, nil)
 	} else {
-		h.class("android.graphics.Bitmap", "java.lang.Object", heapImage, []hfield{{"mNativePtr", lo}, {"mWidth", in}, {"mHeight", in}}, nil)
+		var statics []hstatic
+		if api >= apiDumpheapBitmaps {
+			statics = []hstatic{{"dumpData", obj, 0}}
+			h.class("android.graphics.Bitmap$DumpData", "java.lang.Object", heapImage,
+				[]hfield{{"count", in}, {"format", in}, {"natives", obj}, {"buffers", obj}, {"max", in}}, nil)
+			h.class("byte[][]", "java.lang.Object", heapImage, nil, nil)
+		}
+		h.class("android.graphics.Bitmap", "java.lang.Object", heapImage, []hfield{{"mNativePtr", lo}, {"mWidth", in}, {"mHeight", in}}, statics)
 	}
 	// The workload's classes that are not arrays.
 	for _, s := range p.sites {
@@ -254,7 +263,8 @@ func (h *simHeap) newActivity() {
 		buf := h.primArray(hprof.Byte, heapApp, bytes.Clone(h.icon))
 		bmp = h.instance("android.graphics.Bitmap", heapApp, uint64(buf.id), 24, 24)
 	} else {
-		bmp = h.instance("android.graphics.Bitmap", heapApp, uint64(0x7f000000+h.rng.Uint32N(1<<20)), 24, 24)
+		h.nativePtr += 0x40
+		bmp = h.instance("android.graphics.Bitmap", heapApp, h.nativePtr, 24, 24)
 	}
 	title := h.str("Main", heapApp)
 	// MainActivity: mFragment, mIcon, mTitle, then mDestroyed, mFinished.
@@ -389,7 +399,7 @@ func (h *simHeap) truth() HeapTruth {
 	for _, f := range h.leakedF {
 		t.LeakedFragments = append(t.LeakedFragments, uint64(f))
 	}
-	if h.api <= 25 {
+	if h.api <= 25 || h.api >= apiDumpheapBitmaps && h.static("android.graphics.Bitmap", "dumpData").v != 0 {
 		t.IconCopies = 1 + len(h.leakedA)
 	}
 	return t
@@ -627,4 +637,34 @@ func (h *simHeap) writeObject(w *hwriter, o *hobj) {
 			a.Write(o.data)
 		}
 	}
+}
+
+// withBitmaps runs dump with Bitmap.dumpData holding every live Bitmap's
+// pixels as Android 15's Bitmap.dumpAll(format) leaves them: a DumpData
+// whose natives are the Bitmaps' mNativePtr and buffers their compressed
+// pixels (here the same bytes for the same pixels), cleared afterwards.
+func (h *simHeap) withBitmaps(format string, dump func()) {
+	var natives []byte
+	var bufs []uint32
+	for _, id := range h.order {
+		o := h.objs[id]
+		if o == nil || o.class < 0 || h.classes[o.class].name != "android.graphics.Bitmap" {
+			continue
+		}
+		natives = binary.BigEndian.AppendUint64(natives, o.vals[0])
+		png := append([]byte("\x89PNG "+format), h.icon[:64]...)
+		bufs = append(bufs, h.primArray(hprof.Byte, heapApp, png).id)
+	}
+	nat := h.primArray(hprof.Long, heapApp, natives)
+	arr := h.objArray("byte[][]", heapApp, append([]uint32{}, bufs...))
+	dd := h.instance("android.graphics.Bitmap$DumpData", heapApp, uint64(len(bufs)), 1, uint64(nat.id), uint64(arr.id), uint64(len(bufs)))
+	st := h.static("android.graphics.Bitmap", "dumpData")
+	st.v = uint64(dd.id)
+	defer func() {
+		st.v = 0
+		for _, id := range append([]uint32{nat.id, arr.id, dd.id}, bufs...) {
+			h.drop(id)
+		}
+	}()
+	dump()
 }

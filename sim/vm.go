@@ -547,6 +547,18 @@ func (vm *VM) HeapDump() ([]byte, HeapTruth) {
 	return vm.heap.dump(time.Now()), vm.heap.truth()
 }
 
+// HeapDumpBitmaps is HeapDump with every Bitmap's pixels in the dump, as
+// am dumpheap -b FORMAT makes them from Android 15.
+func (vm *VM) HeapDumpBitmaps(format string) (dump []byte, truth HeapTruth) {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	vm.dumps++
+	vm.heap.withBitmaps(format, func() {
+		dump, truth = vm.heap.dump(time.Now()), vm.heap.truth()
+	})
+	return dump, truth
+}
+
 // HeapDumps is how many dumps of the heap were taken.
 func (vm *VM) HeapDumps() int {
 	vm.mu.Lock()

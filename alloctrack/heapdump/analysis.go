@@ -30,7 +30,7 @@ var watchSpecs = []struct {
 	{watchActivity, []string{"android.app.Activity"}, []string{"mDestroyed", "mFinished"}},
 	{watchFragment, []string{"android.app.Fragment", "androidx.fragment.app.Fragment", "android.support.v4.app.Fragment"}, []string{"mFragmentManager"}},
 	{watchString, []string{"java.lang.String"}, []string{"value"}},
-	{watchBitmap, []string{"android.graphics.Bitmap"}, []string{"mBuffer", "mWidth", "mHeight"}},
+	{watchBitmap, []string{"android.graphics.Bitmap"}, []string{"mBuffer", "mWidth", "mHeight", "mNativePtr"}},
 }
 
 type fieldAt struct {
@@ -47,8 +47,8 @@ type watch struct {
 type watchedObj struct {
 	node int32
 	kind watchKind
-	vals [3]uint64
-	has  [3]bool
+	vals [4]uint64
+	has  [4]bool
 }
 
 // namedField is a field of an instance's data, at its offset.
@@ -280,6 +280,14 @@ func (g *Graph) Analyze(r io.ReadSeeker, maxDuplicates int) (*Analysis, error) {
 			}
 		}
 	}
+	if g.pixNatives != 0 {
+		if _, err := r.Seek(0, io.SeekStart); err != nil {
+			return nil, err
+		}
+		if err := g.readPixels(r); err != nil {
+			return nil, err
+		}
+	}
 	var strArrays []int32
 	a.DuplicateStrings, strArrays = g.duplicates(watchString, maxDuplicates)
 	a.DuplicateBitmaps, _ = g.duplicates(watchBitmap, maxDuplicates)
@@ -375,10 +383,18 @@ func (g *Graph) duplicates(kind watchKind, max int) ([]Duplicate, []int32) {
 	}
 	groups := map[[2]uint64]*group{}
 	for _, o := range g.watched {
-		if o.kind != kind || !o.has[0] || g.idom[o.node] < 0 {
+		if o.kind != kind || g.idom[o.node] < 0 {
 			continue
 		}
-		arr := g.lookup(o.vals[0])
+		var arr int32 = -1
+		switch {
+		case o.has[0] && o.vals[0] != 0: // String.value, Bitmap.mBuffer
+			arr = g.lookup(o.vals[0])
+		case kind == watchBitmap && o.has[3]: // Android 15's dumpData
+			if id, ok := g.pixels[o.vals[3]]; ok {
+				arr = g.lookup(id)
+			}
+		}
 		if arr < 0 {
 			continue
 		}
@@ -505,4 +521,87 @@ func (g *Graph) names3(r io.Reader, want map[int32]uint64, preview map[int32][]b
 		PrimitiveArray: func(uint64, hprof.Type, uint32) error { node++; return nil },
 	})
 	return refs, err
+}
+
+// Android 15 and later (am dumpheap -b FORMAT) put every live Bitmap's
+// pixels, compressed, in the dump: android.graphics.Bitmap's static
+// dumpData is a Bitmap$DumpData whose natives (long[]) and buffers
+// (byte[][]) pair each Bitmap's mNativePtr with its compressed pixels,
+// count of them in use (frameworks/base Bitmap.java, Android 15).
+
+// findDumpData notes the id of Bitmap.dumpData, after the first read.
+func (g *Graph) findDumpData() {
+	for id, l := range g.layout {
+		if g.classNameOf(id) != "android.graphics.Bitmap" {
+			continue
+		}
+		for _, st := range l.named {
+			if st.name == "dumpData" {
+				g.dumpData = st.value
+			}
+		}
+	}
+}
+
+// dumpDataFields reads Bitmap$DumpData's natives, buffers and count, in the
+// second read.
+func (g *Graph) dumpDataFields(class uint64, data []byte, idSize int) {
+	for _, f := range g.fieldsOf(class, idSize) {
+		v, ok := value(data, f.off, f.t, idSize)
+		if !ok {
+			continue
+		}
+		switch f.name {
+		case "natives":
+			g.pixNatives = v
+		case "buffers":
+			g.pixBuffers = v
+		case "count":
+			g.pixCount = int(int32(v))
+		}
+	}
+}
+
+// readPixels reads the dump once more for dumpData's natives and buffers,
+// and pairs them: g.pixels maps a native pointer to its buffer's id.
+func (g *Graph) readPixels(r io.Reader) error {
+	rd, err := hprof.NewReader(r)
+	if err != nil {
+		return err
+	}
+	ids := rd.Header().IDSize
+	var natives []uint64
+	var buffers []uint64
+	err = rd.Walk(&hprof.Visitor{
+		Values: func(id uint64, t hprof.Type, _ uint64, b []byte) error {
+			if id == g.pixNatives && t == hprof.Long {
+				for i := 0; i+8 <= len(b); i += 8 {
+					natives = append(natives, binary.BigEndian.Uint64(b[i:]))
+				}
+			}
+			return nil
+		},
+		Elements: func(id uint64, _ uint32, b []byte) error {
+			if id == g.pixBuffers {
+				for i := 0; i+ids <= len(b); i += ids {
+					v := uint64(binary.BigEndian.Uint32(b[i:]))
+					if ids == 8 {
+						v = binary.BigEndian.Uint64(b[i:])
+					}
+					buffers = append(buffers, v)
+				}
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		return err
+	}
+	g.pixels = map[uint64]uint64{}
+	for i := range min(len(natives), len(buffers), max(0, g.pixCount)) {
+		if buffers[i] != 0 {
+			g.pixels[natives[i]] = buffers[i]
+		}
+	}
+	return nil
 }

@@ -63,6 +63,13 @@ type Graph struct {
 	watches map[uint64]*watch // by class id
 	watched []watchedObj
 	hashes  map[int32]uint64
+
+	// Android 15's Bitmap pixels (see findDumpData): the DumpData's id,
+	// its natives and buffers arrays and count, and native pointer ->
+	// buffer id once read.
+	dumpData, pixNatives, pixBuffers uint64
+	pixCount                         int
+	pixels                           map[uint64]uint64
 }
 
 // kindKey is what a histogram row counts: a class, or a primitive array
@@ -72,10 +79,17 @@ type kindKey struct {
 	prim  bool
 }
 
+// namedStatic is an Object static field and its value.
+type namedStatic struct {
+	name  string
+	value uint64
+}
+
 type classLayout struct {
 	super, loader uint64
 	fields        []hprof.Field
 	statics       []uint64 // Object statics' values
+	named         []namedStatic
 	refs          []uint32 // byte offsets of Object fields in an instance's data (own, then supers')
 	done          bool
 }
@@ -137,6 +151,7 @@ func ReadGraph(r io.ReadSeeker) (*Graph, error) {
 			for _, s := range c.Statics {
 				if s.Type == hprof.Object && s.Value != 0 {
 					l.statics = append(l.statics, s.Value)
+					l.named = append(l.named, namedStatic{g.names[s.NameID], s.Value})
 				}
 			}
 			g.layout[c.ID] = l
@@ -173,6 +188,7 @@ func ReadGraph(r io.ReadSeeker) (*Graph, error) {
 		}
 	}
 	g.findWatches()
+	g.findDumpData()
 	if _, err := r.Seek(0, io.SeekStart); err != nil {
 		return nil, err
 	}
@@ -304,7 +320,10 @@ func (g *Graph) references(r io.Reader, roots []uint64) (succ []int32, off []uin
 			next()
 			return nil
 		},
-		InstanceData: func(_, class uint64, data []byte) error {
+		InstanceData: func(id, class uint64, data []byte) error {
+			if id == g.dumpData && id != 0 {
+				g.dumpDataFields(class, data, ids)
+			}
 			if w := g.watches[class]; w != nil {
 				g.watch(w, int32(len(off)-1), data, ids)
 			}

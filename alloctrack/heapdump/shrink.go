@@ -58,6 +58,21 @@ func Shrink(r io.ReadSeeker, w io.Writer) (*ShrinkStats, error) {
 		}
 		keep[arr] = true
 	}
+	// Android 15's compressed pixels (Bitmap.dumpData) are kept, every
+	// one: they are not deduplicated.
+	if g.pixNatives != 0 {
+		if _, err := r.Seek(0, io.SeekStart); err != nil {
+			return nil, err
+		}
+		if err := g.readPixels(r); err != nil {
+			return nil, err
+		}
+		for _, id := range g.pixels {
+			if n := g.lookup(id); n > 0 {
+				keep[n] = true
+			}
+		}
+	}
 	bitmapField := map[uint64]uint32{} // class -> offset of mBuffer
 	for class, w := range g.watches {
 		if w.kind == watchBitmap && w.fields[0].ok {

@@ -24,6 +24,7 @@ type HeapSummary struct {
 	FileBytes   int64     `json:"file_bytes"`   // heap.hprof as kept
 	Shrunk      bool      `json:"shrunk,omitempty"`
 	GC          bool      `json:"gc,omitempty"`
+	Bitmaps     string    `json:"bitmaps,omitempty"` // the pixels' format, when the dump holds them (Android 15+)
 
 	Objects          uint64                `json:"objects"`
 	Unreachable      uint64                `json:"unreachable_objects"`

@@ -26,6 +26,9 @@ type DumpDevice interface {
 const (
 	APIDumpheapGC   = 27 // -g: a GC before the dump (Android 8.1)
 	APIDumpheapWait = 29 // am waits until the app has written the dump (Android 10)
+	// -b FORMAT: every Bitmap's pixels, compressed, in the dump
+	// (Bitmap.dumpData, Android 15)
+	APIDumpheapBitmaps = 35
 )
 
 // DumpRequest says which app to dump and how.
@@ -33,6 +36,9 @@ type DumpRequest struct {
 	PID int
 	API int
 	GC  bool // collect garbage first (am dumpheap -g)
+	// Bitmaps, if set ("png", "jpg" or "webp"), puts every Bitmap's
+	// pixels in the dump, compressed so (am dumpheap -b).
+	Bitmaps string
 	// Remote is the file on the device: under /data/local/tmp, which the
 	// shell (which opens it) may write.
 	Remote string
@@ -61,12 +67,23 @@ func TakeHeapDump(ctx context.Context, dev DumpDevice, req DumpRequest, dst *os.
 	if req.GC && req.API < APIDumpheapGC {
 		return nil, fmt.Errorf("am dumpheap -g (a GC first) needs Android 8.1 (API %d); the device has API %d", APIDumpheapGC, req.API)
 	}
+	switch req.Bitmaps {
+	case "", "png", "jpg", "webp":
+	default:
+		return nil, fmt.Errorf("bitmap format %q: want png, jpg or webp", req.Bitmaps)
+	}
+	if req.Bitmaps != "" && req.API < APIDumpheapBitmaps {
+		return nil, fmt.Errorf("am dumpheap -b (Bitmaps' pixels) needs Android 15 (API %d); the device has API %d", APIDumpheapBitmaps, req.API)
+	}
 	if req.Poll <= 0 {
 		req.Poll = 200 * time.Millisecond
 	}
 	argv := []string{"am", "dumpheap"}
 	if req.GC {
 		argv = append(argv, "-g")
+	}
+	if req.Bitmaps != "" {
+		argv = append(argv, "-b", req.Bitmaps)
 	}
 	argv = append(argv, strconv.Itoa(req.PID), req.Remote)
 	defer func() {

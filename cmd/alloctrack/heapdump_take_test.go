@@ -69,6 +69,28 @@ func TestHeapdumpTake(t *testing.T) {
 			t.Errorf("API %d: budget: exit %d %s", d.Config().API, code, errOut)
 		}
 	}
+	// Android 15: with --bitmaps the icons' pixels are in the dump, and
+	// their duplicates found; before Android 15 --bitmaps is refused.
+	f15 := newCaptureFarm(t, sim.FarmConfig{Devices: 1, AppsPerDevice: 1, APIs: []int{35}, Workload: quietCaptureWorkload(), SerialPrefix: "sim15"})
+	addr15, serials15 := serveRealADB(t, f15)
+	d15 := f15.Devices()[0]
+	vm15 := d15.VMs()[0]
+	vm15.Allocate(100_000) // five Activities, one leaked: two icons
+	dir15 := filepath.Join(t.TempDir(), "dump15")
+	if _, errOut, code := runCmd(t, "heapdump", "--adb.address", addr15, "--serial", serials15[d15.Serial()], "--package", vm15.ProcessName(), "--out", dir15, "--bitmaps", "png"); code != exitOK {
+		t.Fatalf("API 35 --bitmaps: exit %d %s", code, errOut)
+	}
+	b15, _ := os.ReadFile(filepath.Join(dir15, "summary.json"))
+	var sum15 offline.HeapSummary
+	json.Unmarshal(b15, &sum15)
+	if len(sum15.DuplicateBitmaps) != 1 || sum15.DuplicateBitmaps[0].Copies != 2 {
+		t.Errorf("API 35 --bitmaps: duplicate Bitmaps %+v", sum15.DuplicateBitmaps)
+	}
+	d30 := f.Devices()[1]
+	if _, errOut, code := runCmd(t, "heapdump", "--adb.address", addr, "--serial", serials[d30.Serial()], "--package", d30.VMs()[0].ProcessName(), "--out", filepath.Join(t.TempDir(), "b"), "--bitmaps", "png"); code != exitFailure || !strings.Contains(errOut, "needs Android 15") {
+		t.Errorf("--bitmaps on API 30: exit %d %s", code, errOut)
+	}
+
 	// Refusals: an occupied directory, --gc before Android 8.1.
 	d := f.Devices()[0]
 	vm := d.VMs()[0]

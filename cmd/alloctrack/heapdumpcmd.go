@@ -30,6 +30,7 @@ type heapdumpCmd struct {
 	adbAddr, serial, pkg *string
 	pid, top             *int
 	gc                   *bool
+	bitmaps              *string
 	timeout, reqTimeout  *time.Duration
 	budget               *string
 }
@@ -44,6 +45,7 @@ func newHeapdumpCmd(app *kingpin.Application) *heapdumpCmd {
 	c.pkg = f("package", "App to dump, by package (process) name.").String()
 	c.pid = f("pid", "App to dump, by process id (instead of --package).").Int()
 	c.gc = f("gc", "Collect garbage before the dump (am dumpheap -g, Android 8.1 and later).").Bool()
+	c.bitmaps = f("bitmaps", "Put every Bitmap's pixels in the dump, compressed as png, jpg or webp (am dumpheap -b, Android 15 and later): duplicate Bitmaps are then found there too.").PlaceHolder("FORMAT").String()
 	c.timeout = f("timeout", "How long the dump may take, from am dumpheap to the pulled file. The app is frozen while ART writes it.").Default("5m").Duration()
 	c.reqTimeout = f("request.timeout", "Timeout of each lookup request (devices, processes, JDWP handshake).").Default("5s").Duration()
 	c.top = f("top", "Classes per heap and duplicates listed in summary.json.").Default("20").Int()
@@ -68,8 +70,8 @@ func (c *heapdumpCmd) run(stderr io.Writer) int {
 	switch {
 	case !*c.shrink && !*c.standard:
 		return fail(exitUsage, "give --shrink, --standard or both")
-	case *c.pkg != "" || *c.pid != 0 || *c.serial != "" || *c.gc || *c.budget != "":
-		return fail(exitUsage, "--in converts a file: --serial, --package, --pid, --gc and --budget are for taking a dump")
+	case *c.pkg != "" || *c.pid != 0 || *c.serial != "" || *c.gc || *c.bitmaps != "" || *c.budget != "":
+		return fail(exitUsage, "--in converts a file: --serial, --package, --pid, --gc, --bitmaps and --budget are for taking a dump")
 	}
 	if a, b := filepath.Clean(*c.in), filepath.Clean(*c.out); a == b {
 		return fail(exitUsage, "--out %s is the input", *c.out)
@@ -173,7 +175,7 @@ func (c *heapdumpCmd) take(stderr io.Writer) int {
 	defer os.Remove(pulled.Name())
 	defer pulled.Close()
 	start := time.Now()
-	req := offline.DumpRequest{PID: pid, API: api, GC: *c.gc, Remote: fmt.Sprintf("/data/local/tmp/alloctrack-%d-%d.hprof", pid, start.UnixNano())}
+	req := offline.DumpRequest{PID: pid, API: api, GC: *c.gc, Bitmaps: *c.bitmaps, Remote: fmt.Sprintf("/data/local/tmp/alloctrack-%d-%d.hprof", pid, start.UnixNano())}
 	fmt.Fprintf(stderr, "alloctrack heapdump: dumping pid %d on %s (API %d); the app is frozen while it is written\n", pid, serial, api)
 	taken, err := offline.TakeHeapDump(ctx, adbDumpDevice{client, serial}, req, pulled)
 	if err != nil {
@@ -192,7 +194,7 @@ func (c *heapdumpCmd) take(stderr io.Writer) int {
 	}
 	meta := offline.CaptureMeta{Serial: serial, Model: model, API: api, Package: *c.pkg, PID: pid}
 	sum := offline.NewHeapSummary(meta, a, *c.top)
-	sum.Start, sum.DumpSeconds, sum.DumpBytes, sum.GC = start, taken.Took.Seconds(), taken.Bytes, *c.gc
+	sum.Start, sum.DumpSeconds, sum.DumpBytes, sum.GC, sum.Bitmaps = start, taken.Took.Seconds(), taken.Bytes, *c.gc, *c.bitmaps
 	dst := filepath.Join(*c.out, offline.HeapDumpFile)
 	if err := c.keep(pulled, dst, stderr); err != nil {
 		return fail(exitFailure, "%v", err)
