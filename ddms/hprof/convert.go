@@ -4,9 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // ConvertStandard writes an Android dump ("JAVA PROFILE 1.0.3") read from
@@ -36,7 +36,7 @@ import (
 // length before writing it), so memory stays bounded whatever the
 // segments' sizes.
 func ConvertStandard(r io.ReadSeeker, w io.Writer, appOnly bool) error {
-	c := &converter{r: r, br: bufio.NewReaderSize(r, maxClassDump), mem: bufio.NewReaderSize(nil, maxClassDump), w: bufio.NewWriterSize(w, 64<<10), standard: true, appOnly: appOnly}
+	c := &converter{r: r, br: bufio.NewReaderSize(r, 64<<10), mem: bufio.NewReaderSize(nil, 64<<10), w: bufio.NewWriterSize(w, 64<<10), standard: true, appOnly: appOnly}
 	if err := c.run(); err != nil {
 		return err
 	}
@@ -67,16 +67,12 @@ type Edit struct {
 // ConvertStandard it reads each segment twice and keeps nothing of the
 // dump in memory.
 func Rewrite(r io.ReadSeeker, w io.Writer, e Edit) error {
-	c := &converter{r: r, br: bufio.NewReaderSize(r, maxClassDump), mem: bufio.NewReaderSize(nil, maxClassDump), w: bufio.NewWriterSize(w, 64<<10), edit: e}
+	c := &converter{r: r, br: bufio.NewReaderSize(r, 64<<10), mem: bufio.NewReaderSize(nil, 64<<10), w: bufio.NewWriterSize(w, 64<<10), edit: e}
 	if err := c.run(); err != nil {
 		return err
 	}
 	return c.w.Flush()
 }
-
-// maxClassDump bounds a CLASS DUMP sub-record: 65,535 constants, statics
-// and fields of 8-byte ids and values fit.
-const maxClassDump = 4 << 20
 
 // maxBuffered is the largest heap dump segment converted from memory.
 var maxBuffered int64 = 16 << 20
@@ -94,6 +90,7 @@ type converter struct {
 	appOnly  bool
 	edit     Edit
 	scratch  []byte
+	size     int64  // of the whole dump
 	data     []byte // an instance's field data, for edit.Instance
 }
 
@@ -107,6 +104,15 @@ func (c *converter) full(b []byte) error {
 }
 
 func (c *converter) run() error {
+	size, err := c.r.Seek(0, io.SeekEnd)
+	if err != nil {
+		return err
+	}
+	if _, err := c.r.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	c.size = size
+	c.br.Reset(c.r)
 	v, err := c.br.ReadSlice(0)
 	if err != nil {
 		return &FormatError{0, "no NUL-terminated version string: not an hprof file"}
@@ -144,6 +150,9 @@ func (c *converter) run() error {
 			return &FormatError{start, "truncated record header"}
 		}
 		length := int64(binary.BigEndian.Uint32(rh[5:]))
+		if c.off+length > c.size {
+			return &FormatError{start, fmt.Sprintf("truncated: record 0x%02x of %d bytes runs past the end of the dump (%d bytes)", rh[0], length, c.size)}
+		}
 		if rh[0] != TagHeapDump && rh[0] != TagHeapDumpSegment {
 			c.w.Write(rh[:])
 			m, err := io.CopyN(c.w, c.br, length)
@@ -286,12 +295,9 @@ func (c *converter) segment(length int64, w *bufio.Writer) (int64, error) {
 				}
 			}
 		case SubClassDump:
-			var n int
-			if n, err = c.classDumpLen(end); err == nil {
-				if p, err = need(n); err == nil {
-					emit([]byte{tag})
-					emit(p)
-				}
+			if p, err = c.classDump(end); err == nil {
+				emit([]byte{tag})
+				emit(p)
 			}
 		case SubInstanceDump:
 			if p, err = need(2*ids + 8); err == nil {
@@ -376,65 +382,62 @@ func cond[T any](c bool, a, b T) T {
 	return b
 }
 
-// classDumpLen returns the length of the CLASS DUMP at the reader (its tag
-// read), peeking at it without consuming it.
-func (c *converter) classDumpLen(end int64) (int, error) {
+// classDump reads the CLASS DUMP at the reader (its tag read) into
+// c.scratch, field by field, and returns it.
+func (c *converter) classDump(end int64) ([]byte, error) {
 	ids := c.ids
-	n := 7*ids + 8
-	peek := func(k int) ([]byte, error) {
-		if c.off+int64(k) > end {
+	buf := c.scratch[:0]
+	read := func(n int) ([]byte, error) {
+		if c.off+int64(n) > end {
 			return nil, &FormatError{c.off, fmt.Sprintf("class dump runs past its segment's end (offset %d)", end)}
 		}
-		b, err := c.br.Peek(k)
-		if err != nil {
-			if errors.Is(err, bufio.ErrBufferFull) {
-				return nil, &FormatError{c.off, fmt.Sprintf("class dump longer than %d bytes", maxClassDump)}
-			}
-			return nil, &FormatError{c.off, "truncated class dump"}
+		start := len(buf)
+		buf = slices.Grow(buf, n)[:start+n]
+		if err := c.full(buf[start:]); err != nil {
+			return nil, err
 		}
-		return b, nil
+		return buf[start:], nil
 	}
-	value := func(t Type) (int, error) {
+	value := func(t Type) error {
 		s := t.Size(ids)
 		if s == 0 {
-			return 0, &FormatError{c.off + int64(n), fmt.Sprintf("field of unknown type %d", byte(t))}
+			return &FormatError{c.off - 1, fmt.Sprintf("field of unknown type %d", byte(t))}
 		}
-		return s, nil
+		_, err := read(s)
+		return err
 	}
-	b, err := peek(n + 2)
+	if _, err := read(7*ids + 8); err != nil {
+		return nil, err
+	}
+	p, err := read(2)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	count := int(binary.BigEndian.Uint16(b[n:]))
-	n += 2
-	for range count { // constant pool: u2 index, u1 type, value
-		if b, err = peek(n + 3); err != nil {
-			return 0, err
+	for range binary.BigEndian.Uint16(p) { // constant pool: u2 index, u1 type, value
+		if p, err = read(3); err != nil {
+			return nil, err
 		}
-		s, err := value(Type(b[n+2]))
-		if err != nil {
-			return 0, err
+		if err := value(Type(p[2])); err != nil {
+			return nil, err
 		}
-		n += 3 + s
 	}
-	if b, err = peek(n + 2); err != nil {
-		return 0, err
+	if p, err = read(2); err != nil {
+		return nil, err
 	}
-	count = int(binary.BigEndian.Uint16(b[n:]))
-	n += 2
-	for range count { // statics: id, u1 type, value
-		if b, err = peek(n + ids + 1); err != nil {
-			return 0, err
+	for range binary.BigEndian.Uint16(p) { // statics: id, u1 type, value
+		if p, err = read(ids + 1); err != nil {
+			return nil, err
 		}
-		s, err := value(Type(b[n+ids]))
-		if err != nil {
-			return 0, err
+		if err := value(Type(p[ids])); err != nil {
+			return nil, err
 		}
-		n += ids + 1 + s
 	}
-	if b, err = peek(n + 2); err != nil {
-		return 0, err
+	if p, err = read(2); err != nil {
+		return nil, err
 	}
-	n += 2 + int(binary.BigEndian.Uint16(b[n:]))*(ids+1)
-	return n, nil
+	if _, err := read(int(binary.BigEndian.Uint16(p)) * (ids + 1)); err != nil {
+		return nil, err
+	}
+	c.scratch = buf
+	return buf, nil
 }
