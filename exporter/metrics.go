@@ -33,7 +33,7 @@ var (
 
 func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	snap := h.c.src.Snapshot()
-	format := expfmt.NegotiateIncludingOpenMetrics(r.Header)
+	format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultOpenMetricsAcceptedFormats()...)
 	f := -1
 	switch format.FormatType() {
 	case expfmt.TypeTextPlain:

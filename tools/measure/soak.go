@@ -122,7 +122,6 @@ func soak(args []string) error {
 		// pages, which grow as code runs for the first time.
 		anonMinute []int64
 		anonFrom5  []float64
-		rows       []string
 	)
 	alive := func() []*sim.VM {
 		var out []*sim.VM
@@ -265,7 +264,6 @@ func soak(args []string) error {
 			row := fmt.Sprintf("%6d %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %10.0f %5d %7d %5d %8.1f  %v", minute, float64(rss)/(1<<20), float64(anon)/(1<<20), float64(hwm)/(1<<20),
 				live/(1<<20), m.gauges["go_memstats_next_gc_bytes"]/(1<<20), heap/(1<<20), m.gauges[`alloctrack_report_buffer_bytes{state="free"}`]/(1<<20),
 				m.gauges["go_goroutines"], len(fds), m.series, len(alive()), cpu.Seconds(), fmtEvents(events))
-			rows = append(rows, row)
 			fmt.Println(row)
 		}
 		time.Sleep(200 * time.Millisecond)
