@@ -106,7 +106,7 @@ func (c *Client) Pull(ctx context.Context, serial, remote string, w io.Writer) (
 			n += int64(k)
 		case "DONE":
 			io.WriteString(cn.Conn, "QUIT\x00\x00\x00\x00")
-			if size != 0xffffffff && n != int64(size) && n < 1<<32 {
+			if uint32(n) != size { // STAT v1's size is the low 32 bits
 				return n, fmt.Errorf("adb: pull %s: %d bytes read, STAT said %d: the file changed while it was read", remote, n, size)
 			}
 			return n, nil

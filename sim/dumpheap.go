@@ -80,7 +80,7 @@ func (d *Device) amCommand(argv []string) (out, errOut []byte, code int) {
 	if vm == nil {
 		return fail("Unknown process: " + proc)
 	}
-	if vm.cfg.NotDebuggable {
+	if vm.cfg.NotDebuggable && d.Props()["ro.debuggable"] != "1" {
 		return nil, []byte(fmt.Sprintf("java.lang.SecurityException: Process not debuggable: ProcessRecord{%d:%s}\n", vm.PID(), vm.ProcessName())), 255
 	}
 	d.mu.Lock()

@@ -64,8 +64,11 @@ type DumpSummary struct {
 	Objects     uint64    `json:"objects"`
 	Unreachable uint64    `json:"unreachable_objects"`
 	TopClasses  []struct {
-		Heap, Class                string
-		Instances, Bytes, Retained uint64
+		Heap      string `json:"heap"`
+		Class     string `json:"class"`
+		Instances uint64 `json:"instances"`
+		Bytes     uint64 `json:"bytes"`
+		Retained  uint64 `json:"retained_bytes"`
 	} `json:"top_classes"`
 	Leaks []struct {
 		Kind, Class, Why string

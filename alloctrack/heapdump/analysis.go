@@ -454,12 +454,6 @@ func (g *Graph) names3(r io.Reader, want map[int32]uint64, preview map[int32][]b
 	ids := rd.Header().IDSize
 	refs := map[int32]string{}
 	node := int32(1)
-	readID := func(b []byte) uint64 {
-		if ids == 8 {
-			return binary.BigEndian.Uint64(b)
-		}
-		return uint64(binary.BigEndian.Uint32(b))
-	}
 	err = rd.Walk(&hprof.Visitor{
 		ClassDump: func(c *hprof.ClassDump) error {
 			if to, ok := want[node]; ok {
@@ -497,7 +491,7 @@ func (g *Graph) names3(r io.Reader, want map[int32]uint64, preview map[int32][]b
 		Elements: func(_ uint64, first uint32, b []byte) error {
 			if to, ok := want[node]; ok && refs[node] == "" {
 				for i := 0; i+ids <= len(b); i += ids {
-					if readID(b[i:]) == to {
+					if hprof.ID(b[i:], ids) == to {
 						refs[node] = fmt.Sprintf("[%d]", int(first)+i/ids)
 						break
 					}
@@ -565,6 +559,9 @@ func (g *Graph) dumpDataFields(class uint64, data []byte, idSize int) {
 // readPixels reads the dump once more for dumpData's natives and buffers,
 // and pairs them: g.pixels maps a native pointer to its buffer's id.
 func (g *Graph) readPixels(r io.Reader) error {
+	if g.pixels != nil {
+		return nil // read already
+	}
 	rd, err := hprof.NewReader(r)
 	if err != nil {
 		return err
@@ -584,11 +581,7 @@ func (g *Graph) readPixels(r io.Reader) error {
 		Elements: func(id uint64, _ uint32, b []byte) error {
 			if id == g.pixBuffers {
 				for i := 0; i+ids <= len(b); i += ids {
-					v := uint64(binary.BigEndian.Uint32(b[i:]))
-					if ids == 8 {
-						v = binary.BigEndian.Uint64(b[i:])
-					}
-					buffers = append(buffers, v)
+					buffers = append(buffers, hprof.ID(b[i:], ids))
 				}
 			}
 			return nil

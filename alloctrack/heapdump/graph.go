@@ -2,7 +2,6 @@ package heapdump
 
 import (
 	"cmp"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
@@ -88,9 +87,8 @@ type namedStatic struct {
 type classLayout struct {
 	super, loader uint64
 	fields        []hprof.Field
-	statics       []uint64 // Object statics' values
-	named         []namedStatic
-	refs          []uint32 // byte offsets of Object fields in an instance's data (own, then supers')
+	named         []namedStatic // Object statics, not null
+	refs          []uint32      // byte offsets of Object fields in an instance's data (own, then supers')
 	done          bool
 }
 
@@ -150,7 +148,6 @@ func ReadGraph(r io.ReadSeeker) (*Graph, error) {
 			l := &classLayout{super: c.SuperID, loader: c.LoaderID, fields: c.Fields}
 			for _, s := range c.Statics {
 				if s.Type == hprof.Object && s.Value != 0 {
-					l.statics = append(l.statics, s.Value)
 					l.named = append(l.named, namedStatic{g.names[s.NameID], s.Value})
 				}
 			}
@@ -302,12 +299,6 @@ func (g *Graph) references(r io.Reader, roots []uint64) (succ []int32, off []uin
 		off = append(off, uint32(len(succ)))
 	}
 	next()
-	readID := func(b []byte) uint64 {
-		if ids == 8 {
-			return binary.BigEndian.Uint64(b)
-		}
-		return uint64(binary.BigEndian.Uint32(b))
-	}
 	err = rd.Walk(&hprof.Visitor{
 		ClassDump: func(c *hprof.ClassDump) error {
 			add(c.SuperID)
@@ -329,7 +320,7 @@ func (g *Graph) references(r io.Reader, roots []uint64) (succ []int32, off []uin
 			}
 			for _, o := range g.refOffsets(class, ids) {
 				if int(o)+ids <= len(data) {
-					add(readID(data[o:]))
+					add(hprof.ID(data[o:], ids))
 				}
 			}
 			add(class)
@@ -338,7 +329,7 @@ func (g *Graph) references(r io.Reader, roots []uint64) (succ []int32, off []uin
 		Instance: func(uint64, uint64, uint32) error { next(); return nil },
 		Elements: func(_ uint64, _ uint32, b []byte) error {
 			for i := 0; i+ids <= len(b); i += ids {
-				add(readID(b[i:]))
+				add(hprof.ID(b[i:], ids))
 			}
 			return nil
 		},

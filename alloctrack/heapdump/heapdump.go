@@ -17,15 +17,16 @@ import (
 
 // ClassCount is one class's objects in one heap.
 type ClassCount struct {
-	Heap  string // "app", "image", "zygote" (Android); "default" otherwise
-	Class string // dotted, arrays as "int[]"
+	Heap  string `json:"heap"`  // "app", "image", "zygote" (Android); "default" otherwise
+	Class string `json:"class"` // dotted, arrays as "int[]"
 	// Instances is the number of objects; Bytes what the dump gives them:
 	// an instance's field data, an array's elements. Object headers and
 	// alignment are not in a dump, so the VM's own sizes are larger.
-	Instances, Bytes uint64
+	Instances uint64 `json:"instances"`
+	Bytes     uint64 `json:"bytes"`
 	// Retained is the bytes the class's instances retain together (see
 	// Graph.Histogram); set only when the histogram has retained sizes.
-	Retained uint64
+	Retained uint64 `json:"retained_bytes"`
 }
 
 // Histogram is a dump's classes per heap.

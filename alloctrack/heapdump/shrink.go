@@ -28,6 +28,12 @@ func Shrink(r io.ReadSeeker, w io.Writer) (*ShrinkStats, error) {
 	if err != nil {
 		return nil, err
 	}
+	return g.Shrink(r, w)
+}
+
+// Shrink is Shrink of the dump r whose graph g is: the dump is not read
+// into a graph again.
+func (g *Graph) Shrink(r io.ReadSeeker, w io.Writer) (*ShrinkStats, error) {
 	ids := g.Header.IDSize
 	keep := map[int32]bool{}
 	type bufKey struct{ hash, size uint64 }
@@ -90,7 +96,7 @@ func Shrink(r io.ReadSeeker, w io.Writer) (*ShrinkStats, error) {
 	if _, err := r.Seek(0, io.SeekStart); err != nil {
 		return nil, err
 	}
-	err = hprof.Rewrite(r, w, hprof.Edit{
+	err := hprof.Rewrite(r, w, hprof.Edit{
 		Array: func(id uint64, t hprof.Type, n uint32) hprof.ArrayAction {
 			if _, dup := replace[id]; dup {
 				return hprof.ArrayDrop
@@ -106,11 +112,7 @@ func Shrink(r io.ReadSeeker, w io.Writer) (*ShrinkStats, error) {
 				return
 			}
 			b := data[off : int(off)+ids]
-			var v uint64
-			for _, c := range b {
-				v = v<<8 | uint64(c)
-			}
-			to, ok := replace[v]
+			to, ok := replace[hprof.ID(b, ids)]
 			if !ok {
 				return
 			}

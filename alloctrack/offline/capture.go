@@ -375,20 +375,27 @@ func (in *Input) AddTo(t *alloctrack.Tally) {
 	}
 }
 
+// fileHead returns up to the first 32 bytes of a file: enough to tell
+// what it is.
+func fileHead(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, 32)
+	n, err := io.ReadFull(f, b)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, err
+	}
+	return b[:n], nil
+}
+
 // isTrace tells, from its first bytes, whether a file is a perfetto trace:
 // a trace begins with a TracePacket (field 1, length-delimited: byte
 // 0x0a), which no REAL payload can (its first byte is a header length of
 // at least HeaderLen).
-func isTrace(path string) (bool, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	var b [1]byte
-	n, _ := f.Read(b[:])
-	return n == 1 && b[0] == 0x0a, nil
-}
+func isTrace(head []byte) bool { return len(head) > 0 && head[0] == 0x0a }
 
 // readTrace decodes a perfetto trace file into in. A malformed trace is an
 // error naming the file and, through *perfetto.FormatError, the packet and
@@ -428,7 +435,11 @@ func ReadInput(path string) (*Input, error) {
 	}
 	in := &Input{Name: path}
 	if !st.IsDir() {
-		if isAgentLog(path) {
+		head, err := fileHead(path)
+		if err != nil {
+			return nil, err
+		}
+		if isAgentLog(head) {
 			f, err := os.Open(path)
 			if err != nil {
 				return nil, err
@@ -439,16 +450,14 @@ func ReadInput(path string) (*Input, error) {
 			}
 			return in, nil
 		}
-		if tr, err := isTrace(path); err != nil {
-			return nil, err
-		} else if tr {
+		if isTrace(head) {
 			if err := readTrace(in, path); err != nil {
 				return nil, err
 			}
 			return in, nil
 		}
 		r, err := readReportFile(path)
-		if pe, ok := errors.AsType[*allocreport.ParseError](err); ok && IsHeapDump(path) {
+		if pe, ok := errors.AsType[*allocreport.ParseError](err); ok && hprof.IsHprof(head) {
 			return nil, fmt.Errorf("%s: a heap dump (hprof): it holds what an app keeps, not what it allocated; alloctrack report summarises it on its own", path)
 		} else if ok {
 			return nil, fmt.Errorf("%s: not a readable allocation report (.alloc), perfetto trace or capture directory (%v)", path, pe)
@@ -529,15 +538,8 @@ func readReportFile(path string) (*allocreport.Report, error) {
 // layout, "#0(VMObjectAlloc(" follows a key (which tialloc.Parse names as
 // unsupported). No REAL payload begins with '+' or '#' (its first byte is
 // a header length) and no perfetto trace does (0x0a).
-func isAgentLog(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	var b [32]byte
-	n, _ := io.ReadFull(f, b[:])
-	s := string(b[:n])
+func isAgentLog(head []byte) bool {
+	s := string(head)
 	if strings.HasPrefix(s, "+0,jthread[") {
 		return true
 	}
@@ -547,12 +549,6 @@ func isAgentLog(path string) bool {
 
 // IsHeapDump tells, from its first bytes, whether a file is an hprof dump.
 func IsHeapDump(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	var b [20]byte
-	n, _ := io.ReadFull(f, b[:])
-	return hprof.IsHprof(b[:n])
+	head, err := fileHead(path)
+	return err == nil && hprof.IsHprof(head)
 }

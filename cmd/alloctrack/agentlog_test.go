@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/alloctrack/alloctrack/alloctrack/offline"
-	"github.com/alloctrack/alloctrack/ddms/allocreport"
 	"github.com/alloctrack/alloctrack/internal/tialloctest"
 
 	"github.com/google/pprof/profile"
@@ -36,14 +35,7 @@ func descriptor(dotted string) string {
 // the same allocations.
 func realAsAgentLog(t *testing.T, withClass bool) string {
 	t.Helper()
-	b, err := os.ReadFile(realReport)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := allocreport.Parse(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := parseRealReport(t)
 	w := tialloctest.NewWriter()
 	for i := range r.Allocations {
 		a := &r.Allocations[i]

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 
@@ -74,9 +73,7 @@ func (c *diffCmd) run(stdout, stderr io.Writer) int {
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
 	if *c.format == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		enc.Encode(d)
+		writeIndentedJSON(w, d)
 		return exitOK
 	}
 	unit := "per run (a duration is known only for capture directories)"
@@ -138,9 +135,7 @@ func (c *diffCmd) dumps(stdout, stderr io.Writer, base, nw string) int {
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
 	if *c.format == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		enc.Encode(d)
+		writeIndentedJSON(w, d)
 		return exitOK
 	}
 	fmt.Fprintf(w, "base %s (heap dump)\nnew  %s (heap dump)\n", *c.base, *c.new)

@@ -15,9 +15,8 @@ import (
 	"github.com/google/pprof/profile"
 )
 
-// threadVariant writes the real report cut to one thread's allocations, a
-// second run to diff against.
-func threadVariant(t *testing.T, thread uint16) string {
+// parseRealReport reads and parses the recorded device report.
+func parseRealReport(t *testing.T) *allocreport.Report {
 	t.Helper()
 	b, err := os.ReadFile(realReport)
 	if err != nil {
@@ -27,6 +26,14 @@ func threadVariant(t *testing.T, thread uint16) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return r
+}
+
+// threadVariant writes the real report cut to one thread's allocations, a
+// second run to diff against.
+func threadVariant(t *testing.T, thread uint16) string {
+	t.Helper()
+	r := parseRealReport(t)
 	f := r.Filter(func(r *allocreport.Report, i int) bool { return r.Allocations[i].Thread == thread })
 	enc, err := allocreport.Encode(f)
 	if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -14,22 +13,14 @@ import (
 
 // dumpSummary is a heap dump's report as JSON.
 type dumpSummary struct {
-	File             string             `json:"file"`
-	Version          string             `json:"version"`
-	IDSize           int                `json:"id_size"`
-	Objects          uint64             `json:"objects"`
-	Unreachable      uint64             `json:"unreachable_objects"`
-	UnreachableBytes uint64             `json:"unreachable_bytes"`
-	Classes          []dumpClass        `json:"classes"`
-	Analysis         *heapdump.Analysis `json:"analysis"`
-}
-
-type dumpClass struct {
-	Heap      string `json:"heap"`
-	Class     string `json:"class"`
-	Instances uint64 `json:"instances"`
-	Bytes     uint64 `json:"bytes"`
-	Retained  uint64 `json:"retained_bytes"`
+	File             string                `json:"file"`
+	Version          string                `json:"version"`
+	IDSize           int                   `json:"id_size"`
+	Objects          uint64                `json:"objects"`
+	Unreachable      uint64                `json:"unreachable_objects"`
+	UnreachableBytes uint64                `json:"unreachable_bytes"`
+	Classes          []heapdump.ClassCount `json:"classes"`
+	Analysis         *heapdump.Analysis    `json:"analysis"`
 }
 
 // analyzeDump reads and analyses the dump at path.
@@ -77,14 +68,8 @@ func (c *reportCmd) heapDump(w *bufio.Writer, stderr io.Writer, name string) int
 	switch *c.format {
 	case "json":
 		h := a.Histogram
-		s := dumpSummary{File: name, Version: h.Header.Version, IDSize: h.Header.IDSize, Objects: h.Objects,
-			Unreachable: h.Unreachable, UnreachableBytes: h.UnreachableBytes, Analysis: a}
-		for _, cc := range h.Classes {
-			s.Classes = append(s.Classes, dumpClass{cc.Heap, cc.Class, cc.Instances, cc.Bytes, cc.Retained})
-		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		enc.Encode(s)
+		writeIndentedJSON(w, dumpSummary{File: name, Version: h.Header.Version, IDSize: h.Header.IDSize, Objects: h.Objects,
+			Unreachable: h.Unreachable, UnreachableBytes: h.UnreachableBytes, Classes: h.Classes, Analysis: a})
 	case "csv":
 		cw := csv.NewWriter(w)
 		cw.Write([]string{"file", "heap", "class", "instances", "bytes", "retained_bytes"})

@@ -84,7 +84,7 @@ func (c *heapdumpCmd) run(stderr io.Writer) int {
 		return fail(exitFailure, "%v", err)
 	}
 	defer in.Close()
-	if err := c.transform(in, *c.out, stderr); err != nil {
+	if err := c.transform(in, nil, *c.out, stderr); err != nil {
 		return fail(exitFailure, "%s: %v", *c.in, err)
 	}
 	inSt, _ := os.Stat(*c.in)
@@ -196,7 +196,7 @@ func (c *heapdumpCmd) take(stderr io.Writer) int {
 	sum := offline.NewHeapSummary(meta, a, *c.top)
 	sum.Start, sum.DumpSeconds, sum.DumpBytes, sum.GC, sum.Bitmaps = start, taken.Took.Seconds(), taken.Bytes, *c.gc, *c.bitmaps
 	dst := filepath.Join(*c.out, offline.HeapDumpFile)
-	if err := c.keep(pulled, dst, stderr); err != nil {
+	if err := c.keep(pulled, g, dst, stderr); err != nil {
 		return fail(exitFailure, "%v", err)
 	}
 	if st, err := os.Stat(dst); err == nil {
@@ -214,9 +214,9 @@ func (c *heapdumpCmd) take(stderr io.Writer) int {
 	return exitOK
 }
 
-// keep writes the pulled dump to dst as asked: as it is, shrunk, or
-// converted to the standard format (or both).
-func (c *heapdumpCmd) keep(pulled *os.File, dst string, stderr io.Writer) error {
+// keep writes the pulled dump, whose graph is g, to dst as asked: as it
+// is, shrunk, or converted to the standard format (or both).
+func (c *heapdumpCmd) keep(pulled *os.File, g *heapdump.Graph, dst string, stderr io.Writer) error {
 	if _, err := pulled.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
@@ -224,12 +224,13 @@ func (c *heapdumpCmd) keep(pulled *os.File, dst string, stderr io.Writer) error 
 		pulled.Close()
 		return os.Rename(pulled.Name(), dst)
 	}
-	return c.transform(pulled, dst, stderr)
+	return c.transform(pulled, g, dst, stderr)
 }
 
 // transform writes src to dst shrunk, converted to the standard format,
-// or both, through temporary files in dst's directory.
-func (c *heapdumpCmd) transform(src *os.File, dst string, stderr io.Writer) error {
+// or both, through temporary files in dst's directory; g is src's graph,
+// or nil when it was not read.
+func (c *heapdumpCmd) transform(src *os.File, g *heapdump.Graph, dst string, stderr io.Writer) error {
 	out, err := os.Create(dst + ".tmp")
 	if err != nil {
 		return err
@@ -246,7 +247,11 @@ func (c *heapdumpCmd) transform(src *os.File, dst string, stderr io.Writer) erro
 			defer os.Remove(w.Name())
 			defer w.Close()
 		}
-		st, err := heapdump.Shrink(in, w)
+		shrink := heapdump.Shrink
+		if g != nil { // src's graph, read already
+			shrink = g.Shrink
+		}
+		st, err := shrink(in, w)
 		if err != nil {
 			return err
 		}

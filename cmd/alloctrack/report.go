@@ -410,9 +410,14 @@ func writeJSONSummary(w io.Writer, inputs []string, t *alloctrack.Tally, d time.
 	s := jsonSummary{Inputs: inputs, DurationSeconds: d.Seconds(), Allocations: t.Total.Allocations, Bytes: t.Total.Bytes,
 		Classes: len(t.Classes), Sites: t.Sites(), Estimated: t.Estimated, Samples: samples, SampledAllocations: t.Sampled.Allocations, SampledBytes: t.Sampled.Bytes}
 	s.TopClasses, s.TopSites = offline.TopByBytes(t, top)
+	writeIndentedJSON(w, s)
+}
+
+// writeIndentedJSON writes v as indented JSON, ended by a newline.
+func writeIndentedJSON(w io.Writer, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	enc.Encode(s)
+	enc.Encode(v)
 }
 
 func writeCSV(w io.Writer, t *alloctrack.Tally, top int) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"html"
 	"io"
 	"net/http"
 	"net/url"
@@ -266,7 +267,8 @@ func TestServeHeapDump(t *testing.T) {
 			}
 			b, _ := io.ReadAll(r.Body)
 			r.Body.Close()
-			if r.StatusCode != 200 || !strings.Contains(string(b), "Heap dump") || p != "heapdumps" && !strings.Contains(string(b), "Leaked Activities and Fragments") {
+			if r.StatusCode != 200 || !strings.Contains(string(b), "Heap dump") || p != "heapdumps" && (!strings.Contains(string(b), "Leaked Activities and Fragments") ||
+				!strings.Contains(string(b), html.EscapeString(res.Summary.TopClasses[0].Class))) {
 				t.Errorf("GET %s: %d %.300s", p, r.StatusCode, b)
 			}
 		}

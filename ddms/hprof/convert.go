@@ -368,12 +368,7 @@ func (c *converter) segment(length int64, w *bufio.Writer) (int64, error) {
 	return written, nil
 }
 
-func (c *converter) id(b []byte) uint64 {
-	if c.ids == 8 {
-		return binary.BigEndian.Uint64(b)
-	}
-	return uint64(binary.BigEndian.Uint32(b))
-}
+func (c *converter) id(b []byte) uint64 { return ID(b, c.ids) }
 
 func cond[T any](c bool, a, b T) T {
 	if c {

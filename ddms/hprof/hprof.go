@@ -325,8 +325,12 @@ func grow(b []byte, n int) []byte {
 	return b[:n]
 }
 
-func (rd *Reader) id(b []byte) uint64 {
-	if rd.header.IDSize == 8 {
+func (rd *Reader) id(b []byte) uint64 { return ID(b, rd.header.IDSize) }
+
+// ID reads an identifier of size bytes (a dump's IDSize, 4 or 8) from the
+// start of b, big-endian.
+func ID(b []byte, size int) uint64 {
+	if size == 8 {
 		return binary.BigEndian.Uint64(b)
 	}
 	return uint64(binary.BigEndian.Uint32(b))
