@@ -168,3 +168,41 @@ func TestDumpheapNeedsDebuggable(t *testing.T) {
 		d.Close()
 	}
 }
+
+// An app allocates whether or not anything tracks it (ART's tracker only
+// decides whether allocations are recorded): a heap dump of an app no
+// client ever tracked shows what its workload kept and leaked.
+func TestUntrackedAppHeapGrows(t *testing.T) {
+	d := NewDevice(DeviceConfig{Serial: "sim-untracked", API: 30})
+	defer d.Close()
+	vm := NewVM(AppConfig{PID: 5100, Package: "com.example.untracked", Workload: DefaultWorkload()}, 30)
+	d.AddVM(vm)
+	// The app has run its workload for a minute (2,000 allocations a
+	// second: 6 Activities recreated, every third one leaked) before the
+	// dump: the VM's clock is set back rather than waited on.
+	vm.mu.Lock()
+	vm.last = vm.last.Add(-time.Minute)
+	vm.mu.Unlock()
+	if out, errOut, code := d.runShellIO("am dumpheap 5100 /data/local/tmp/u.hprof", nil); code != 0 {
+		t.Fatalf("am dumpheap: exit %d, %q %q", code, out, errOut)
+	}
+	dump, _ := d.File("/data/local/tmp/u.hprof")
+	r := bytes.NewReader(dump)
+	g, err := heapdump.ReadGraph(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := g.Analyze(r, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaks := 0
+	for _, l := range a.Leaks {
+		if l.Kind == "activity" {
+			leaks++
+		}
+	}
+	if st := vm.Stats(); st.TrackingOn || st.Enabled || leaks != 2 || g.Objects() < 1000 {
+		t.Errorf("never tracked (on %v, ever %v): %d objects, %d leaked Activities; want > 1000 and 2", st.TrackingOn, st.Enabled, g.Objects(), leaks)
+	}
+}

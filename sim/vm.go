@@ -539,10 +539,12 @@ func (vm *VM) Recreate() {
 }
 
 // HeapDump returns a dump of the app's heap in ART's layout, and what it
-// must show.
+// must show. The app has run its workload up to now first, tracked or not:
+// it allocates either way, as an app does.
 func (vm *VM) HeapDump() ([]byte, HeapTruth) {
 	vm.mu.Lock()
 	defer vm.mu.Unlock()
+	vm.advanceLocked(time.Now())
 	vm.dumps++
 	return vm.heap.dump(time.Now()), vm.heap.truth()
 }
@@ -552,6 +554,7 @@ func (vm *VM) HeapDump() ([]byte, HeapTruth) {
 func (vm *VM) HeapDumpBitmaps(format string) (dump []byte, truth HeapTruth) {
 	vm.mu.Lock()
 	defer vm.mu.Unlock()
+	vm.advanceLocked(time.Now())
 	vm.dumps++
 	vm.heap.withBitmaps(format, func() {
 		dump, truth = vm.heap.dump(time.Now()), vm.heap.truth()
