@@ -30,9 +30,12 @@ type keyCount[K comparable] struct {
 	Count
 }
 
-// remember appends a window to the bounded history (c.mu held).
+// remember appends a window to the bounded history (c.mu held). A window
+// without a span (a process's first heapprofd dump: its samples have no
+// known start) is counted in the totals but not kept: there is nothing to
+// rate it over, to draw, or to count among the recent windows.
 func (c *Counters) remember(w window) {
-	if c.cfg.HistoryWindows < 0 {
+	if c.cfg.HistoryWindows < 0 || !w.End.After(w.Start) {
 		return
 	}
 	if len(c.history) >= c.cfg.HistoryWindows {

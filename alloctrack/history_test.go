@@ -75,3 +75,23 @@ func TestCountersRecent(t *testing.T) {
 		t.Errorf("HistoryWindows -1 remembered %+v", rc)
 	}
 }
+
+// A window without a span (a process's first heapprofd dump ends where it
+// starts) counts in the totals but is not kept in the history: the recent
+// windows, their span and their rates are those of windows with a span.
+func TestCountersZeroSpanWindowNotKept(t *testing.T) {
+	c := alloctrack.NewCounters(alloctrack.AggregateConfig{TopClasses: 3, TopSites: 5})
+	rng := rand.New(rand.NewPCG(5, 6))
+	at := time.Unix(1_000_000, 0)
+	r1, t1 := randomReport(t, rng, 300, 10, 40)
+	r2, t2 := randomReport(t, rng, 200, 10, 40)
+	c.Add(ddm.WindowOfReport(r1, at, at))
+	c.Add(ddm.WindowOfReport(r2, at, at.Add(10*time.Second)))
+	s, rc := c.Snapshot(), c.Recent(0)
+	if len(s.Windows) != 1 || len(rc.Windows) != 1 || rc.Span() != 10*time.Second || rc.Total != t2 {
+		t.Errorf("history: %d windows in the snapshot, %d recent over %v with %+v; want 1 of 10 s with %+v", len(s.Windows), len(rc.Windows), rc.Span(), rc.Total, t2)
+	}
+	if want := t1.Allocations + t2.Allocations; s.Total.Allocations != want {
+		t.Errorf("total %d allocations, want %d (both windows)", s.Total.Allocations, want)
+	}
+}
