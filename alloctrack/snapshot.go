@@ -18,6 +18,9 @@ type ServerStatus struct {
 	Addr   string
 	Up     bool
 	Errors uint64
+	// LastError is why the server was last found down (the error its
+	// track-devices ended with); "" while it is up.
+	LastError string
 }
 
 // DeviceStatus describes a device as the daemon sees it.

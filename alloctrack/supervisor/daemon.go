@@ -225,8 +225,9 @@ type deviceEntry struct {
 }
 
 type serverEntry struct {
-	up     bool
-	errors uint64
+	up      bool
+	errors  uint64
+	lastErr string // why it was last found down; "" while up
 }
 
 // Daemon follows devices and debuggable apps on adb servers and runs a
@@ -313,7 +314,7 @@ func (d *Daemon) runServer(ctx context.Context, src Source) {
 		err := src.TrackDevices(ctx, func(list []DeviceState) {
 			attempt = 0
 			d.mu.Lock()
-			d.servers[addr].up = true
+			d.servers[addr].up, d.servers[addr].lastErr = true, ""
 			d.mu.Unlock()
 			d.updateReady()
 			d.onDevices(ctx, src, list, log)
@@ -324,6 +325,10 @@ func (d *Daemon) runServer(ctx context.Context, src Source) {
 		d.mu.Lock()
 		d.servers[addr].up = false
 		d.servers[addr].errors++
+		d.servers[addr].lastErr = "track-devices ended"
+		if err != nil {
+			d.servers[addr].lastErr = err.Error()
+		}
 		d.mu.Unlock()
 		d.logs.warn(log, "adb/"+addr, "adb server unreachable or track-devices ended; retrying", err)
 		// The server is gone: its devices and their streams with it.
@@ -486,7 +491,7 @@ func (d *Daemon) Snapshot() alloctrack.Snapshot {
 	d.mu.Lock()
 	var s alloctrack.Snapshot
 	for addr, e := range d.servers {
-		s.Servers = append(s.Servers, alloctrack.ServerStatus{Addr: addr, Up: e.up, Errors: e.errors})
+		s.Servers = append(s.Servers, alloctrack.ServerStatus{Addr: addr, Up: e.up, Errors: e.errors, LastError: e.lastErr})
 	}
 	for _, e := range d.devices {
 		ds := alloctrack.DeviceStatus{Server: e.server, Serial: e.serial, State: e.state, API: e.api, Model: e.model, Errors: map[string]uint64{}, OrphanedTrackers: len(d.orphans[e.serial])}
