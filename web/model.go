@@ -11,6 +11,12 @@ import (
 	"github.com/alloctrack/alloctrack/alloctrack"
 )
 
+// RateWindows is how many of an app's newest windows its rates
+// (allocations_per_second, bytes_per_second) are over, on every page and
+// in every JSON document: an app's, each of its classes' and sites', and
+// each app's on a site page. Only an app being tracked has a current rate.
+const RateWindows = 3
+
 // Source is what the web view reads. Neither method may do I/O.
 type Source interface {
 	Snapshot() alloctrack.Snapshot
@@ -30,7 +36,8 @@ type Row struct {
 	// bytes are estimates from samples, rounded; Samples is exact.
 	Estimated bool   `json:"estimated,omitempty"`
 	Samples   uint64 `json:"samples,omitempty"`
-	// Rates over the recent windows, per second.
+	// Rates per second over the app's last RateWindows windows (0 for
+	// an app with no current rate, see AppSummary.RateSeconds).
 	AllocRate float64 `json:"allocations_per_second"`
 	ByteRate  float64 `json:"bytes_per_second"`
 	// Share of the app's allocations (or bytes, when sorted by bytes)
@@ -52,13 +59,19 @@ type AppSummary struct {
 	// Estimated: a heapprofd app (Android 12+): allocations, bytes and
 	// rates are estimates from its samples; Samples and SampledBytes are
 	// what its traces held, exactly.
-	Estimated    bool              `json:"estimated,omitempty"`
-	Samples      uint64            `json:"samples,omitempty"`
-	SampledBytes uint64            `json:"sampled_bytes,omitempty"`
-	AllocRate    float64           `json:"allocations_per_second"`
-	ByteRate     float64           `json:"bytes_per_second"`
-	Errors       map[string]uint64 `json:"errors"`
-	ErrorTotal   uint64            `json:"error_total"`
+	Estimated    bool   `json:"estimated,omitempty"`
+	Samples      uint64 `json:"samples,omitempty"`
+	SampledBytes uint64 `json:"sampled_bytes,omitempty"`
+	// AllocRate and ByteRate are per second over the app's last
+	// RateWindows windows (RateN of them, RateSeconds long). An app that
+	// is not being tracked (exited, disconnected, backing off, …) has no
+	// current rate: RateN and RateSeconds are 0, and so are the rates.
+	AllocRate   float64           `json:"allocations_per_second"`
+	ByteRate    float64           `json:"bytes_per_second"`
+	RateN       int               `json:"rate_windows"`
+	RateSeconds float64           `json:"rate_seconds"`
+	Errors      map[string]uint64 `json:"errors"`
+	ErrorTotal  uint64            `json:"error_total"`
 }
 
 // Server is an adb server on the farm page.
@@ -66,6 +79,8 @@ type Server struct {
 	Addr   string `json:"address"`
 	Up     bool   `json:"up"`
 	Errors uint64 `json:"errors"`
+	// LastError is why the server was last found down, while it is.
+	LastError string `json:"last_error,omitempty"`
 }
 
 // Device is a device on the farm page.
@@ -88,6 +103,8 @@ type Farm struct {
 // App is an app page's data.
 type App struct {
 	AppSummary
+	// Windows are the recent windows the chart draws (the n query
+	// parameter; all kept by default), RecentN of them, Span long.
 	Windows  []WindowPoint `json:"windows"`
 	RecentN  int           `json:"recent_windows"`
 	Span     float64       `json:"recent_seconds"`
@@ -109,12 +126,15 @@ type WindowPoint struct {
 
 // SiteApp is one app a site appears in.
 type SiteApp struct {
-	Serial      string  `json:"serial"`
-	Package     string  `json:"package"`
-	Allocations uint64  `json:"allocations"`
-	Bytes       uint64  `json:"bytes"`
-	AllocRate   float64 `json:"allocations_per_second"`
-	ByteRate    float64 `json:"bytes_per_second"`
+	Serial      string `json:"serial"`
+	Package     string `json:"package"`
+	Allocations uint64 `json:"allocations"`
+	Bytes       uint64 `json:"bytes"`
+	// Rates over the app's last RateN (up to RateWindows) windows; RateN
+	// is 0 for an app with no current rate (see AppSummary).
+	AllocRate float64 `json:"allocations_per_second"`
+	ByteRate  float64 `json:"bytes_per_second"`
+	RateN     int     `json:"rate_windows"`
 }
 
 // Site is a site page's data.
@@ -155,22 +175,24 @@ func rate(n uint64, d time.Duration) float64 {
 	return float64(n) / d.Seconds()
 }
 
-// lastRate is the rate over the last (up to) k windows.
-func lastRate(ws []alloctrack.WindowTotal, k int) (allocs, bytes float64) {
-	if len(ws) > k {
-		ws = ws[len(ws)-k:]
+// setRate sets s's current rate from its windows: over the last (up to)
+// RateWindows of them, and only while the app is tracked.
+func (s *AppSummary) setRate(a *alloctrack.AppSnapshot) {
+	ws := a.Counts.Windows
+	if a.State != alloctrack.StateTracking || len(ws) == 0 {
+		return
 	}
-	if len(ws) == 0 {
-		return 0, 0
-	}
+	ws = ws[max(0, len(ws)-RateWindows):]
 	var c alloctrack.Count
 	for _, w := range ws {
-		wc := windowCount(w)
-		c.Allocations += wc.Allocations
-		c.Bytes += wc.Bytes
+		c = plus(c, windowCount(w))
 	}
 	d := ws[len(ws)-1].End.Sub(ws[0].Start)
-	return rate(c.Allocations, d), rate(c.Bytes, d)
+	if d <= 0 {
+		return
+	}
+	s.RateN, s.RateSeconds = len(ws), d.Seconds()
+	s.AllocRate, s.ByteRate = rate(c.Allocations, d), rate(c.Bytes, d)
 }
 
 // heapprofd tells whether an app is sampled by heapprofd (Android 12+).
@@ -224,15 +246,19 @@ func summarize(a *alloctrack.AppSnapshot) AppSummary {
 	if ws := a.Counts.Windows; len(ws) > 0 {
 		t := ws[len(ws)-1].End
 		s.LastReport = &t
-		s.AllocRate, s.ByteRate = lastRate(ws, 3)
 	}
+	s.setRate(a)
 	return s
 }
 
 func buildFarm(s alloctrack.Snapshot) Farm {
 	f := Farm{Servers: make([]Server, 0, len(s.Servers)), Devices: make([]Device, 0, len(s.Devices)), Apps: make([]AppSummary, 0, len(s.Apps))}
 	for _, sv := range s.Servers {
-		f.Servers = append(f.Servers, Server{Addr: sv.Addr, Up: sv.Up, Errors: sv.Errors})
+		sr := Server{Addr: sv.Addr, Up: sv.Up, Errors: sv.Errors}
+		if !sv.Up {
+			sr.LastError = clean(sv.LastError)
+		}
+		f.Servers = append(f.Servers, sr)
 	}
 	for _, d := range s.Devices {
 		errs := d.Errors
@@ -306,58 +332,23 @@ func share(n, total uint64) float64 {
 	return float64(n) / float64(total)
 }
 
-func buildApp(a *alloctrack.AppSnapshot, rc alloctrack.Recent, n int, sortBy, q string) App {
-	out := App{AppSummary: summarize(a), RecentN: len(rc.Windows), Sort: validSort(sortBy), Filter: q}
-	span := rc.Span()
-	out.Span = span.Seconds()
-	hp := heapprofd(a)
-	if len(rc.Windows) > 0 {
-		t := plus(rc.Total, rounded(rc.Estimated))
-		out.AllocRate, out.ByteRate = rate(t.Allocations, span), rate(t.Bytes, span)
-	}
-	for _, w := range rc.Windows {
+// buildApp builds an app page: chart holds the windows the chart draws,
+// rates the app's last RateWindows windows, which its rows are rated over.
+func buildApp(a *alloctrack.AppSnapshot, chart, rates alloctrack.Recent, sortBy, q string) App {
+	out := App{AppSummary: summarize(a), RecentN: len(chart.Windows), Span: chart.Span().Seconds(), Sort: validSort(sortBy), Filter: q}
+	for _, w := range chart.Windows {
 		d := w.End.Sub(w.Start)
 		wc := windowCount(w)
 		out.Windows = append(out.Windows, WindowPoint{End: w.End, Seconds: d.Seconds(), AllocRate: rate(wc.Allocations, d), ByteRate: rate(wc.Bytes, d)})
 	}
-	total := alloctrack.Count{Allocations: out.Allocations, Bytes: out.Bytes}
-	byBytes := out.Sort == "bytes" || out.Sort == "byte_rate"
-	sh := func(c alloctrack.Count) float64 {
-		if byBytes {
-			return share(c.Bytes, total.Bytes)
-		}
-		return share(c.Allocations, total.Allocations)
+	var span time.Duration // 0: no current rate, every row's rate is 0
+	if out.RateN > 0 {
+		span = rates.Span()
 	}
-	recentClass := make(map[string]alloctrack.Count, len(rc.Classes))
-	for _, c := range rc.Classes {
-		recentClass[c.Class] = c.Count
-	}
-	recentSite := make(map[string]alloctrack.Count, len(rc.Sites))
-	for _, s := range rc.Sites {
-		recentSite[s.ID] = shown(s)
-	}
-	for _, c := range a.Counts.Classes {
-		r := recentClass[c.Class]
-		out.Classes = append(out.Classes, Row{Class: clean(c.Class), Allocations: c.Allocations, Bytes: c.Bytes,
-			AllocRate: rate(r.Allocations, span), ByteRate: rate(r.Bytes, span), Share: sh(c.Count)})
-	}
-	if !hp { // heapprofd records no class: such an app has no class rows
-		co := a.Counts.ClassOther
-		out.Classes = append(out.Classes, Row{Class: alloctrack.Other, Other: true, Allocations: co.Allocations, Bytes: co.Bytes,
-			AllocRate: rate(rc.ClassOther.Allocations, span), ByteRate: rate(rc.ClassOther.Bytes, span), Share: sh(co)})
-	}
-	for _, s := range a.Counts.Sites {
-		r := recentSite[s.ID]
-		c := shown(s)
-		out.Sites = append(out.Sites, Row{Class: clean(s.Class), Site: s.ID, Frame: clean(s.Frame), Stack: stackOf(s.Frames),
-			Allocations: c.Allocations, Bytes: c.Bytes, AllocRate: rate(r.Allocations, span), ByteRate: rate(r.Bytes, span), Share: sh(c),
-			Estimated: s.Heapprofd, Samples: s.Sampled.Allocations})
-	}
-	so := plus(a.Counts.SiteOther, rounded(a.Counts.SiteOtherEstimated))
-	ro := plus(rc.SiteOther, rounded(rc.SiteOtherEstimated))
-	out.Sites = append(out.Sites, Row{Class: alloctrack.Other, Site: alloctrack.Other, Other: true, Allocations: so.Allocations, Bytes: so.Bytes,
-		AllocRate: rate(ro.Allocations, span), ByteRate: rate(ro.Bytes, span), Share: sh(so),
-		Estimated: hp, Samples: a.Counts.SiteOtherSampled.Allocations})
+	rt := rowRater{span: span, total: alloctrack.Count{Allocations: out.Allocations, Bytes: out.Bytes},
+		byBytes: out.Sort == "bytes" || out.Sort == "byte_rate"}
+	out.Classes = classRows(a, rates, rt)
+	out.Sites = siteRows(a, rates, rt)
 	out.NClasses, out.NSites = len(out.Classes), len(out.Sites)
 	if q != "" {
 		out.Classes = slices.DeleteFunc(out.Classes, func(r Row) bool { return !matches(r, q) })
@@ -366,6 +357,55 @@ func buildApp(a *alloctrack.AppSnapshot, rc alloctrack.Recent, n int, sortBy, q 
 	sortRows(out.Classes, out.Sort)
 	sortRows(out.Sites, out.Sort)
 	return out
+}
+
+// rowRater fills a row's counts, rates (over span) and share (of total).
+type rowRater struct {
+	span    time.Duration
+	total   alloctrack.Count
+	byBytes bool
+}
+
+func (rt rowRater) row(r Row, since, recent alloctrack.Count) Row {
+	r.Allocations, r.Bytes = since.Allocations, since.Bytes
+	r.AllocRate, r.ByteRate = rate(recent.Allocations, rt.span), rate(recent.Bytes, rt.span)
+	if rt.byBytes {
+		r.Share = share(since.Bytes, rt.total.Bytes)
+	} else {
+		r.Share = share(since.Allocations, rt.total.Allocations)
+	}
+	return r
+}
+
+func classRows(a *alloctrack.AppSnapshot, rc alloctrack.Recent, rt rowRater) []Row {
+	recent := make(map[string]alloctrack.Count, len(rc.Classes))
+	for _, c := range rc.Classes {
+		recent[c.Class] = c.Count
+	}
+	var rows []Row
+	for _, c := range a.Counts.Classes {
+		rows = append(rows, rt.row(Row{Class: clean(c.Class)}, c.Count, recent[c.Class]))
+	}
+	if !heapprofd(a) { // heapprofd records no class: such an app has no class rows
+		rows = append(rows, rt.row(Row{Class: alloctrack.Other, Other: true}, a.Counts.ClassOther, rc.ClassOther))
+	}
+	return rows
+}
+
+func siteRows(a *alloctrack.AppSnapshot, rc alloctrack.Recent, rt rowRater) []Row {
+	recent := make(map[string]alloctrack.Count, len(rc.Sites))
+	for _, s := range rc.Sites {
+		recent[s.ID] = shown(s)
+	}
+	var rows []Row
+	for _, s := range a.Counts.Sites {
+		r := Row{Class: clean(s.Class), Site: s.ID, Frame: clean(s.Frame), Stack: stackOf(s.Frames), Estimated: s.Heapprofd, Samples: s.Sampled.Allocations}
+		rows = append(rows, rt.row(r, shown(s), recent[s.ID]))
+	}
+	so := plus(a.Counts.SiteOther, rounded(a.Counts.SiteOtherEstimated))
+	ro := plus(rc.SiteOther, rounded(rc.SiteOtherEstimated))
+	other := Row{Class: alloctrack.Other, Site: alloctrack.Other, Other: true, Estimated: heapprofd(a), Samples: a.Counts.SiteOtherSampled.Allocations}
+	return append(rows, rt.row(other, so, ro))
 }
 
 // FlameNode is a node of the flame graph: a frame (or, at the leaves, the

@@ -57,6 +57,8 @@ var funcs = template.FuncMap{
 		return s[:cut] + "…"
 	},
 	"path": url.PathEscape,
+	// rateWindows is how many windows every rate is over (RateWindows).
+	"rateWindows": func() int { return RateWindows },
 	"num": func(n uint64) string {
 		s := strconv.FormatUint(n, 10)
 		var b strings.Builder
@@ -292,9 +294,10 @@ func (h *Handler) appData(w http.ResponseWriter, r *http.Request) (App, bool) {
 	if !ok {
 		return App{}, false
 	}
-	rc, _ := h.src.Recent(a.Serial, a.Package, n)
+	chart, _ := h.src.Recent(a.Serial, a.Package, n)
+	rates, _ := h.src.Recent(a.Serial, a.Package, RateWindows)
 	q := r.URL.Query()
-	return buildApp(a, rc, n, q.Get("sort"), strings.TrimSpace(q.Get("q"))), true
+	return buildApp(a, chart, rates, q.Get("sort"), strings.TrimSpace(q.Get("q"))), true
 }
 
 func (h *Handler) app(w http.ResponseWriter, r *http.Request) {
@@ -399,7 +402,8 @@ func (h *Handler) siteData(w http.ResponseWriter, r *http.Request) (Site, bool) 
 			out.Bytes += c.Bytes
 			out.Estimated = out.Estimated || sc.Heapprofd
 			sa := SiteApp{Serial: clean(a.Serial), Package: clean(a.Package), Allocations: c.Allocations, Bytes: c.Bytes}
-			if rc, ok := h.src.Recent(a.Serial, a.Package, 3); ok {
+			if rc, ok := h.src.Recent(a.Serial, a.Package, RateWindows); ok && summarize(a).RateN > 0 {
+				sa.RateN = len(rc.Windows)
 				for _, rs := range rc.Sites {
 					if rs.ID == id {
 						rsc := shown(rs)
