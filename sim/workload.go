@@ -68,26 +68,54 @@ func (w *Workload) fill() {
 	w.Files = min(w.Files, 20000)
 }
 
-// Framework names every app's stacks and allocations draw on.
+// Framework names every app's stacks and allocations draw on. Each class
+// the framework allocates comes with the call chains (innermost frame
+// first) that allocate it on Android; a site of that class takes one of
+// them, or none (the app's own code allocates it). The app's own classes
+// are allocated by the app's code.
 var (
 	frameworkAllocated = []struct {
 		desc string
 		size uint32
 		arr  bool
+		via  [][]allocreport.FrameName
 	}{
-		{"Ljava/lang/String;", 24, false}, {"[C", 0, true}, {"[B", 0, true}, {"[I", 0, true},
-		{"[Ljava/lang/Object;", 0, true}, {"Ljava/util/ArrayList;", 24, false},
-		{"Ljava/util/HashMap$Node;", 32, false}, {"Landroid/os/Message;", 64, false},
-		{"Ljava/lang/StringBuilder;", 16, false}, {"Ljava/lang/Integer;", 16, false},
-		{"Landroid/graphics/Rect;", 32, false}, {"[J", 0, true},
-	}
-	frameworkTop = []allocreport.FrameName{
-		{Class: "Ljava/util/Arrays;", Method: "copyOf", File: "Arrays.java", Line: 3139},
-		{Class: "Ljava/lang/StringBuilder;", Method: "toString", File: "StringBuilder.java", Line: 413},
-		{Class: "Ljava/util/ArrayList;", Method: "grow", File: "ArrayList.java", Line: 275},
-		{Class: "Landroid/os/Message;", Method: "obtain", File: "Message.java", Line: 139},
-		{Class: "Ljava/lang/Object;", Method: "internalClone", File: "", Line: -2},
-		{Class: "Ljava/lang/Integer;", Method: "valueOf", File: "Integer.java", Line: 1034},
+		{"Ljava/lang/String;", 24, false, [][]allocreport.FrameName{
+			{{Class: "Ljava/lang/StringBuilder;", Method: "toString", File: "StringBuilder.java", Line: 413}},
+			{{Class: "Ljava/lang/Integer;", Method: "toString", File: "Integer.java", Line: 460}},
+		}},
+		{"[C", 0, true, [][]allocreport.FrameName{
+			{{Class: "Ljava/util/Arrays;", Method: "copyOf", File: "Arrays.java", Line: 3530}, {Class: "Ljava/lang/AbstractStringBuilder;", Method: "ensureCapacityInternal", File: "AbstractStringBuilder.java", Line: 125}},
+			{{Class: "Ljava/lang/String;", Method: "toCharArray", File: "String.java", Line: -2}},
+		}},
+		{"[B", 0, true, [][]allocreport.FrameName{
+			{{Class: "Landroid/graphics/BitmapFactory;", Method: "decodeStream", File: "BitmapFactory.java", Line: 713}},
+			{{Class: "Lokio/Segment;", Method: "<init>", File: "Segment.kt", Line: 59}, {Class: "Lokio/SegmentPool;", Method: "take", File: "SegmentPool.kt", Line: 89}},
+			{{Class: "Ljava/io/BufferedInputStream;", Method: "<init>", File: "BufferedInputStream.java", Line: 201}},
+			{{Class: "Ljava/util/Arrays;", Method: "copyOf", File: "Arrays.java", Line: 3497}, {Class: "Ljava/io/ByteArrayOutputStream;", Method: "toByteArray", File: "ByteArrayOutputStream.java", Line: 187}},
+			{{Class: "Llibcore/io/Streams;", Method: "readFully", File: "Streams.java", Line: 81}},
+		}},
+		{"[I", 0, true, [][]allocreport.FrameName{
+			{{Class: "Ljava/util/Arrays;", Method: "copyOf", File: "Arrays.java", Line: 3557}},
+		}},
+		{"[Ljava/lang/Object;", 0, true, [][]allocreport.FrameName{
+			{{Class: "Ljava/util/Arrays;", Method: "copyOf", File: "Arrays.java", Line: 3139}, {Class: "Ljava/util/ArrayList;", Method: "grow", File: "ArrayList.java", Line: 275}},
+			{{Class: "Ljava/lang/Object;", Method: "internalClone", File: "", Line: -2}},
+		}},
+		{"Ljava/util/ArrayList;", 24, false, nil},
+		{"Ljava/util/HashMap$Node;", 32, false, [][]allocreport.FrameName{
+			{{Class: "Ljava/util/HashMap;", Method: "newNode", File: "HashMap.java", Line: 1798}, {Class: "Ljava/util/HashMap;", Method: "putVal", File: "HashMap.java", Line: 630}},
+		}},
+		{"Landroid/os/Message;", 64, false, [][]allocreport.FrameName{
+			{{Class: "Landroid/os/Message;", Method: "obtain", File: "Message.java", Line: 139}},
+			{{Class: "Landroid/os/Message;", Method: "obtain", File: "Message.java", Line: 139}, {Class: "Landroid/os/Handler;", Method: "obtainMessage", File: "Handler.java", Line: 329}},
+		}},
+		{"Ljava/lang/StringBuilder;", 16, false, nil},
+		{"Ljava/lang/Integer;", 16, false, [][]allocreport.FrameName{
+			{{Class: "Ljava/lang/Integer;", Method: "valueOf", File: "Integer.java", Line: 1034}},
+		}},
+		{"Landroid/graphics/Rect;", 32, false, nil},
+		{"[J", 0, true, nil},
 	}
 	frameworkBottom = []allocreport.FrameName{
 		{Class: "Landroid/os/Handler;", Method: "dispatchMessage", File: "Handler.java", Line: 106},
@@ -143,18 +171,21 @@ func newProgram(w Workload, pkg string) *program {
 	var names []siteNames
 	for range w.Sites {
 		var s siteNames
+		var via [][]allocreport.FrameName
 		if rng.IntN(10) < 7 {
 			fa := frameworkAllocated[rng.IntN(len(frameworkAllocated))]
-			s.class, s.size, s.arr = fa.desc, fa.size, fa.arr
+			s.class, s.size, s.arr, via = fa.desc, fa.size, fa.arr, fa.via
 		} else {
 			s.class, s.size = appClass(rng.IntN(w.Classes)), uint32(16+8*rng.IntN(12))
 		}
 		depth := w.MinDepth + rng.IntN(w.MaxDepth-w.MinDepth+1)
-		top := rng.IntN(3)
-		if top > 0 {
-			s.frames = append(s.frames, frameworkTop[rng.IntN(len(frameworkTop))])
+		if len(via) > 0 && rng.IntN(3) > 0 {
+			s.frames = append(s.frames, via[rng.IntN(len(via))]...)
 		}
-		for len(s.frames) < depth-2 {
+		s.frames = s.frames[:min(len(s.frames), depth)]
+		// At least one frame of the app's own code calls what allocates:
+		// no two apps share a whole stack.
+		for appFrames := max(depth-2, len(s.frames)+1); len(s.frames) < appFrames; {
 			ci := rng.IntN(w.Classes)
 			s.frames = append(s.frames, allocreport.FrameName{
 				Class:  appClass(ci),

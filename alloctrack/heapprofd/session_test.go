@@ -333,7 +333,9 @@ func TestHeapprofdSessionStalled(t *testing.T) {
 func TestHeapprofdSessionEndsAtMaxFileSize(t *testing.T) {
 	h := newHPDevice(t, 31, 2, 5000, nil)
 	s, byPID := h.session(200 * time.Millisecond)
-	s.Config.MaxFileBytes = 16 << 10
+	// Above the first round of dumps (about 17 KiB, most of it interned
+	// frames), reached a few rounds later.
+	s.Config.MaxFileBytes = 24 << 10
 	s.Config.StartCheck = 3 * time.Second
 	done := make(chan error, 1)
 	go func() { done <- s.Run(context.Background()) }()
