@@ -200,17 +200,23 @@ func (c *serveCmd) run(stderr io.Writer) int {
 	extra := map[string]http.Handler{}
 	var links []web.LandingLinks
 	var servers []*http.Server
-	defer func() { shutdown(servers) }()
+	var farm *sim.Farm
+	defer func() {
+		shutdown(servers)
+		if farm != nil {
+			farm.Close()
+		}
+	}()
 	srvErr := make(chan error, 2)
 	started := time.Now()
 	addrs := *c.adbAddrs
 	if *c.simulate {
-		farm, addr, err := c.simulatedFarm(log)
+		f, addr, err := c.simulatedFarm(log)
 		if err != nil {
 			log.Error("starting the simulated adb server", zap.Error(err))
 			return exitFailure
 		}
-		defer farm.Close()
+		farm = f
 		ctl, url, err := c.serveControl(farm.Handler(), log, slogger, stderr, srvErr)
 		if err != nil {
 			log.Error("serving the simulator's control API", zap.Error(err))
