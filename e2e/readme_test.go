@@ -160,11 +160,15 @@ func TestReadmeFirstCommand(t *testing.T) {
 	if !strings.Contains(stderr.String(), "web view at http://"+addr+"/") {
 		t.Errorf("the daemon did not print its address:\n%s", stderr.String())
 	}
-	// SIGTERM to go run alone: the daemon follows its parent out.
+	// SIGTERM to go run alone: the daemon follows its parent out, and says
+	// so (it received no signal).
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	cmd.Wait()
+	cmd.Wait() // also waits for the daemon, which shares go run's stderr
+	if log := stderr.String(); !strings.Contains(log, fmt.Sprintf("parent go run (pid %d) exited; stopping", cmd.Process.Pid)) || strings.Contains(log, "signal received") {
+		t.Errorf("the daemon's log does not say that go run exited, or speaks of a signal:\n%s", log)
+	}
 	for stop := time.Now().Add(15 * time.Second); ; {
 		if _, err := http.Get("http://" + addr + "/metrics"); err != nil {
 			break

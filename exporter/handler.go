@@ -7,6 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/alloctrack/alloctrack/internal/xsrf"
 )
 
 // HandlerConfig configures the HTTP endpoints.
@@ -29,8 +31,17 @@ type HandlerConfig struct {
 }
 
 // NewHandler serves /metrics from reg, /-/healthy, /-/ready and a landing
-// page at /.
+// page at /. Every request that may change something (any method but GET,
+// HEAD and OPTIONS, on any route) needs the header xsrf.Header.
 func NewHandler(reg *prometheus.Registry, cfg HandlerConfig) (http.Handler, error) {
+	mux, err := newMux(reg, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return xsrf.Guard(mux), nil
+}
+
+func newMux(reg *prometheus.Registry, cfg HandlerConfig) (*http.ServeMux, error) {
 	mux := http.NewServeMux()
 	if cfg.Counts != nil {
 		mux.Handle("/metrics", &metricsHandler{reg: reg, c: cfg.Counts})

@@ -145,3 +145,37 @@ func TestHandlerRoot(t *testing.T) {
 		t.Errorf("/metrics is not served by the exporter with Root set")
 	}
 }
+
+// Every request that may change something, on any route (the web view's,
+// extra ones, unknown paths), is refused without the header a page of
+// another site cannot send, before its handler sees it; with the header,
+// and for GET, it reaches the handler.
+func TestHandlerRefusesCrossSiteWrites(t *testing.T) {
+	reached := map[string]bool{}
+	record := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached[r.Method+" "+r.URL.Path] = true })
+	h := newHandler(t, exporter.HandlerConfig{Root: record, Extra: map[string]http.Handler{"/sim/": record}})
+	for _, c := range []struct {
+		method, path string
+		header, pass bool
+	}{
+		{"POST", "/api/v1/apps/s/p/heapdump", false, false},
+		{"POST", "/sim/devices/sim-1/apps", false, false},
+		{"DELETE", "/sim/devices/sim-1/apps/1", false, false},
+		{"PUT", "/sim/devices/sim-1/apps/1/faults", false, false},
+		{"POST", "/anything", false, false},
+		{"POST", "/sim/devices/sim-1/disconnect", true, true},
+		{"GET", "/sim/devices", false, true},
+	} {
+		req := httptest.NewRequest(c.method, c.path, strings.NewReader(`{"package":"x"}`))
+		req.Header.Set("Content-Type", "text/plain")
+		if c.header {
+			req.Header.Set("X-Alloctrack-Request", "1")
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		got := reached[c.method+" "+c.path]
+		if got != c.pass || !c.pass && rec.Code != http.StatusForbidden {
+			t.Errorf("%s %s (header %v): %d, handler reached %v", c.method, c.path, c.header, rec.Code, got)
+		}
+	}
+}

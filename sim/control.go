@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/alloctrack/alloctrack/internal/xsrf"
 )
 
 // AppView is an app as the control API shows it.
@@ -77,6 +79,8 @@ POST   devices/{serial}/apps/{pid}/restart       restart it with a new pid
 PUT    devices/{serial}/apps/{pid}/faults        set faults
 POST   devices/{serial}/disconnect               pull the cable
 POST   devices/{serial}/reconnect                plug it back
+
+Every POST, PUT and DELETE needs the header X-Alloctrack-Request (any value).
 `
 
 // Handler is the farm's control API (GET / lists it):
@@ -88,6 +92,9 @@ POST   devices/{serial}/reconnect                plug it back
 //	PUT    /devices/{serial}/apps/{pid}/faults        set faults (FaultsView)
 //	POST   /devices/{serial}/disconnect               pull the cable
 //	POST   /devices/{serial}/reconnect                plug it back
+//
+// Every request but a GET needs the header xsrf.Header, so that a page
+// of another site cannot change the farm through a browser.
 func (f *Farm) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
@@ -211,7 +218,7 @@ func (f *Farm) Handler() http.Handler {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
-	return mux
+	return xsrf.Guard(mux)
 }
 
 func pathPID(w http.ResponseWriter, r *http.Request) (int, bool) {

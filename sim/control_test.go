@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/alloctrack/alloctrack/internal/xsrf"
 )
 
 func call(t *testing.T, srv *httptest.Server, method, path, body string) (int, string) {
@@ -17,6 +19,12 @@ func call(t *testing.T, srv *httptest.Server, method, path, body string) (int, s
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set(xsrf.Header, "test")
+	return do(t, srv, req)
+}
+
+func do(t *testing.T, srv *httptest.Server, req *http.Request) (int, string) {
+	t.Helper()
 	res, err := srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -24,6 +32,38 @@ func call(t *testing.T, srv *httptest.Server, method, path, body string) (int, s
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	return res.StatusCode, string(b)
+}
+
+// A POST, PUT or DELETE of another site (a text/plain body, which a
+// browser sends without asking) is refused on every mutating route and
+// changes nothing: it lacks the header a page of another site cannot add.
+func TestControlAPIRefusesCrossSiteWrites(t *testing.T) {
+	w := DefaultWorkload()
+	w.Rate = 0
+	f := NewFarm(FarmConfig{Devices: 1, AppsPerDevice: 1, Workload: w})
+	defer f.Close()
+	srv := httptest.NewServer(f.Handler())
+	defer srv.Close()
+	_, before := call(t, srv, "GET", "/devices", "")
+	pid := strconv.Itoa(f.Device("sim-1").VMs()[0].PID())
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/devices/sim-1/apps", `{"package":"com.evil"}`},
+		{"DELETE", "/devices/sim-1/apps/" + pid, ""},
+		{"POST", "/devices/sim-1/apps/" + pid + "/restart", ""},
+		{"PUT", "/devices/sim-1/apps/" + pid + "/faults", `{"hang_real":-1}`},
+		{"POST", "/devices/sim-1/disconnect", ""},
+		{"POST", "/devices/sim-1/reconnect", ""},
+	} {
+		req, _ := http.NewRequest(c.method, srv.URL+c.path, strings.NewReader(c.body))
+		req.Header.Set("Content-Type", "text/plain")
+		req.Header.Set("Origin", "https://elsewhere.example")
+		if code, body := do(t, srv, req); code != http.StatusForbidden || !strings.Contains(body, xsrf.Header) {
+			t.Errorf("%s %s without %s: %d %s", c.method, c.path, xsrf.Header, code, body)
+		}
+	}
+	if _, after := call(t, srv, "GET", "/devices", ""); after != before {
+		t.Errorf("refused requests changed the farm:\n%s\nbecame\n%s", before, after)
+	}
 }
 
 func TestControlAPI(t *testing.T) {

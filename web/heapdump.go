@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"slices"
 	"time"
+
+	"github.com/alloctrack/alloctrack/internal/xsrf"
 )
 
 // HeapDumps lets the web view take heap dumps of apps and serve them:
@@ -33,8 +35,9 @@ var (
 	ErrDumpBusy = errors.New("a heap dump is being taken")
 )
 
-// DumpRequestHeader must come with a POST that takes a dump.
-const DumpRequestHeader = "X-Alloctrack-Request"
+// DumpRequestHeader must come with a POST that takes a dump, with the
+// value heapdump (the header every request that changes something needs).
+const DumpRequestHeader = xsrf.Header
 
 var dumpID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 

@@ -5,18 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"regexp"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/alecthomas/units"
+	"github.com/coreos/go-systemd/v22/activation"
+	"github.com/mdlayher/vsock"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
@@ -68,12 +73,19 @@ type serveCmd struct {
 	simDevices      *int
 	simApps         *int
 	simRate         *float64
+	simControl      *string
+	http            exporter.ServerConfig
 }
 
 func newServeCmd(app *kingpin.Application) *serveCmd {
 	c := &serveCmd{cmd: app.Command("serve", "Run the daemon: follow devices and debuggable apps through adb servers, track allocations in windows, export Prometheus metrics.")}
 	f := c.cmd.Flag
 	c.web = kingpinflag.AddFlags(c.cmd, DefaultListenAddress)
+	f("web.read-header-timeout", "How long a client may take to send a request's headers; a connection that sends nothing is closed then.").Default("10s").DurationVar(&c.http.ReadHeaderTimeout)
+	f("web.read-timeout", "How long a client may take to send a whole request, headers and body (the handler's work afterwards is not bounded by it).").Default("1m").DurationVar(&c.http.ReadTimeout)
+	f("web.write-timeout", "How long each part of a response may wait for the client to take it: a client that stops reading is cut, a long download that keeps moving is not.").Default("1m").DurationVar(&c.http.WriteTimeout)
+	f("web.idle-timeout", "How long a kept-alive connection may wait idle for its next request.").Default("2m").DurationVar(&c.http.IdleTimeout)
+	f("web.max-connections", "Connections served at once per listening address; more wait to be accepted until one closes.").Default("256").IntVar(&c.http.MaxConnections)
 	c.log = addLogFlags(c.cmd)
 	c.session = addSessionFlags(c.cmd)
 	c.adbAddrs = f("adb.address", "adb server address host:port; repeat to watch several servers. Default: $ADB_SERVER_SOCKET (tcp:host:port), $ANDROID_ADB_SERVER_PORT, 127.0.0.1:5037.").Strings()
@@ -96,10 +108,11 @@ func newServeCmd(app *kingpin.Application) *serveCmd {
 	c.dumpDir = f("heapdump.dir", "Let the web view take heap dumps of apps (a button on each app's page; POST /api/v1/apps/SERIAL/PACKAGE/heapdump) and keep each in a directory here. A dump freezes the app while it is written, so none is taken unless asked; the web config's authentication applies. Off by default.").PlaceHolder("DIR").String()
 	c.dumpNoAuth = f("heapdump.no-auth", "Allow --heapdump.dir without basic auth users in --web.config.file: anyone who reaches the web port may then take heap dumps.").Bool()
 	c.dumpTimeout = f("heapdump.timeout", "How long a heap dump may take, from am dumpheap to the pulled file.").Default("5m").Duration()
-	c.simulate = f("simulate", "Serve a simulated farm instead of real devices: an in-process adb server with simulated devices and apps (its control API is at /sim/devices).").Bool()
+	c.simulate = f("simulate", "Serve a simulated farm instead of real devices: an in-process adb server with simulated devices and apps (its control API on --simulate.control-address; read-only at /sim/devices).").Bool()
 	c.simDevices = f("simulate.devices", "Simulated devices (with --simulate).").Default("3").Int()
 	c.simApps = f("simulate.apps", "Simulated apps per device (with --simulate).").Default("2").Int()
 	c.simRate = f("simulate.rate", "Allocations per second of each simulated app (with --simulate).").Default("500").Float64()
+	c.simControl = f("simulate.control-address", "Where the simulated farm's control API takes changes (start, kill and restart apps, faults, cables), printed at start (with --simulate). A loopback address, unless the web config file names basic auth users.").Default("127.0.0.1:0").String()
 	return c
 }
 
@@ -128,8 +141,25 @@ func (c *serveCmd) validate() error {
 		return fmt.Errorf("--heapdump.timeout must be positive")
 	case *c.dumpDir != "" && !*c.dumpNoAuth && !c.basicAuth():
 		return fmt.Errorf("--heapdump.dir lets whoever reaches the web port freeze apps with heap dumps: give users in --web.config.file (basic_auth_users), or --heapdump.no-auth to allow it without")
+	case c.http.ReadHeaderTimeout < 0 || c.http.ReadTimeout < 0 || c.http.WriteTimeout < 0 || c.http.IdleTimeout < 0 || c.http.MaxConnections < 0:
+		return fmt.Errorf("--web.*-timeout and --web.max-connections must not be negative (0: no bound)")
+	case *c.simulate && !loopback(*c.simControl) && !c.basicAuth():
+		return fmt.Errorf("--simulate.control-address %s: the control API starts, kills and restarts apps; serve it on a loopback address (127.0.0.1, ::1, localhost), or give users in --web.config.file (basic_auth_users)", *c.simControl)
 	}
 	return nil
+}
+
+// loopback tells whether addr (host:port) names only loopback addresses.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // basicAuth tells whether the web config file names basic auth users.
@@ -162,54 +192,40 @@ func (c *serveCmd) run(stderr io.Writer) int {
 
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	finished := make(chan struct{})
-	defer close(finished) // ends the signal goroutine when run returns
-	go func() {
-		var s os.Signal
-		select {
-		case s = <-sigs:
-		case <-finished:
-			return
-		}
-		log.Info("signal received; turning tracking off in every app", zap.String("signal", s.String()), zap.Duration("timeout", *c.shutdownTimeout))
-		stop()
-		select {
-		case <-sigs:
-			log.Warn("second signal: exiting at once")
-			os.Exit(exitFailure)
-		case <-finished:
-		}
-	}()
-
-	if *c.simulate {
-		// A demo started by `go run` (the README's first command): go run
-		// ends on SIGTERM without passing it on, so the daemon follows its
-		// parent out instead of serving on alone.
-		go watchParent(ctx, os.Getppid, time.Second, func() {
-			select {
-			case sigs <- syscall.SIGTERM:
-			default:
-			}
-		})
+	defer onSignals(log, *c.shutdownTimeout, stop)()
+	if pid, ok := goRunParent(); ok {
+		go followGoRun(ctx, log, pid, os.Getppid, time.Second, stop)
 	}
 
 	extra := map[string]http.Handler{}
 	var links []web.LandingLinks
+	var servers []*http.Server
+	var farm *sim.Farm
+	defer func() {
+		shutdown(servers)
+		if farm != nil {
+			farm.Close()
+		}
+	}()
+	srvErr := make(chan error, 2)
 	started := time.Now()
 	addrs := *c.adbAddrs
 	if *c.simulate {
-		farm, addr, err := c.simulatedFarm(log)
+		f, addr, err := c.simulatedFarm(log)
 		if err != nil {
 			log.Error("starting the simulated adb server", zap.Error(err))
 			return exitFailure
 		}
-		defer farm.Close()
+		farm = f
+		ctl, url, err := c.serveControl(farm.Handler(), log, slogger, stderr, srvErr)
+		if err != nil {
+			log.Error("serving the simulator's control API", zap.Error(err))
+			return exitFailure
+		}
+		servers = append(servers, ctl)
 		addrs = []string{addr}
-		extra["/sim/"] = http.StripPrefix("/sim", farm.Handler())
-		links = append(links, web.LandingLinks{Address: "sim/devices", Text: "Simulated devices (control API)"})
+		extra["/sim/"] = http.StripPrefix("/sim", readOnly(farm.Handler(), url))
+		links = append(links, web.LandingLinks{Address: "sim/devices", Text: "Simulated devices"})
 	}
 	if len(addrs) == 0 {
 		addrs = []string{adb.DefaultAddress()}
@@ -229,21 +245,12 @@ func (c *serveCmd) run(stderr io.Writer) int {
 		log.Error("building the HTTP handler", zap.Error(err))
 		return exitFailure
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	srvErr := make(chan error, 1)
-	listeners, err := c.listen()
+	srv, err := c.serveWeb(handler, log, slogger, stderr, srvErr)
 	if err != nil {
 		log.Error("listening", zap.Error(err))
 		return exitFailure
 	}
-	if listeners == nil {
-		go func() { srvErr <- web.ListenAndServe(srv, c.web, slogger) }()
-	} else {
-		url := viewURL(listeners[0].Addr(), c.tlsEnabled())
-		fmt.Fprintf(stderr, "alloctrack: web view at %s (metrics at %smetrics)\n", url, url)
-		log.Info("web view", zap.String("url", url))
-		go func() { srvErr <- web.ServeMultiple(listeners, srv, c.web, slogger) }()
-	}
+	servers = append(servers, srv)
 
 	memLimit := "GOMEMLIMIT"
 	if os.Getenv("GOMEMLIMIT") == "" {
@@ -278,10 +285,92 @@ func (c *serveCmd) run(stderr io.Writer) int {
 		log.Warn("shutdown timeout: some apps may still have tracking on", zap.Duration("timeout", *c.shutdownTimeout))
 		status = exitFailure
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	srv.Shutdown(sctx)
-	cancel()
 	return status
+}
+
+// onSignals stops the daemon on the first SIGINT or SIGTERM, and exits at
+// once on a second; the function it returns ends the watch.
+func onSignals(log *zap.Logger, timeout time.Duration, stop func()) (end func()) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	finished := make(chan struct{})
+	go func() {
+		var s os.Signal
+		select {
+		case s = <-sigs:
+		case <-finished:
+			return
+		}
+		log.Info("signal received; turning tracking off in every app", zap.String("signal", s.String()), zap.Duration("timeout", timeout))
+		stop()
+		select {
+		case <-sigs:
+			log.Warn("second signal: exiting at once")
+			os.Exit(exitFailure)
+		case <-finished:
+		}
+	}()
+	return func() {
+		signal.Stop(sigs)
+		close(finished)
+	}
+}
+
+// shutdown ends the HTTP servers, giving requests under way 2 seconds.
+func shutdown(servers []*http.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, s := range servers {
+		s.Shutdown(ctx)
+	}
+}
+
+// serveWeb serves h on --web.listen-address through exporter-toolkit (the
+// web config's TLS and basic auth) within the --web.* bounds; the
+// servers' end is sent to errs.
+func (c *serveCmd) serveWeb(h http.Handler, log *zap.Logger, slogger *slog.Logger, stderr io.Writer, errs chan<- error) (*http.Server, error) {
+	ls, tcp, err := c.listen()
+	if err != nil {
+		return nil, err
+	}
+	if tcp {
+		url := viewURL(ls[0].Addr(), c.tlsEnabled())
+		fmt.Fprintf(stderr, "alloctrack: web view at %s (metrics at %smetrics)\n", url, url)
+		log.Info("web view", zap.String("url", url))
+	}
+	srv := exporter.NewServer(h, c.http)
+	ls = exporter.LimitListeners(ls, c.http.MaxConnections)
+	go func() { errs <- web.ServeMultiple(ls, srv, c.web, slogger) }()
+	return srv, nil
+}
+
+// serveControl serves the simulated farm's control API, h, on
+// --simulate.control-address (loopback unless basic auth protects it),
+// as serveWeb serves the rest, and returns its URL.
+func (c *serveCmd) serveControl(h http.Handler, log *zap.Logger, slogger *slog.Logger, stderr io.Writer, errs chan<- error) (*http.Server, string, error) {
+	l, err := net.Listen("tcp", *c.simControl)
+	if err != nil {
+		return nil, "", fmt.Errorf("--simulate.control-address %s: %w", *c.simControl, err)
+	}
+	url := viewURL(l.Addr(), c.tlsEnabled())
+	fmt.Fprintf(stderr, "alloctrack: simulator control API at %sdevices (it takes changes only there)\n", url)
+	log.Info("simulator control API", zap.String("url", url))
+	srv := exporter.NewServer(h, c.http)
+	ls := exporter.LimitListeners([]net.Listener{l}, c.http.MaxConnections)
+	go func() { errs <- web.Serve(ls[0], srv, c.web, slogger) }()
+	return srv, url, nil
+}
+
+// readOnly serves GET and HEAD through h and refuses every change: the
+// simulated farm takes those on its control address, ctl.
+func readOnly(h http.Handler, ctl string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			http.Error(w, "the simulated farm takes changes only on its control address, "+ctl, http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // simulatedFarm starts --simulate's farm behind an adb server of its own
@@ -377,30 +466,59 @@ func simWorkload(rate float64) sim.Workload {
 	return w
 }
 
-// listen opens the TCP listeners of --web.listen-address, so that the
-// address actually bound (port 0 included) can be printed; nil when
-// exporter-toolkit must listen itself (systemd sockets, vsock).
-func (c *serveCmd) listen() ([]net.Listener, error) {
+// listen opens the listeners of --web.listen-address (TCP or vsock://),
+// or takes systemd's (--web.systemd-socket), as exporter-toolkit would,
+// so that they can be bounded and the address actually bound (port 0
+// included) printed; tcp tells whether they are TCP listeners of ours.
+func (c *serveCmd) listen() (ls []net.Listener, tcp bool, err error) {
 	if *c.web.WebSystemdSocket {
-		return nil, nil
-	}
-	for _, a := range *c.web.WebListenAddresses {
-		if strings.HasPrefix(a, "vsock://") {
-			return nil, nil
+		ls, err := activation.Listeners()
+		if err == nil && len(ls) == 0 {
+			err = errors.New("no socket activation file descriptors found")
 		}
+		if err != nil {
+			return nil, false, fmt.Errorf("--web.systemd-socket: %w", err)
+		}
+		return ls, false, nil
 	}
-	var ls []net.Listener
+	tcp = true
 	for _, a := range *c.web.WebListenAddresses {
-		l, err := net.Listen("tcp", a)
+		var l net.Listener
+		if strings.HasPrefix(a, "vsock://") {
+			tcp = false
+			l, err = listenVsock(a)
+		} else {
+			l, err = net.Listen("tcp", a)
+		}
 		if err != nil {
 			for _, o := range ls {
 				o.Close()
 			}
-			return nil, fmt.Errorf("--web.listen-address %s: %w", a, err)
+			return nil, false, fmt.Errorf("--web.listen-address %s: %w", a, err)
 		}
 		ls = append(ls, l)
 	}
-	return ls, nil
+	if len(ls) == 0 {
+		return nil, false, errors.New("no --web.listen-address")
+	}
+	return ls, tcp, nil
+}
+
+// listenVsock listens on a vsock://:PORT address.
+func listenVsock(a string) (net.Listener, error) {
+	u, err := url.Parse(a)
+	if err != nil {
+		return nil, err
+	}
+	_, p, err := net.SplitHostPort(u.Host)
+	if err != nil {
+		return nil, err
+	}
+	port, err := strconv.ParseUint(p, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("port %q is not a number", p)
+	}
+	return vsock.Listen(uint32(port), nil)
 }
 
 // webConfig reads the web config file, if any and readable
@@ -438,24 +556,4 @@ func viewURL(a net.Addr, tls bool) string {
 		host = "localhost"
 	}
 	return scheme + "://" + net.JoinHostPort(host, port) + "/"
-}
-
-// watchParent calls gone once the process's parent is no longer the one
-// it started under (it exited, and the process was handed to another),
-// looking every interval; it returns then, or when ctx ends.
-func watchParent(ctx context.Context, ppid func() int, every time.Duration, gone func()) {
-	first := ppid()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if ppid() != first {
-			gone()
-			return
-		}
-	}
 }

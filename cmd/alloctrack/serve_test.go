@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/alloctrack/alloctrack/alloctrack/offline"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -39,6 +41,11 @@ func TestServeAndSimUsageErrors(t *testing.T) {
 		{[]string{"serve", "--simulate", "--simulate.devices", "0"}, "--simulate.devices"},
 		{[]string{"serve", "--heapdump.dir", "/tmp/x"}, "basic_auth_users"},
 		{[]string{"serve", "--heapdump.dir", "/tmp/x", "--heapdump.no-auth", "--heapdump.timeout", "0s"}, "--heapdump.timeout"},
+		{[]string{"serve", "--simulate", "--simulate.control-address", "0.0.0.0:0"}, "loopback"},
+		{[]string{"serve", "--simulate", "--simulate.control-address", ":9854"}, "loopback"},
+		{[]string{"serve", "--web.max-connections", "-1"}, "--web.max-connections"},
+		{[]string{"serve", "--web.idle-timeout", "-1s"}, "--web."},
+		{[]string{"sim", "--adb-server", "127.0.0.1:0", "--control", "0.0.0.0:0"}, "loopback"},
 		{[]string{"sim"}, "--listen"},
 		{[]string{"sim", "--adb-server", "127.0.0.1:0", "--skew", "1"}, "--skew"},
 		{[]string{"sim", "--adb-server", "127.0.0.1:0", "--api", "0"}, "--api"},
@@ -168,32 +175,90 @@ func TestServeSimulatePrintsWebView(t *testing.T) {
 	stop()
 }
 
-// TestWatchParent: the simulated demo follows its parent out (go run ends
-// on SIGTERM without passing it on): gone is called once the parent pid
-// changes, and not before.
+// TestWatchParent: gone is called once the parent pid is no longer the
+// one given, and not before.
 func TestWatchParent(t *testing.T) {
 	var ppid atomic.Int64
 	ppid.Store(4242)
+	var looked atomic.Int64
 	gone := make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		watchParent(ctx, func() int { return int(ppid.Load()) }, 5*time.Millisecond, func() { close(gone) })
+		watchParent(ctx, 4242, func() int { looked.Add(1); return int(ppid.Load()) }, time.Millisecond, func() { close(gone) })
 	}()
-	select {
-	case <-gone:
-		t.Fatal("gone while the parent lives")
-	case <-time.After(50 * time.Millisecond):
+	for looked.Load() < 5 {
+		select {
+		case <-gone:
+			t.Fatal("gone while the parent lives")
+		case <-time.After(time.Millisecond):
+		}
 	}
 	ppid.Store(1)
 	select {
 	case <-gone:
-	case <-time.After(5 * time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatal("the parent's end went unnoticed")
 	}
 	<-done
+}
+
+// Only a build of go run (in a go-build directory) under the go command
+// running `run` follows its parent: not a binary started by a shell, a
+// script or a service manager, nor a test binary under go test.
+func TestIsGoRun(t *testing.T) {
+	const built = "/tmp/go-build1234/b001/exe/alloctrack"
+	for _, c := range []struct {
+		self, exe string
+		args      []string
+		want      bool
+	}{
+		{built, "/usr/lib/go-1.26/bin/go", []string{"go", "run", "-buildvcs=true", "./cmd/alloctrack", "serve"}, true},
+		{built, "/root/go/pkg/mod/golang.org/toolchain@v0.0.1-go1.26.8.linux-amd64/bin/go", []string{"/usr/bin/go", "run", "."}, true},
+		{built, "", []string{"go", "-C", "/src", "run", "./cmd/alloctrack"}, true}, // exe unreadable: argv[0]
+		{built, "/usr/bin/go", []string{"go", "-C=/src", "run", "."}, true},
+		{built, "/usr/bin/go", []string{"go", "test", "./cmd/alloctrack"}, false},
+		{built, "/usr/bin/dash", []string{"sh", "-c", "alloctrack serve --simulate &"}, false},
+		{built, "/usr/bin/nohup", []string{"nohup", "go", "run", "."}, false},
+		{built, "/usr/bin/go", []string{"go"}, false},
+		{"/usr/local/bin/alloctrack", "/usr/bin/go", []string{"go", "run", "."}, false}, // not a build of go run
+		{"/home/u/go-builds/alloctrack", "/usr/bin/dash", []string{"sh"}, false},
+	} {
+		if got := isGoRun(c.self, c.exe, c.args); got != c.want {
+			t.Errorf("isGoRun(%q, %q, %q) = %v, want %v", c.self, c.exe, c.args, got, c.want)
+		}
+	}
+}
+
+// When its go run parent exits, the daemon says so and stops; it never
+// claims a signal nobody sent.
+func TestFollowGoRunSaysWhy(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	var ppid atomic.Int64
+	ppid.Store(4242)
+	stopped := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		followGoRun(context.Background(), zap.New(core), 4242, func() int { return int(ppid.Load()) }, time.Millisecond, func() { close(stopped) })
+	}()
+	ppid.Store(1)
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the daemon did not stop when go run exited")
+	}
+	<-done
+	var msgs []string
+	for _, e := range logs.All() {
+		msgs = append(msgs, e.Message)
+	}
+	all := strings.Join(msgs, "\n")
+	if !strings.Contains(all, "parent go run (pid 4242) exited; stopping") || strings.Contains(strings.ToLower(all), "signal") {
+		t.Errorf("log:\n%s", all)
+	}
 }
 
 // serve --heapdump.dir: an app page offers the button; a POST without the

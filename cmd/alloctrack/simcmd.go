@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/alloctrack/alloctrack/exporter"
 	"github.com/alloctrack/alloctrack/sim"
 )
 
@@ -48,8 +48,14 @@ func newSimCmd(app *kingpin.Application) *simCmd {
 	c.seed = f("seed", "Workload seed.").Default("1").Uint64()
 	c.listen = f("listen", "Serve each device over the adbd wire protocol, device i on port PORT+i of HOST (HOST:PORT); attach with `adb connect`.").String()
 	c.adbServer = f("adb-server", "Serve the devices through a simulated adb server on HOST:PORT.").String()
-	c.control = f("control", "Serve the control API (add/remove apps, inject faults) on HOST:PORT.").Default("127.0.0.1:0").String()
+	c.control = f("control", "Serve the control API (add/remove apps, inject faults) on HOST:PORT, a loopback address: it takes changes without authentication.").Default("127.0.0.1:0").String()
 	return c
+}
+
+// simControlHTTP bounds the control API's clients as serve's defaults do.
+var simControlHTTP = exporter.ServerConfig{
+	ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute,
+	IdleTimeout: 2 * time.Minute, MaxConnections: 256,
 }
 
 func (c *simCmd) run(stdout, stderr io.Writer) int {
@@ -59,6 +65,10 @@ func (c *simCmd) run(stdout, stderr io.Writer) int {
 	}
 	if *c.devices < 1 || *c.apps < 0 || *c.rate < 0 || *c.sites < 1 || *c.threads < 1 || *c.skew <= 1 || *c.depth < 1 || *c.depth > 128 {
 		fmt.Fprintln(stderr, "alloctrack sim: need --devices ≥ 1, --apps ≥ 0, --rate ≥ 0, --sites ≥ 1, --threads ≥ 1, --skew > 1, 1 ≤ --depth ≤ 128")
+		return exitUsage
+	}
+	if !loopback(*c.control) {
+		fmt.Fprintf(stderr, "alloctrack sim: --control %s: the control API starts and kills apps without authentication; give a loopback address (127.0.0.1, ::1, localhost)\n", *c.control)
 		return exitUsage
 	}
 	for _, api := range *c.apis {
@@ -119,8 +129,8 @@ func (c *simCmd) run(stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "alloctrack sim: --control %s: %v\n", *c.control, err)
 		return exitFailure
 	}
-	srv := &http.Server{Handler: farm.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(cl)
+	srv := exporter.NewServer(farm.Handler(), simControlHTTP)
+	go srv.Serve(exporter.LimitListeners([]net.Listener{cl}, simControlHTTP.MaxConnections)[0])
 	fmt.Fprintf(stdout, "control API on http://%s/devices\n", cl.Addr())
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
