@@ -259,27 +259,7 @@ func (g *Graph) Analyze(r io.ReadSeeker, maxDuplicates int) (*Analysis, error) {
 		a.Leaks = append(a.Leaks, l)
 		leakNodes = append(leakNodes, o.node)
 	}
-	wantRef := map[int32]uint64{} // path node -> the id of the next node
-	if len(leakNodes) > 0 {
-		parent := g.bfs()
-		for i, n := range leakNodes {
-			var path []int32
-			for v := n; v > 0; v = parent[v] {
-				path = append(path, v)
-			}
-			slices.Reverse(path)
-			for j, v := range path {
-				st := Step{Class: g.nodeClass(v), ID: g.ids[v]}
-				if j == 0 {
-					st.Root = rootName(g.rootTag[v])
-				}
-				if j+1 < len(path) {
-					wantRef[v] = g.ids[path[j+1]]
-				}
-				a.Leaks[i].Path = append(a.Leaks[i].Path, st)
-			}
-		}
-	}
+	paths := g.leakPaths(a.Leaks, leakNodes)
 	if g.pixNatives != 0 {
 		if _, err := r.Seek(0, io.SeekStart); err != nil {
 			return nil, err
@@ -295,19 +275,18 @@ func (g *Graph) Analyze(r io.ReadSeeker, maxDuplicates int) (*Analysis, error) {
 	for _, n := range strArrays {
 		preview[n] = nil
 	}
-	if len(wantRef) > 0 || len(preview) > 0 {
+	want := wantedEdges(paths, g.ids)
+	if len(want) > 0 || len(preview) > 0 {
 		if _, err := r.Seek(0, io.SeekStart); err != nil {
 			return nil, err
 		}
-		refs, err := g.names3(r, wantRef, preview)
+		refs, err := g.names3(r, want, preview)
 		if err != nil {
 			return nil, err
 		}
-		for i := range a.Leaks {
-			for j := range a.Leaks[i].Path {
-				if n := g.lookup(a.Leaks[i].Path[j].ID); n > 0 {
-					a.Leaks[i].Path[j].Ref = refs[n]
-				}
+		for i, path := range paths {
+			for j := range len(path) - 1 {
+				a.Leaks[i].Path[j].Ref = refs[edge{path[j], g.ids[path[j+1]]}]
 			}
 		}
 		for i, n := range strArrays {
@@ -321,6 +300,51 @@ func (g *Graph) Analyze(r io.ReadSeeker, maxDuplicates int) (*Analysis, error) {
 		return cmp.Compare(x.ID, y.ID)
 	})
 	return a, nil
+}
+
+// edge is a reference from node from to the object with id to.
+type edge struct {
+	from int32
+	to   uint64
+}
+
+// leakPaths sets each leak's path from a GC root (its objects, the first
+// one's root kind) and returns the paths' nodes, by leak.
+func (g *Graph) leakPaths(leaks []Leak, nodes []int32) [][]int32 {
+	if len(nodes) == 0 {
+		return nil
+	}
+	parent := g.bfs()
+	paths := make([][]int32, len(nodes))
+	for i, n := range nodes {
+		var path []int32
+		for v := n; v > 0; v = parent[v] {
+			path = append(path, v)
+		}
+		slices.Reverse(path)
+		for _, v := range path {
+			leaks[i].Path = append(leaks[i].Path, Step{Class: g.nodeClass(v), ID: g.ids[v]})
+		}
+		leaks[i].Path[0].Root = rootName(g.rootTag[path[0]])
+		paths[i] = path
+	}
+	return paths
+}
+
+// wantedEdges returns, for each node on a path but its last, the ids of
+// the objects the paths go to next from it: paths that share a node may
+// leave it by different references.
+func wantedEdges(paths [][]int32, ids []uint64) map[int32][]uint64 {
+	want := map[int32][]uint64{}
+	for _, path := range paths {
+		for j := range len(path) - 1 {
+			to := ids[path[j+1]]
+			if !slices.Contains(want[path[j]], to) {
+				want[path[j]] = append(want[path[j]], to)
+			}
+		}
+	}
+	return want
 }
 
 // bfs returns each reachable node's parent on a shortest path from the
@@ -444,65 +468,74 @@ func (g *Graph) duplicates(kind watchKind, max int) ([]Duplicate, []int32) {
 	return out, first
 }
 
-// names3 reads the dump a third time: how each node of want refers to the
-// id it maps to, and the first bytes of the arrays in preview.
-func (g *Graph) names3(r io.Reader, want map[int32]uint64, preview map[int32][]byte) (map[int32]string, error) {
+// refNames collects, for each wanted edge, the first reference by which
+// its node refers to its target.
+type refNames struct {
+	want map[int32][]uint64
+	refs map[edge]string
+}
+
+// note names edge (n, to) if to is wanted from n and not named yet.
+func (rn *refNames) note(n int32, to uint64, name string) {
+	e := edge{n, to}
+	if _, done := rn.refs[e]; done || to == 0 || !slices.Contains(rn.want[n], to) {
+		return
+	}
+	rn.refs[e] = name
+}
+
+// class notes how a CLASS DUMP (node n) refers to what it refers to.
+func (rn *refNames) class(g *Graph, n int32, c *hprof.ClassDump) {
+	for _, s := range c.Statics {
+		if s.Type == hprof.Object {
+			rn.note(n, s.Value, "static "+g.names[s.NameID])
+		}
+	}
+	rn.note(n, c.SuperID, "<superclass>")
+	rn.note(n, c.LoaderID, "<class loader>")
+}
+
+// names3 reads the dump a third time: how each node of want refers to
+// each id it maps to, and the first bytes of the arrays in preview.
+func (g *Graph) names3(r io.Reader, want map[int32][]uint64, preview map[int32][]byte) (map[edge]string, error) {
 	rd, err := hprof.NewReader(r)
 	if err != nil {
 		return nil, err
 	}
 	ids := rd.Header().IDSize
-	refs := map[int32]string{}
+	rn := &refNames{want: want, refs: map[edge]string{}}
 	node := int32(1)
 	err = rd.Walk(&hprof.Visitor{
 		ClassDump: func(c *hprof.ClassDump) error {
-			if to, ok := want[node]; ok {
-				for _, s := range c.Statics {
-					if s.Type == hprof.Object && s.Value == to {
-						refs[node] = "static " + g.names[s.NameID]
-					}
-				}
-				switch {
-				case refs[node] != "":
-				case c.SuperID == to:
-					refs[node] = "<superclass>"
-				case c.LoaderID == to:
-					refs[node] = "<class loader>"
-				}
+			if want[node] != nil {
+				rn.class(g, node, c)
 			}
 			node++
 			return nil
 		},
 		InstanceData: func(_, class uint64, data []byte) error {
-			if to, ok := want[node]; ok {
-				for _, f := range g.fieldsOf(class, ids) {
-					if v, ok := value(data, f.off, f.t, ids); ok && f.t == hprof.Object && v == to {
-						refs[node] = f.name
-						break
-					}
-				}
-				if refs[node] == "" && class == to {
-					refs[node] = "<class>"
+			if want[node] == nil {
+				return nil
+			}
+			for _, f := range g.fieldsOf(class, ids) {
+				if v, ok := value(data, f.off, f.t, ids); ok && f.t == hprof.Object {
+					rn.note(node, v, f.name)
 				}
 			}
+			rn.note(node, class, "<class>")
 			return nil
 		},
 		Instance: func(uint64, uint64, uint32) error { node++; return nil },
 		Elements: func(_ uint64, first uint32, b []byte) error {
-			if to, ok := want[node]; ok && refs[node] == "" {
-				for i := 0; i+ids <= len(b); i += ids {
-					if hprof.ID(b[i:], ids) == to {
-						refs[node] = fmt.Sprintf("[%d]", int(first)+i/ids)
-						break
-					}
+			for i := 0; want[node] != nil && i+ids <= len(b); i += ids {
+				if to := hprof.ID(b[i:], ids); slices.Contains(want[node], to) {
+					rn.note(node, to, fmt.Sprintf("[%d]", int(first)+i/ids))
 				}
 			}
 			return nil
 		},
 		ObjectArray: func(_, class uint64, _ uint32) error {
-			if to, ok := want[node]; ok && refs[node] == "" && class == to {
-				refs[node] = "<class>"
-			}
+			rn.note(node, class, "<class>")
 			node++
 			return nil
 		},
@@ -514,7 +547,7 @@ func (g *Graph) names3(r io.Reader, want map[int32]uint64, preview map[int32][]b
 		},
 		PrimitiveArray: func(uint64, hprof.Type, uint32) error { node++; return nil },
 	})
-	return refs, err
+	return rn.refs, err
 }
 
 // Android 15 and later (am dumpheap -b FORMAT) put every live Bitmap's
