@@ -281,6 +281,10 @@ func TestHeapdumpFileCommands(t *testing.T) {
 		}
 		os.Remove(out)
 	}
+	mine, truncated := filepath.Join(dir, "mine.hprof"), filepath.Join(dir, "truncated.hprof")
+	os.WriteFile(mine, []byte("mine"), 0o644)
+	os.WriteFile(filepath.Join(dir, "fresh.hprof.tmp"), []byte("mine too"), 0o644)
+	os.WriteFile(truncated, hproftest.LeakyDump()[:400], 0o644)
 	for _, c := range []struct {
 		args []string
 		code int
@@ -290,10 +294,27 @@ func TestHeapdumpFileCommands(t *testing.T) {
 		{[]string{"--in", in, "--out", in, "--shrink"}, exitUsage, "is the input"},
 		{[]string{"--in", in, "--out", filepath.Join(dir, "x"), "--shrink", "--app-only"}, exitUsage, "--app-only goes with --standard"},
 		{[]string{"--in", realReport, "--out", filepath.Join(dir, "x"), "--shrink"}, exitFailure, "not a heap dump"},
+		{[]string{"--in", filepath.Join(dir, "nope.hprof"), "--out", filepath.Join(dir, "x"), "--shrink"}, exitFailure, filepath.Join(dir, "nope.hprof") + ": no such file or directory"},
+		{[]string{"--in", in, "--out", mine, "--shrink"}, exitUsage, mine + " already exists; choose another --out"},
+		{[]string{"--in", truncated, "--out", filepath.Join(dir, "x"), "--standard"}, exitFailure, truncated + ": "},
 	} {
 		_, errOut, code := runCmd(t, append([]string{"heapdump"}, c.args...)...)
 		if code != c.code || !strings.Contains(errOut, c.want) {
 			t.Errorf("%v: exit %d, %q, want %d %q", c.args, code, errOut, c.code, c.want)
 		}
+	}
+	// Nothing written, nothing removed: the user's files are as they
+	// were, and no temporary file is left.
+	if left := entries(t, dir); left != "fresh.hprof.tmp leaky.hprof mine.hprof truncated.hprof " {
+		t.Errorf("the directory holds %s", left)
+	}
+	if b, _ := os.ReadFile(mine); string(b) != "mine" {
+		t.Errorf("--out overwritten: %.20q", b)
+	}
+	if _, errOut, code := runCmd(t, "heapdump", "--in", in, "--out", filepath.Join(dir, "fresh.hprof"), "--shrink"); code != exitOK {
+		t.Fatalf("exit %d %s", code, errOut)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "fresh.hprof.tmp")); string(b) != "mine too" {
+		t.Errorf("a file beside --out was changed: %q", b)
 	}
 }
