@@ -3,14 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/alloctrack/alloctrack/alloctrack/offline"
+	"github.com/alloctrack/alloctrack/ddms/hprof"
 	"github.com/alloctrack/alloctrack/internal/hproftest"
 )
 
@@ -69,4 +72,45 @@ func parsedHeapdumpCmd(t *testing.T, args ...string) *heapdumpCmd {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestReportDumpSaysTopOf: with more duplicate groups and classes than
+// --top shows, report says how many there are ("top 3 of 19 groups"),
+// and JSON carries the totals.
+func TestReportDumpSaysTopOf(t *testing.T) {
+	b := hproftest.NewBuilder("JAVA PROFILE 1.0.3")
+	b.Class(0x100, 0, "java.lang.Object", nil, nil)
+	b.Class(0x101, 0x100, "java.lang.String", []hproftest.Field{{Name: "value", Type: hprof.Object}, {Name: "hash", Type: hprof.Int}}, nil)
+	b.Class(0x102, 0x100, "java.lang.Object[]", nil, nil)
+	var held []uint32
+	for i := range uint32(19) { // 19 values, each in two Strings with arrays of their own
+		v := []byte{0, byte('a' + i)}
+		for k := range uint32(2) {
+			id := 0x1000 + 4*i + 2*k
+			b.PrimitiveArray(id+1, hprof.Char, 1, v)
+			b.Instance(id, 0x101, uint64(id+1), 0)
+			held = append(held, id)
+		}
+	}
+	b.ObjectArray(0x9000, 0x102, held...)
+	b.Root(hprof.RootUnknown, 0x9000)
+	in := filepath.Join(t.TempDir(), "dups.hprof")
+	os.WriteFile(in, b.Bytes(), 0o644)
+	out, errOut, code := runCmd(t, "report", "--top", "3", in)
+	if code != exitOK {
+		t.Fatalf("exit %d %s", code, errOut)
+	}
+	for _, want := range []string{"duplicate Strings: top 3 of 19 groups\n", "duplicate Bitmaps: 0 groups\n", ": top 3 of 4 classes\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, `"`); n != 2*3 {
+		t.Errorf("%d duplicate rows, want 3:\n%s", n/2, out)
+	}
+	out, _, _ = runCmd(t, "report", "--top", "3", "--format", "json", in)
+	var sum dumpSummary
+	if err := json.Unmarshal([]byte(out), &sum); err != nil || sum.DuplicateStringGroups != 19 || len(sum.Analysis.DuplicateStrings) != 3 {
+		t.Errorf("json: %d groups, %d listed (%v)", sum.DuplicateStringGroups, len(sum.Analysis.DuplicateStrings), err)
+	}
 }

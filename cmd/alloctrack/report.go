@@ -350,17 +350,18 @@ func writeSummary(w io.Writer, in *offline.Input, t *alloctrack.Tally, overflowe
 		if in.Trace != "" {
 			break
 		}
-		fmt.Fprintf(w, "\n  top classes %s\n  %8s %10s  %s\n", by.title, count, bytes, "class")
+		fmt.Fprintf(w, "\n  %s %s\n  %8s %10s  %s\n", shownOf(top, len(t.Classes), "classes"), by.title, count, bytes, "class")
 		for _, cc := range t.TopClasses(top, by.bytes) {
 			fmt.Fprintf(w, "  %8d %10d  %s\n", cc.Allocations, cc.Bytes, cc.Class)
 		}
 	}
+	sites := shownOf(top, t.Sites(), "allocation sites")
 	if in.Estimated() {
-		fmt.Fprintf(w, "\n  top allocation sites by estimated count (~: estimate; samples exact)\n  %9s %11s %8s  %s\n", "~allocs", "~bytes", "samples", "class / app frame / stack")
+		fmt.Fprintf(w, "\n  %s by estimated count (~: estimate; samples exact)\n  %9s %11s %8s  %s\n", sites, "~allocs", "~bytes", "samples", "class / app frame / stack")
 	} else if in.Samples() {
-		fmt.Fprintf(w, "\n  top allocation sites by samples\n  %8s %10s  %s\n", "samples", "smp bytes", "class / app frame / stack")
+		fmt.Fprintf(w, "\n  %s by samples\n  %8s %10s  %s\n", sites, "samples", "smp bytes", "class / app frame / stack")
 	} else {
-		fmt.Fprintf(w, "\n  top allocation sites by count\n  %8s %10s  %s\n", "allocs", "bytes", "class / app frame / stack")
+		fmt.Fprintf(w, "\n  %s by count\n  %8s %10s  %s\n", sites, "allocs", "bytes", "class / app frame / stack")
 	}
 	for _, s := range t.TopSites(top, false) {
 		if s.Estimated {
