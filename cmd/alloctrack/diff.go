@@ -22,12 +22,12 @@ type diffCmd struct {
 }
 
 func newDiffCmd(app *kingpin.Application) *diffCmd {
-	c := &diffCmd{cmd: app.Command("diff", "Compare two runs (report files, perfetto traces, tiallocsample agent logs or capture directories) per class and per allocation site, sorted by regression; counts from perfetto traces, and from agent logs given --agent.rate, are estimates.")}
+	c := &diffCmd{cmd: app.Command("diff", "Compare two runs (report files, perfetto traces, tiallocsample agent logs or capture directories) per class and per allocation site, sorted by regression; counts from perfetto traces, and from agent logs given --agent.rate, are estimates. Two heap dumps (hprof files or heapdump capture directories) are compared per heap and class by retained bytes, with their leaks and duplicates.")}
 	c.format = enum(c.cmd.Flag("format", "Output: text or json."), "format", "text", "text", "json")
 	c.top = c.cmd.Flag("top", "How many classes and sites to list (0: all).").Default("20").Int()
 	c.every = agentRateFlag(c.cmd)
-	c.base = c.cmd.Arg("base", "The baseline: a report file, perfetto trace, tiallocsample agent log or capture directory.").Required().String()
-	c.new = c.cmd.Arg("new", "The run to compare: a report file, perfetto trace, tiallocsample agent log or capture directory.").Required().String()
+	c.base = c.cmd.Arg("base", "The baseline: a report file, perfetto trace, tiallocsample agent log, heap dump or capture directory.").Required().String()
+	c.new = c.cmd.Arg("new", "The run to compare: a report file, perfetto trace, tiallocsample agent log, heap dump or capture directory.").Required().String()
 	return c
 }
 
