@@ -90,7 +90,9 @@ func (c *heapdumpCmd) run(stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := c.transform(ctxFile{ctx, in}, nil, *c.out, stderr); err != nil {
+	if err := c.transform(ctxFile{ctx, in}, nil, *c.out, stderr); ctx.Err() != nil {
+		return fail(exitFailure, "interrupted; %s not written", *c.out)
+	} else if err != nil {
 		return fail(exitFailure, "%s: %v", *c.in, err)
 	}
 	inSt, _ := os.Stat(*c.in)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,5 +113,27 @@ func TestReportDumpSaysTopOf(t *testing.T) {
 	var sum dumpSummary
 	if err := json.Unmarshal([]byte(out), &sum); err != nil || sum.DuplicateStringGroups != 19 || len(sum.Analysis.DuplicateStrings) != 3 {
 		t.Errorf("json: %d groups, %d listed (%v)", sum.DuplicateStringGroups, len(sum.Analysis.DuplicateStrings), err)
+	}
+}
+
+// TestHeapdumpInInterrupted: a conversion stopped by Ctrl-C (its context
+// ended) writes no --out and leaves no temporary file.
+func TestHeapdumpInInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.hprof")
+	os.WriteFile(in, hproftest.LeakyDump(), 0o644)
+	f, err := os.Open(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c := parsedHeapdumpCmd(t, "--in", in, "--out", filepath.Join(dir, "out.hprof"), "--shrink", "--standard")
+	if err := c.transform(ctxFile{ctx, f}, nil, *c.out, io.Discard); err == nil {
+		t.Error("transform went on after Ctrl-C")
+	}
+	if left := entries(t, dir); left != "in.hprof " {
+		t.Errorf("left: %s", left)
 	}
 }
