@@ -234,26 +234,11 @@ func (c *heapdumpCmd) dumpTo(ctx context.Context, dev offline.DumpDevice, req of
 	if err != nil {
 		return fail(exitFailure, "%s pid %d: %v", meta.Serial, meta.PID, err)
 	}
-	if _, err := pulled.Seek(0, io.SeekStart); err != nil {
+	sum, a, err := c.analyseAndKeep(pulled, dst, meta, req, taken, stderr)
+	if err != nil {
 		return fail(exitFailure, "%v", err)
 	}
-	g, err := heapdump.ReadGraph(pulled)
-	if err != nil {
-		return fail(exitFailure, "the pulled dump: %v", err)
-	}
-	a, err := g.Analyze(pulled, 0)
-	if err != nil {
-		return fail(exitFailure, "the pulled dump: %v", err)
-	}
-	sum := offline.NewHeapSummary(meta, a, *c.top)
-	sum.Start, sum.DumpSeconds, sum.DumpBytes, sum.GC, sum.Bitmaps = start, taken.Took.Seconds(), taken.Bytes, req.GC, req.Bitmaps
-	if err := c.keep(pulled, g, dst, stderr); err != nil {
-		return fail(exitFailure, "%v", err)
-	}
-	if st, err := os.Stat(dst); err == nil {
-		sum.FileBytes = st.Size()
-	}
-	sum.Shrunk = *c.shrink
+	sum.Start = start
 	if err := offline.WriteHeapSummary(*c.out, sum); err != nil {
 		return fail(exitFailure, "%v", err)
 	}
@@ -264,6 +249,31 @@ func (c *heapdumpCmd) dumpTo(ctx context.Context, dev offline.DumpDevice, req of
 		return judge(stderr, "alloctrack heapdump", bud.MeasureDump(a))
 	}
 	return exitOK
+}
+
+// analyseAndKeep analyses the pulled dump, keeps it at dst as asked
+// (keep) and returns its summary and analysis.
+func (c *heapdumpCmd) analyseAndKeep(pulled *os.File, dst string, meta offline.CaptureMeta, req offline.DumpRequest, taken *offline.TakenDump, stderr io.Writer) (*offline.HeapSummary, *heapdump.Analysis, error) {
+	if _, err := pulled.Seek(0, io.SeekStart); err != nil {
+		return nil, nil, err
+	}
+	g, err := heapdump.ReadGraph(pulled)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the pulled dump: %w", err)
+	}
+	a, err := g.Analyze(pulled, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the pulled dump: %w", err)
+	}
+	sum := offline.NewHeapSummary(meta, a, *c.top)
+	sum.DumpSeconds, sum.DumpBytes, sum.GC, sum.Bitmaps, sum.Shrunk = taken.Took.Seconds(), taken.Bytes, req.GC, req.Bitmaps, *c.shrink
+	if err := c.keep(pulled, g, dst, stderr); err != nil {
+		return nil, nil, err
+	}
+	if st, err := os.Stat(dst); err == nil {
+		sum.FileBytes = st.Size()
+	}
+	return sum, a, nil
 }
 
 // keep writes the pulled dump, whose graph is g, to dst as asked: as it
