@@ -275,12 +275,12 @@ func (g *Graph) Analyze(r io.ReadSeeker, maxDuplicates int) (*Analysis, error) {
 	for _, n := range strArrays {
 		preview[n] = nil
 	}
-	want := wantedEdges(paths, g.ids)
+	want, from := wantedEdges(paths, g.ids)
 	if len(want) > 0 || len(preview) > 0 {
 		if _, err := r.Seek(0, io.SeekStart); err != nil {
 			return nil, err
 		}
-		refs, err := g.names3(r, want, preview)
+		refs, err := g.names3(r, &refNames{want: want, from: from, refs: map[edge]string{}}, preview)
 		if err != nil {
 			return nil, err
 		}
@@ -331,20 +331,17 @@ func (g *Graph) leakPaths(leaks []Leak, nodes []int32) [][]int32 {
 	return paths
 }
 
-// wantedEdges returns, for each node on a path but its last, the ids of
-// the objects the paths go to next from it: paths that share a node may
-// leave it by different references.
-func wantedEdges(paths [][]int32, ids []uint64) map[int32][]uint64 {
-	want := map[int32][]uint64{}
+// wantedEdges returns the references the paths take (paths that share a
+// node may leave it by different references), and the nodes they leave.
+func wantedEdges(paths [][]int32, ids []uint64) (map[edge]bool, map[int32]bool) {
+	want, from := map[edge]bool{}, map[int32]bool{}
 	for _, path := range paths {
 		for j := range len(path) - 1 {
-			to := ids[path[j+1]]
-			if !slices.Contains(want[path[j]], to) {
-				want[path[j]] = append(want[path[j]], to)
-			}
+			want[edge{path[j], ids[path[j+1]]}] = true
+			from[path[j]] = true
 		}
 	}
-	return want
+	return want, from
 }
 
 // bfs returns each reachable node's parent on a shortest path from the
@@ -471,17 +468,23 @@ func (g *Graph) duplicates(kind watchKind, max int) ([]Duplicate, []int32) {
 // refNames collects, for each wanted edge, the first reference by which
 // its node refers to its target.
 type refNames struct {
-	want map[int32][]uint64
+	want map[edge]bool
+	from map[int32]bool // the nodes of want's edges
 	refs map[edge]string
 }
 
-// note names edge (n, to) if to is wanted from n and not named yet.
-func (rn *refNames) note(n int32, to uint64, name string) {
+// wants tells whether edge (n, to) is wanted and not named yet.
+func (rn *refNames) wants(n int32, to uint64) bool {
 	e := edge{n, to}
-	if _, done := rn.refs[e]; done || to == 0 || !slices.Contains(rn.want[n], to) {
-		return
+	_, done := rn.refs[e]
+	return rn.want[e] && !done
+}
+
+// note names edge (n, to) if it is wanted and not named yet.
+func (rn *refNames) note(n int32, to uint64, name string) {
+	if rn.wants(n, to) {
+		rn.refs[edge{n, to}] = name
 	}
-	rn.refs[e] = name
 }
 
 // class notes how a CLASS DUMP (node n) refers to what it refers to.
@@ -495,26 +498,25 @@ func (rn *refNames) class(g *Graph, n int32, c *hprof.ClassDump) {
 	rn.note(n, c.LoaderID, "<class loader>")
 }
 
-// names3 reads the dump a third time: how each node of want refers to
-// each id it maps to, and the first bytes of the arrays in preview.
-func (g *Graph) names3(r io.Reader, want map[int32][]uint64, preview map[int32][]byte) (map[edge]string, error) {
+// names3 reads the dump a third time: how each edge rn wants is made,
+// and the first bytes of the arrays in preview.
+func (g *Graph) names3(r io.Reader, rn *refNames, preview map[int32][]byte) (map[edge]string, error) {
 	rd, err := hprof.NewReader(r)
 	if err != nil {
 		return nil, err
 	}
 	ids := rd.Header().IDSize
-	rn := &refNames{want: want, refs: map[edge]string{}}
 	node := int32(1)
 	err = rd.Walk(&hprof.Visitor{
 		ClassDump: func(c *hprof.ClassDump) error {
-			if want[node] != nil {
+			if rn.from[node] {
 				rn.class(g, node, c)
 			}
 			node++
 			return nil
 		},
 		InstanceData: func(_, class uint64, data []byte) error {
-			if want[node] == nil {
+			if !rn.from[node] {
 				return nil
 			}
 			for _, f := range g.fieldsOf(class, ids) {
@@ -527,8 +529,11 @@ func (g *Graph) names3(r io.Reader, want map[int32][]uint64, preview map[int32][
 		},
 		Instance: func(uint64, uint64, uint32) error { node++; return nil },
 		Elements: func(_ uint64, first uint32, b []byte) error {
-			for i := 0; want[node] != nil && i+ids <= len(b); i += ids {
-				if to := hprof.ID(b[i:], ids); slices.Contains(want[node], to) {
+			if !rn.from[node] {
+				return nil
+			}
+			for i := 0; i+ids <= len(b); i += ids {
+				if to := hprof.ID(b[i:], ids); rn.wants(node, to) {
 					rn.note(node, to, fmt.Sprintf("[%d]", int(first)+i/ids))
 				}
 			}
