@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/alloctrack/alloctrack/internal/xsrf"
@@ -85,6 +87,24 @@ type DumpSummary struct {
 	DuplicateStrings []DumpDuplicate   `json:"duplicate_strings"`
 	DuplicateBitmaps []DumpDuplicate   `json:"duplicate_bitmaps"`
 	Files            map[string]string `json:"-"`
+	// How many groups there are: the lists are the top ones (0 in
+	// summaries written before the totals were).
+	StringGroups int `json:"duplicate_string_groups"`
+	BitmapGroups int `json:"duplicate_bitmap_groups"`
+}
+
+// StringsShown says how many duplicate String groups the page lists:
+// "3", or "top 20 of 34".
+func (s *DumpSummary) StringsShown() string { return shownOf(len(s.DuplicateStrings), s.StringGroups) }
+
+// BitmapsShown is StringsShown for Bitmaps.
+func (s *DumpSummary) BitmapsShown() string { return shownOf(len(s.DuplicateBitmaps), s.BitmapGroups) }
+
+func shownOf(listed, total int) string {
+	if total > listed {
+		return fmt.Sprintf("top %d of %d", listed, total)
+	}
+	return strconv.Itoa(listed)
 }
 
 // DumpDuplicate is a group of duplicates in a summary.

@@ -259,27 +259,7 @@ func (g *Graph) Analyze(r io.ReadSeeker, maxDuplicates int) (*Analysis, error) {
 		a.Leaks = append(a.Leaks, l)
 		leakNodes = append(leakNodes, o.node)
 	}
-	wantRef := map[int32]uint64{} // path node -> the id of the next node
-	if len(leakNodes) > 0 {
-		parent := g.bfs()
-		for i, n := range leakNodes {
-			var path []int32
-			for v := n; v > 0; v = parent[v] {
-				path = append(path, v)
-			}
-			slices.Reverse(path)
-			for j, v := range path {
-				st := Step{Class: g.nodeClass(v), ID: g.ids[v]}
-				if j == 0 {
-					st.Root = rootName(g.rootTag[v])
-				}
-				if j+1 < len(path) {
-					wantRef[v] = g.ids[path[j+1]]
-				}
-				a.Leaks[i].Path = append(a.Leaks[i].Path, st)
-			}
-		}
-	}
+	paths := g.leakPaths(a.Leaks, leakNodes)
 	if g.pixNatives != 0 {
 		if _, err := r.Seek(0, io.SeekStart); err != nil {
 			return nil, err
@@ -295,19 +275,18 @@ func (g *Graph) Analyze(r io.ReadSeeker, maxDuplicates int) (*Analysis, error) {
 	for _, n := range strArrays {
 		preview[n] = nil
 	}
-	if len(wantRef) > 0 || len(preview) > 0 {
+	want, from := wantedEdges(paths, g.ids)
+	if len(want) > 0 || len(preview) > 0 {
 		if _, err := r.Seek(0, io.SeekStart); err != nil {
 			return nil, err
 		}
-		refs, err := g.names3(r, wantRef, preview)
+		refs, err := g.names3(r, &refNames{want: want, from: from, refs: map[edge]string{}}, preview)
 		if err != nil {
 			return nil, err
 		}
-		for i := range a.Leaks {
-			for j := range a.Leaks[i].Path {
-				if n := g.lookup(a.Leaks[i].Path[j].ID); n > 0 {
-					a.Leaks[i].Path[j].Ref = refs[n]
-				}
+		for i, path := range paths {
+			for j := range len(path) - 1 {
+				a.Leaks[i].Path[j].Ref = refs[edge{path[j], g.ids[path[j+1]]}]
 			}
 		}
 		for i, n := range strArrays {
@@ -321,6 +300,48 @@ func (g *Graph) Analyze(r io.ReadSeeker, maxDuplicates int) (*Analysis, error) {
 		return cmp.Compare(x.ID, y.ID)
 	})
 	return a, nil
+}
+
+// edge is a reference from node from to the object with id to.
+type edge struct {
+	from int32
+	to   uint64
+}
+
+// leakPaths sets each leak's path from a GC root (its objects, the first
+// one's root kind) and returns the paths' nodes, by leak.
+func (g *Graph) leakPaths(leaks []Leak, nodes []int32) [][]int32 {
+	if len(nodes) == 0 {
+		return nil
+	}
+	parent := g.bfs()
+	paths := make([][]int32, len(nodes))
+	for i, n := range nodes {
+		var path []int32
+		for v := n; v > 0; v = parent[v] {
+			path = append(path, v)
+		}
+		slices.Reverse(path)
+		for _, v := range path {
+			leaks[i].Path = append(leaks[i].Path, Step{Class: g.nodeClass(v), ID: g.ids[v]})
+		}
+		leaks[i].Path[0].Root = rootName(g.rootTag[path[0]])
+		paths[i] = path
+	}
+	return paths
+}
+
+// wantedEdges returns the references the paths take (paths that share a
+// node may leave it by different references), and the nodes they leave.
+func wantedEdges(paths [][]int32, ids []uint64) (map[edge]bool, map[int32]bool) {
+	want, from := map[edge]bool{}, map[int32]bool{}
+	for _, path := range paths {
+		for j := range len(path) - 1 {
+			want[edge{path[j], ids[path[j+1]]}] = true
+			from[path[j]] = true
+		}
+	}
+	return want, from
 }
 
 // bfs returns each reachable node's parent on a shortest path from the
@@ -444,65 +465,82 @@ func (g *Graph) duplicates(kind watchKind, max int) ([]Duplicate, []int32) {
 	return out, first
 }
 
-// names3 reads the dump a third time: how each node of want refers to the
-// id it maps to, and the first bytes of the arrays in preview.
-func (g *Graph) names3(r io.Reader, want map[int32]uint64, preview map[int32][]byte) (map[int32]string, error) {
+// refNames collects, for each wanted edge, the first reference by which
+// its node refers to its target.
+type refNames struct {
+	want map[edge]bool
+	from map[int32]bool // the nodes of want's edges
+	refs map[edge]string
+}
+
+// wants tells whether edge (n, to) is wanted and not named yet.
+func (rn *refNames) wants(n int32, to uint64) bool {
+	e := edge{n, to}
+	_, done := rn.refs[e]
+	return rn.want[e] && !done
+}
+
+// note names edge (n, to) if it is wanted and not named yet.
+func (rn *refNames) note(n int32, to uint64, name string) {
+	if rn.wants(n, to) {
+		rn.refs[edge{n, to}] = name
+	}
+}
+
+// class notes how a CLASS DUMP (node n) refers to what it refers to.
+func (rn *refNames) class(g *Graph, n int32, c *hprof.ClassDump) {
+	for _, s := range c.Statics {
+		if s.Type == hprof.Object {
+			rn.note(n, s.Value, "static "+g.names[s.NameID])
+		}
+	}
+	rn.note(n, c.SuperID, "<superclass>")
+	rn.note(n, c.LoaderID, "<class loader>")
+}
+
+// names3 reads the dump a third time: how each edge rn wants is made,
+// and the first bytes of the arrays in preview.
+func (g *Graph) names3(r io.Reader, rn *refNames, preview map[int32][]byte) (map[edge]string, error) {
 	rd, err := hprof.NewReader(r)
 	if err != nil {
 		return nil, err
 	}
 	ids := rd.Header().IDSize
-	refs := map[int32]string{}
 	node := int32(1)
 	err = rd.Walk(&hprof.Visitor{
 		ClassDump: func(c *hprof.ClassDump) error {
-			if to, ok := want[node]; ok {
-				for _, s := range c.Statics {
-					if s.Type == hprof.Object && s.Value == to {
-						refs[node] = "static " + g.names[s.NameID]
-					}
-				}
-				switch {
-				case refs[node] != "":
-				case c.SuperID == to:
-					refs[node] = "<superclass>"
-				case c.LoaderID == to:
-					refs[node] = "<class loader>"
-				}
+			if rn.from[node] {
+				rn.class(g, node, c)
 			}
 			node++
 			return nil
 		},
 		InstanceData: func(_, class uint64, data []byte) error {
-			if to, ok := want[node]; ok {
-				for _, f := range g.fieldsOf(class, ids) {
-					if v, ok := value(data, f.off, f.t, ids); ok && f.t == hprof.Object && v == to {
-						refs[node] = f.name
-						break
-					}
-				}
-				if refs[node] == "" && class == to {
-					refs[node] = "<class>"
+			if !rn.from[node] {
+				return nil
+			}
+			for _, f := range g.fieldsOf(class, ids) {
+				if v, ok := value(data, f.off, f.t, ids); ok && f.t == hprof.Object {
+					rn.note(node, v, f.name)
 				}
 			}
+			rn.note(node, class, "<class>")
 			return nil
 		},
 		Instance: func(uint64, uint64, uint32) error { node++; return nil },
 		Elements: func(_ uint64, first uint32, b []byte) error {
-			if to, ok := want[node]; ok && refs[node] == "" {
-				for i := 0; i+ids <= len(b); i += ids {
-					if hprof.ID(b[i:], ids) == to {
-						refs[node] = fmt.Sprintf("[%d]", int(first)+i/ids)
-						break
-					}
+			if !rn.from[node] {
+				return nil
+			}
+			for i := 0; i+ids <= len(b); i += ids {
+				if to := hprof.ID(b[i:], ids); rn.wants(node, to) {
+					rn.note(node, to, fmt.Sprintf("[%d]", int(first)+i/ids))
 				}
 			}
 			return nil
 		},
 		ObjectArray: func(_, class uint64, _ uint32) error {
-			if to, ok := want[node]; ok && refs[node] == "" && class == to {
-				refs[node] = "<class>"
-			}
+			rn.note(node, class, "<class>")
 			node++
 			return nil
 		},
@@ -514,7 +552,7 @@ func (g *Graph) names3(r io.Reader, want map[int32]uint64, preview map[int32][]b
 		},
 		PrimitiveArray: func(uint64, hprof.Type, uint32) error { node++; return nil },
 	})
-	return refs, err
+	return rn.refs, err
 }
 
 // Android 15 and later (am dumpheap -b FORMAT) put every live Bitmap's

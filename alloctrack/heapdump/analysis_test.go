@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/alloctrack/alloctrack/ddms/hprof"
 	"github.com/alloctrack/alloctrack/internal/hproftest"
 )
 
@@ -63,4 +64,60 @@ func steps(p []Step) string {
 		parts = append(parts, x)
 	}
 	return strings.Join(parts, " -> ")
+}
+
+// TestLeakPathsNameEachStepsOwnReference builds a dump where the leaks'
+// paths share objects: a destroyed Activity holds a detached Fragment
+// (mFragment), and one array holds two more. Each step must name how
+// that path leaves it, and a leak's last step nothing.
+func TestLeakPathsNameEachStepsOwnReference(t *testing.T) {
+	b := hproftest.NewBuilder("JAVA PROFILE 1.0.3")
+	const (
+		cObject = 0x100 + iota
+		cActivity
+		cMain
+		cLeaky
+		cFragment
+		cMyFragment
+		cArray
+	)
+	obj := hprof.Object
+	b.Class(cObject, 0, "java.lang.Object", nil, nil)
+	b.Class(cActivity, cObject, "android.app.Activity", []hproftest.Field{{Name: "mDestroyed", Type: hprof.Boolean}}, nil)
+	b.Class(cMain, cActivity, "com.example.MainActivity", []hproftest.Field{{Name: "mOther", Type: obj}, {Name: "mFragment", Type: obj}}, nil)
+	b.Class(cLeaky, cObject, "com.example.Leaky", nil, []hproftest.StaticRef{{Name: "sActivity", Value: 0x1000}})
+	b.Class(cFragment, cObject, "androidx.fragment.app.Fragment", []hproftest.Field{{Name: "mFragmentManager", Type: obj}}, nil)
+	b.Class(cMyFragment, cFragment, "com.example.MyFragment", nil, nil)
+	b.Class(cArray, cObject, "java.lang.Object[]", nil, nil)
+	b.Instance(0x1000, cMain, 0, 0x2001, 1) // destroyed; mFragment holds a detached Fragment
+	b.Instance(0x2001, cMyFragment, 0)
+	b.Instance(0x2002, cMyFragment, 0)
+	b.Instance(0x2003, cMyFragment, 0)
+	b.ObjectArray(0x3000, cArray, 0x2002, 0x2003)
+	b.Root(hprof.RootStickyClass, cLeaky)
+	b.Root(hprof.RootUnknown, 0x3000)
+	r := bytes.NewReader(b.Bytes())
+	g, err := ReadGraph(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := g.Analyze(r, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const leaky = "class com.example.Leaky (system class) static sActivity -> "
+	want := map[uint64]string{
+		0x1000: leaky + "com.example.MainActivity",
+		0x2001: leaky + "com.example.MainActivity mFragment -> com.example.MyFragment",
+		0x2002: "java.lang.Object[] (unknown) [0] -> com.example.MyFragment",
+		0x2003: "java.lang.Object[] (unknown) [1] -> com.example.MyFragment",
+	}
+	if len(a.Leaks) != len(want) {
+		t.Fatalf("%d leaks %+v, want %d", len(a.Leaks), a.Leaks, len(want))
+	}
+	for _, l := range a.Leaks {
+		if got := steps(l.Path); got != want[l.ID] {
+			t.Errorf("leak 0x%x: path %q, want %q", l.ID, got, want[l.ID])
+		}
+	}
 }

@@ -361,9 +361,22 @@ func (s *Session) start(ctx context.Context) error {
 		}
 	}
 	s.dec = perfetto.NewDecoder(&s.feed, &perfetto.Options{Follow: true})
-	s.Log.Info("heapprofd session started", zap.String("file", s.path), zap.Int("perfetto_pid", s.bg),
-		zap.Strings("processes", s.Processes), zap.Ints("pids", s.PIDs), zap.Uint64("sampling_interval", s.Config.SamplingInterval))
+	s.Log.Info("heapprofd session started", s.startFields()...)
 	return nil
+}
+
+// startFields describe a started session: its file, perfetto's pid, the
+// processes it profiles by name and by pid (only the ways it uses: a
+// daemon's session names processes, a capture's gives a pid).
+func (s *Session) startFields() []zap.Field {
+	f := []zap.Field{zap.String("file", s.path), zap.Int("perfetto_pid", s.bg)}
+	if len(s.Processes) > 0 {
+		f = append(f, zap.Strings("processes", s.Processes))
+	}
+	if len(s.PIDs) > 0 {
+		f = append(f, zap.Ints("pids", s.PIDs))
+	}
+	return append(f, zap.Uint64("sampling_interval", s.Config.SamplingInterval))
 }
 
 // deviceBoot reads the device's uptime (CLOCK_BOOTTIME, the trace's clock)

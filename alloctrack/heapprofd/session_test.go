@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/alloctrack/alloctrack/alloctrack"
 	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 	"github.com/alloctrack/alloctrack/internal/source"
@@ -361,5 +365,57 @@ func TestHeapprofdSessionEndsAtMaxFileSize(t *testing.T) {
 	}
 	if n, files := h.leftovers(); n != 0 || len(files) != 0 {
 		t.Errorf("left: %d sessions, files %v", n, files)
+	}
+}
+
+// TestHeapprofdSessionStartLog: the "session started" line names the
+// processes a session profiles the way it profiles them (by name: the
+// daemon; by pid: capture) and carries no empty field for the other way.
+func TestHeapprofdSessionStartLog(t *testing.T) {
+	h := newHPDevice(t, 31, 1, 100, nil)
+	vm := h.dev.VMs()[0]
+	for _, byPID := range []bool{false, true} {
+		s, _ := h.session(time.Second)
+		if byPID {
+			s.Processes, s.PIDs = nil, []int{vm.PID()}
+		}
+		core, logs := observer.New(zapcore.InfoLevel)
+		started := make(chan struct{}, 1)
+		s.Log = zap.New(core, zap.Hooks(func(e zapcore.Entry) error {
+			if e.Message == "heapprofd session started" {
+				select {
+				case started <- struct{}{}:
+				default:
+				}
+			}
+			return nil
+		}))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Run(ctx) }()
+		select {
+		case <-started:
+		case err := <-done:
+			t.Fatalf("by pid %v: Run ended before the session started: %v", byPID, err)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("by pid %v: Run: %v", byPID, err)
+		}
+		entries := logs.FilterMessage("heapprofd session started").All()
+		if len(entries) != 1 {
+			t.Fatalf("by pid %v: %d start lines", byPID, len(entries))
+		}
+		fields := entries[0].ContextMap()
+		want, not := "processes", "pids"
+		if byPID {
+			want, not = not, want
+		}
+		if _, ok := fields[want]; !ok {
+			t.Errorf("by pid %v: no %s field: %v", byPID, want, fields)
+		}
+		if v, ok := fields[not]; ok {
+			t.Errorf("by pid %v: a %s field, %v", byPID, not, v)
+		}
 	}
 }

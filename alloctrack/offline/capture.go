@@ -425,6 +425,23 @@ func readTrace(in *Input, path string) error {
 	return nil
 }
 
+// ErrUnknownInput is a file that is none of the inputs report and diff
+// read; its message lists them.
+var ErrUnknownInput = errors.New("not an input alloctrack reads: give allocation reports (.alloc: REAL payloads, as DDM and Android Studio save them), perfetto traces (heapprofd), tiallocsample agent logs, heap dumps (hprof) or capture directories (capture, heapdump)")
+
+// notTraceError is a file whose first byte is a perfetto trace's but whose
+// first packet does not decode: a damaged trace, or no trace at all.
+type notTraceError struct {
+	path string
+	fe   *perfetto.FormatError
+}
+
+func (e *notTraceError) Error() string {
+	return fmt.Sprintf("%s: %v; or a perfetto trace (it starts as one) whose first packet is damaged at byte %d", e.path, ErrUnknownInput, e.fe.Offset)
+}
+
+func (e *notTraceError) Unwrap() []error { return []error{ErrUnknownInput, e.fe} }
+
 // ReadInput reads a report file, or a capture directory (every <n>.alloc
 // in number order, and summary.json for the duration). A file that does
 // not parse is an error naming the file.
@@ -451,7 +468,11 @@ func ReadInput(path string) (*Input, error) {
 			return in, nil
 		}
 		if isTrace(head) {
-			if err := readTrace(in, path); err != nil {
+			err := readTrace(in, path)
+			if fe, ok := errors.AsType[*perfetto.FormatError](err); ok && fe.Packet == 0 {
+				return nil, &notTraceError{path, fe} // its first byte may only look like a trace's
+			}
+			if err != nil {
 				return nil, err
 			}
 			return in, nil
@@ -459,8 +480,10 @@ func ReadInput(path string) (*Input, error) {
 		r, err := readReportFile(path)
 		if pe, ok := errors.AsType[*allocreport.ParseError](err); ok && hprof.IsHprof(head) {
 			return nil, fmt.Errorf("%s: a heap dump (hprof): it holds what an app keeps, not what it allocated; alloctrack report summarises it on its own", path)
+		} else if ok && pe.Offset < allocreport.HeaderLen {
+			return nil, fmt.Errorf("%s: %w", path, ErrUnknownInput)
 		} else if ok {
-			return nil, fmt.Errorf("%s: not a readable allocation report (.alloc), perfetto trace or capture directory (%v)", path, pe)
+			return nil, fmt.Errorf("%s: a damaged allocation report (.alloc): %s at byte %d", path, pe.What, pe.Offset)
 		}
 		if err != nil {
 			return nil, err

@@ -33,6 +33,10 @@ type HeapSummary struct {
 	Leaks            []heapdump.Leak       `json:"leaks"`
 	DuplicateStrings []heapdump.Duplicate  `json:"duplicate_strings"`
 	DuplicateBitmaps []heapdump.Duplicate  `json:"duplicate_bitmaps"`
+	// How many groups of duplicates the dump holds; the lists above are
+	// the top ones.
+	DuplicateStringGroups int `json:"duplicate_string_groups"`
+	DuplicateBitmapGroups int `json:"duplicate_bitmap_groups"`
 }
 
 // NewHeapSummary summarises an analysis: the top classes of each heap,
@@ -40,7 +44,8 @@ type HeapSummary struct {
 func NewHeapSummary(meta CaptureMeta, a *heapdump.Analysis, top int) *HeapSummary {
 	h := a.Histogram
 	s := &HeapSummary{CaptureMeta: meta, Kind: "heapdump", Objects: h.Objects, Unreachable: h.Unreachable, UnreachableBytes: h.UnreachableBytes,
-		Leaks: a.Leaks, DuplicateStrings: a.DuplicateStrings, DuplicateBitmaps: a.DuplicateBitmaps}
+		Leaks: a.Leaks, DuplicateStrings: a.DuplicateStrings, DuplicateBitmaps: a.DuplicateBitmaps,
+		DuplicateStringGroups: len(a.DuplicateStrings), DuplicateBitmapGroups: len(a.DuplicateBitmaps)}
 	shown := map[string]int{}
 	for _, c := range h.Classes {
 		if shown[c.Heap] < top {

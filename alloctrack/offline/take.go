@@ -59,21 +59,32 @@ type TakenDump struct {
 // ErrDumpIncomplete is a pulled dump that does not end with HEAP DUMP END.
 var ErrDumpIncomplete = errors.New("the dump does not end with a HEAP DUMP END record: incomplete")
 
+// Check refuses what the device's am dumpheap cannot do: a GC first
+// before Android 8.1, Bitmaps' pixels before Android 15, an unknown
+// Bitmap format. Callers check before they tell anyone the app is about
+// to freeze.
+func (req DumpRequest) Check() error {
+	switch req.Bitmaps {
+	case "", "png", "jpg", "webp":
+	default:
+		return fmt.Errorf("bitmap format %q: want png, jpg or webp", req.Bitmaps)
+	}
+	switch {
+	case req.GC && req.API < APIDumpheapGC:
+		return fmt.Errorf("am dumpheap -g (a GC first) needs Android 8.1 (API %d); the device has API %d", APIDumpheapGC, req.API)
+	case req.Bitmaps != "" && req.API < APIDumpheapBitmaps:
+		return fmt.Errorf("am dumpheap -b (Bitmaps' pixels) needs Android 15 (API %d); the device has API %d", APIDumpheapBitmaps, req.API)
+	}
+	return nil
+}
+
 // TakeHeapDump dumps an app's Java heap with am dumpheap, waits until the
 // file is complete (am waits from Android 10; before, the file's size is
 // polled until it holds still and the dump ends with HEAP DUMP END),
 // pulls it into dst and removes it from the device, whatever happened.
 func TakeHeapDump(ctx context.Context, dev DumpDevice, req DumpRequest, dst *os.File) (*TakenDump, error) {
-	if req.GC && req.API < APIDumpheapGC {
-		return nil, fmt.Errorf("am dumpheap -g (a GC first) needs Android 8.1 (API %d); the device has API %d", APIDumpheapGC, req.API)
-	}
-	switch req.Bitmaps {
-	case "", "png", "jpg", "webp":
-	default:
-		return nil, fmt.Errorf("bitmap format %q: want png, jpg or webp", req.Bitmaps)
-	}
-	if req.Bitmaps != "" && req.API < APIDumpheapBitmaps {
-		return nil, fmt.Errorf("am dumpheap -b (Bitmaps' pixels) needs Android 15 (API %d); the device has API %d", APIDumpheapBitmaps, req.API)
+	if err := req.Check(); err != nil {
+		return nil, err
 	}
 	if req.Poll <= 0 {
 		req.Poll = 200 * time.Millisecond

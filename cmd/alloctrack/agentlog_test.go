@@ -205,7 +205,7 @@ func TestReportBadAgentLog(t *testing.T) {
 	if code != exitFailure || !strings.Contains(errOut, bad+":2: stack trace 1 refers to key 5, which is not defined") {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
-	if !strings.Contains(out, "top classes") {
+	if !strings.Contains(out, "classes by count") {
 		t.Error("the good input after the bad one was not reported")
 	}
 }

@@ -48,7 +48,7 @@ func newCaptureCmd(app *kingpin.Application) *captureCmd {
 	c.pkg = f("package", "App to record, by package (process) name.").String()
 	c.pid = f("pid", "App to record, by process id (instead of --package).").Int()
 	c.duration = f("duration", "How long to record.").Default("30s").Duration()
-	c.out = f("out", "Directory to write into (created; must not hold a capture already).").Required().String()
+	c.out = f("out", "Directory to write into (created; must not hold a capture already).").Short('o').Required().String()
 	c.top = f("top", "Classes and sites listed in summary.json.").Default("20").Int()
 	c.budget = f("budget", "Check the capture against a budget file (YAML); exit status 3 if it is exceeded.").String()
 	return c

@@ -22,12 +22,12 @@ type diffCmd struct {
 }
 
 func newDiffCmd(app *kingpin.Application) *diffCmd {
-	c := &diffCmd{cmd: app.Command("diff", "Compare two runs (report files, perfetto traces, tiallocsample agent logs or capture directories) per class and per allocation site, sorted by regression; counts from perfetto traces, and from agent logs given --agent.rate, are estimates.")}
+	c := &diffCmd{cmd: app.Command("diff", "Compare two runs (report files, perfetto traces, tiallocsample agent logs or capture directories) per class and per allocation site, sorted by regression; counts from perfetto traces, and from agent logs given --agent.rate, are estimates. Two heap dumps (hprof files or heapdump capture directories) are compared per heap and class by retained bytes, with their leaks and duplicates.")}
 	c.format = enum(c.cmd.Flag("format", "Output: text or json."), "format", "text", "text", "json")
 	c.top = c.cmd.Flag("top", "How many classes and sites to list (0: all).").Default("20").Int()
 	c.every = agentRateFlag(c.cmd)
-	c.base = c.cmd.Arg("base", "The baseline: a report file, perfetto trace, tiallocsample agent log or capture directory.").Required().String()
-	c.new = c.cmd.Arg("new", "The run to compare: a report file, perfetto trace, tiallocsample agent log or capture directory.").Required().String()
+	c.base = c.cmd.Arg("base", "The baseline: a report file, perfetto trace, tiallocsample agent log, heap dump or capture directory.").Required().String()
+	c.new = c.cmd.Arg("new", "The run to compare: a report file, perfetto trace, tiallocsample agent log, heap dump or capture directory.").Required().String()
 	return c
 }
 
@@ -66,6 +66,7 @@ func (c *diffCmd) run(stdout, stderr io.Writer) int {
 	}
 	d := offline.Compare(bt, nt, bin.Duration, nin.Duration)
 	d.BaseSamples, d.NewSamples = bin.Samples(), nin.Samples()
+	classes, sites := shownOf(*c.top, len(d.Classes), "classes"), shownOf(*c.top, len(d.Sites), "sites")
 	if *c.top > 0 {
 		d.Classes = d.Classes[:min(*c.top, len(d.Classes))]
 		d.Sites = d.Sites[:min(*c.top, len(d.Sites))]
@@ -96,12 +97,12 @@ func (c *diffCmd) run(stdout, stderr io.Writer) int {
 		f1(d.Base.Allocations), f1(d.New.Allocations), signed(d.New.Allocations-d.Base.Allocations),
 		f1(d.Base.Bytes), f1(d.New.Bytes), signed(d.New.Bytes-d.Base.Bytes))
 	header := fmt.Sprintf("  %12s %12s %12s %14s %14s %14s  %s\n", "base allocs", "new allocs", "change", "base bytes", "new bytes", "change", "")
-	fmt.Fprint(w, "\nclasses, largest regression first\n"+header)
+	fmt.Fprint(w, "\n"+classes+", largest regression first\n"+header)
 	for _, r := range d.Classes {
 		fmt.Fprintf(w, "  %12s %12s %12s %14s %14s %14s  %s\n", f1(r.Base.Allocations), f1(r.New.Allocations), signed(r.Change.Allocations),
 			f1(r.Base.Bytes), f1(r.New.Bytes), signed(r.Change.Bytes), r.Class)
 	}
-	fmt.Fprint(w, "\nsites, largest regression first\n"+header)
+	fmt.Fprint(w, "\n"+sites+", largest regression first\n"+header)
 	for _, r := range d.Sites {
 		where := r.AppFrame
 		if where == "" {
@@ -129,6 +130,7 @@ func (c *diffCmd) dumps(stdout, stderr io.Writer, base, nw string) int {
 		an[i] = a
 	}
 	d := offline.CompareDumps(an[0], an[1])
+	classes := shownOf(*c.top, len(d.Classes), "classes")
 	if *c.top > 0 {
 		d.Classes = d.Classes[:min(*c.top, len(d.Classes))]
 	}
@@ -140,7 +142,7 @@ func (c *diffCmd) dumps(stdout, stderr io.Writer, base, nw string) int {
 	}
 	fmt.Fprintf(w, "base %s (heap dump)\nnew  %s (heap dump)\n", *c.base, *c.new)
 	fmt.Fprintf(w, "leaked Activities and Fragments %d -> %d, bytes wasted by duplicates %d -> %d\n\n", d.BaseLeaks, d.NewLeaks, d.BaseDuplicates, d.NewDuplicates)
-	fmt.Fprintf(w, "classes, largest growth in retained bytes first\n  %8s %10s %10s %12s %12s %12s  %s\n", "heap", "base inst", "new inst", "base retained", "new retained", "change", "class")
+	fmt.Fprintf(w, "%s, largest growth in retained bytes first\n  %8s %10s %10s %12s %12s %12s  %s\n", classes, "heap", "base inst", "new inst", "base retained", "new retained", "change", "class")
 	for _, r := range d.Classes {
 		fmt.Fprintf(w, "  %8s %10d %10d %12d %12d %+12d  %s\n", r.Heap, r.Base.Instances, r.New.Instances, r.Base.Retained, r.New.Retained, r.Change.Retained, r.Class)
 	}

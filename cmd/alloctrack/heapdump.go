@@ -21,6 +21,10 @@ type dumpSummary struct {
 	UnreachableBytes uint64                `json:"unreachable_bytes"`
 	Classes          []heapdump.ClassCount `json:"classes"`
 	Analysis         *heapdump.Analysis    `json:"analysis"`
+	// How many groups of duplicates there are; the analysis lists the
+	// top ones (--top).
+	DuplicateStringGroups int `json:"duplicate_string_groups"`
+	DuplicateBitmapGroups int `json:"duplicate_bitmap_groups"`
 }
 
 // analyzeDump reads and analyses the dump at path.
@@ -61,15 +65,17 @@ func (c *reportCmd) heapDump(w *bufio.Writer, stderr io.Writer, name string) int
 		w.Flush()
 		status = judge(stderr, "alloctrack report: "+name, c.bud.MeasureDump(a))
 	}
-	if *c.top > 0 {
-		a.DuplicateStrings = a.DuplicateStrings[:min(*c.top, len(a.DuplicateStrings))]
-		a.DuplicateBitmaps = a.DuplicateBitmaps[:min(*c.top, len(a.DuplicateBitmaps))]
-	}
 	switch *c.format {
 	case "json":
 		h := a.Histogram
-		writeIndentedJSON(w, dumpSummary{File: name, Version: h.Header.Version, IDSize: h.Header.IDSize, Objects: h.Objects,
-			Unreachable: h.Unreachable, UnreachableBytes: h.UnreachableBytes, Classes: h.Classes, Analysis: a})
+		sum := dumpSummary{File: name, Version: h.Header.Version, IDSize: h.Header.IDSize, Objects: h.Objects,
+			Unreachable: h.Unreachable, UnreachableBytes: h.UnreachableBytes, Classes: h.Classes, Analysis: a,
+			DuplicateStringGroups: len(a.DuplicateStrings), DuplicateBitmapGroups: len(a.DuplicateBitmaps)}
+		if *c.top > 0 {
+			a.DuplicateStrings = a.DuplicateStrings[:min(*c.top, len(a.DuplicateStrings))]
+			a.DuplicateBitmaps = a.DuplicateBitmaps[:min(*c.top, len(a.DuplicateBitmaps))]
+		}
+		writeIndentedJSON(w, sum)
 	case "csv":
 		cw := csv.NewWriter(w)
 		cw.Write([]string{"file", "heap", "class", "instances", "bytes", "retained_bytes"})
@@ -91,11 +97,15 @@ func writeDumpText(w io.Writer, path string, a *heapdump.Analysis, top int) {
 	h := a.Histogram
 	fmt.Fprintf(w, "%s\n  heap dump (%s, %d-byte ids), %d objects in %d classes, %d unreachable (%d bytes)\n", path, h.Header.Version, h.Header.IDSize, h.Objects, len(h.Classes), h.Unreachable, h.UnreachableBytes)
 	fmt.Fprintln(w, "  bytes are the field and element data the dump holds, without object headers; retained: what the class's instances keep alive")
+	perHeap := map[string]int{}
+	for _, c := range h.Classes {
+		perHeap[c.Heap]++
+	}
 	heap, shown := "", 0
 	for _, c := range h.Classes {
 		if c.Heap != heap {
 			heap, shown = c.Heap, 0
-			fmt.Fprintf(w, "  heap %s\n  %12s %14s %14s  %s\n", heap, "instances", "bytes", "retained", "class")
+			fmt.Fprintf(w, "  heap %s: %s\n  %12s %14s %14s  %s\n", heap, shownOf(top, perHeap[heap], "classes"), "instances", "bytes", "retained", "class")
 		}
 		if top > 0 && shown >= top {
 			continue
@@ -126,11 +136,11 @@ func writeDumpText(w io.Writer, path string, a *heapdump.Analysis, top int) {
 		what string
 		list []heapdump.Duplicate
 	}{{"Strings", a.DuplicateStrings}, {"Bitmaps", a.DuplicateBitmaps}} {
-		fmt.Fprintf(w, "\n  duplicate %s: %d groups\n", d.what, len(d.list))
+		fmt.Fprintf(w, "\n  duplicate %s: %s\n", d.what, shownOf(top, len(d.list), "groups"))
 		if len(d.list) > 0 {
 			fmt.Fprintf(w, "  %8s %8s %12s  %s\n", "copies", "buffers", "wasted", "value")
 		}
-		for _, x := range d.list {
+		for _, x := range d.list[:limit(top, len(d.list))] {
 			fmt.Fprintf(w, "  %8d %8d %12d  %q\n", x.Copies, x.Buffers, x.Wasted, x.Value)
 		}
 	}
@@ -138,4 +148,21 @@ func writeDumpText(w io.Writer, path string, a *heapdump.Analysis, top int) {
 		fmt.Fprintf(w, "\n  %d references to objects the dump does not hold were ignored\n", a.Dangling)
 	}
 	fmt.Fprintln(w)
+}
+
+// limit is how many of n items a list shows with --top top (0: all).
+func limit(top, n int) int {
+	if top > 0 {
+		return min(top, n)
+	}
+	return n
+}
+
+// shownOf says how much of a list of n things --top top shows: "19
+// groups", or "top 10 of 19 groups".
+func shownOf(top, n int, things string) string {
+	if k := limit(top, n); k < n {
+		return fmt.Sprintf("top %d of %d %s", k, n, things)
+	}
+	return fmt.Sprintf("%d %s", n, things)
 }

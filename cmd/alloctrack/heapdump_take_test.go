@@ -87,8 +87,13 @@ func TestHeapdumpTake(t *testing.T) {
 		t.Errorf("API 35 --bitmaps: duplicate Bitmaps %+v", sum15.DuplicateBitmaps)
 	}
 	d30 := f.Devices()[1]
-	if _, errOut, code := runCmd(t, "heapdump", "--adb.address", addr, "--serial", serials[d30.Serial()], "--package", d30.VMs()[0].ProcessName(), "--out", filepath.Join(t.TempDir(), "b"), "--bitmaps", "png"); code != exitFailure || !strings.Contains(errOut, "needs Android 15") {
+	// Refused before the app is said to freeze, and before --out is made.
+	outB := filepath.Join(t.TempDir(), "b")
+	if _, errOut, code := runCmd(t, "heapdump", "--adb.address", addr, "--serial", serials[d30.Serial()], "--package", d30.VMs()[0].ProcessName(), "--out", outB, "--bitmaps", "png"); code != exitFailure || !strings.Contains(errOut, "needs Android 15") || strings.Contains(errOut, "dumping pid") {
 		t.Errorf("--bitmaps on API 30: exit %d %s", code, errOut)
+	}
+	if _, err := os.Stat(outB); err == nil {
+		t.Errorf("--bitmaps on API 30 made %s", outB)
 	}
 
 	// Refusals: an occupied directory, --gc before Android 8.1.
@@ -99,7 +104,7 @@ func TestHeapdumpTake(t *testing.T) {
 	if _, errOut, code := runCmd(t, "heapdump", "--adb.address", addr, "--serial", serials[d.Serial()], "--package", vm.ProcessName(), "--out", dir); code != exitUsage || !strings.Contains(errOut, "already holds a capture") {
 		t.Errorf("occupied directory: exit %d %s", code, errOut)
 	}
-	if _, errOut, code := runCmd(t, "heapdump", "--adb.address", addr, "--serial", serials[d.Serial()], "--package", vm.ProcessName(), "--out", filepath.Join(t.TempDir(), "x"), "--gc"); code != exitFailure || !strings.Contains(errOut, "needs Android 8.1") {
+	if _, errOut, code := runCmd(t, "heapdump", "--adb.address", addr, "--serial", serials[d.Serial()], "--package", vm.ProcessName(), "--out", filepath.Join(t.TempDir(), "x"), "--gc"); code != exitFailure || !strings.Contains(errOut, "needs Android 8.1") || strings.Contains(errOut, "dumping pid") {
 		t.Errorf("--gc on API 23: exit %d %s", code, errOut)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -76,15 +77,22 @@ func (c *heapdumpCmd) run(stderr io.Writer) int {
 	if a, b := filepath.Clean(*c.in), filepath.Clean(*c.out); a == b {
 		return fail(exitUsage, "--out %s is the input", *c.out)
 	}
+	in, err := os.Open(*c.in)
+	if err != nil {
+		return fail(exitFailure, "%v", err) // the path and why: no such file, permission denied
+	}
+	defer in.Close()
 	if !offline.IsHeapDump(*c.in) {
 		return fail(exitFailure, "%s: not a heap dump (hprof)", *c.in)
 	}
-	in, err := os.Open(*c.in)
-	if err != nil {
-		return fail(exitFailure, "%v", err)
+	if _, err := os.Lstat(*c.out); err == nil {
+		return fail(exitUsage, "%s already exists; choose another --out", *c.out)
 	}
-	defer in.Close()
-	if err := c.transform(in, nil, *c.out, stderr); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := c.transform(ctxFile{ctx, in}, nil, *c.out, stderr); ctx.Err() != nil {
+		return fail(exitFailure, "interrupted; %s not written", *c.out)
+	} else if err != nil {
 		return fail(exitFailure, "%s: %v", *c.in, err)
 	}
 	inSt, _ := os.Stat(*c.in)
@@ -92,6 +100,22 @@ func (c *heapdumpCmd) run(stderr io.Writer) int {
 	fmt.Fprintf(stderr, "alloctrack heapdump: %s: %d bytes, %.1f%% of %s\n", *c.out, outSt.Size(), 100*float64(outSt.Size())/float64(max(1, inSt.Size())), *c.in)
 	return exitOK
 }
+
+// ctxFile reads a file until its context ends (Ctrl-C): a conversion then
+// stops with an error and removes its temporary files.
+type ctxFile struct {
+	ctx context.Context
+	f   *os.File
+}
+
+func (r ctxFile) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, fmt.Errorf("interrupted: %w", err)
+	}
+	return r.f.Read(p)
+}
+
+func (r ctxFile) Seek(off int64, whence int) (int64, error) { return r.f.Seek(off, whence) }
 
 // adbDumpDevice is a device of an adb server, as TakeHeapDump needs it.
 type adbDumpDevice struct {
@@ -129,6 +153,8 @@ func (c *heapdumpCmd) take(stderr io.Writer) int {
 		return fail(exitUsage, "--timeout and --request.timeout must be positive")
 	case *c.top < 1:
 		return fail(exitUsage, "--top must be at least 1")
+	case (offline.DumpRequest{Bitmaps: *c.bitmaps, API: offline.APIDumpheapBitmaps}).Check() != nil:
+		return fail(exitUsage, "--bitmaps %q: want png, jpg or webp", *c.bitmaps)
 	}
 	var bud *offline.Budget
 	if *c.budget != "" {
@@ -165,9 +191,37 @@ func (c *heapdumpCmd) take(stderr io.Writer) int {
 	if code != exitOK {
 		return fail(code, "%s", msg)
 	}
+	req := offline.DumpRequest{PID: pid, API: api, GC: *c.gc, Bitmaps: *c.bitmaps, Remote: fmt.Sprintf("/data/local/tmp/alloctrack-%d-%d.hprof", pid, time.Now().UnixNano())}
+	if err := req.Check(); err != nil {
+		return fail(exitFailure, "%s pid %d: %v", serial, pid, err)
+	}
+	meta := offline.CaptureMeta{Serial: serial, Model: model, API: api, Package: *c.pkg, PID: pid}
+	return c.dumpTo(ctx, adbDumpDevice{client, serial}, req, meta, bud, stderr)
+}
+
+// dumpTo takes the dump req asks for from dev into the capture directory
+// --out. On failure it removes what it wrote, and the directory if it
+// made it; a dump over budget is kept.
+func (c *heapdumpCmd) dumpTo(ctx context.Context, dev offline.DumpDevice, req offline.DumpRequest, meta offline.CaptureMeta, bud *offline.Budget, stderr io.Writer) int {
+	fail := func(code int, format string, args ...any) int {
+		fmt.Fprintf(stderr, "alloctrack heapdump: "+format+"\n", args...)
+		return code
+	}
+	_, statErr := os.Stat(*c.out)
+	made := errors.Is(statErr, os.ErrNotExist)
 	if err := os.MkdirAll(*c.out, 0o755); err != nil {
 		return fail(exitFailure, "%v", err)
 	}
+	dst := filepath.Join(*c.out, offline.HeapDumpFile)
+	done := false
+	defer func() {
+		if !done {
+			os.Remove(dst)
+			if made {
+				os.Remove(*c.out)
+			}
+		}
+	}()
 	pulled, err := os.CreateTemp(*c.out, ".pulled-*.hprof")
 	if err != nil {
 		return fail(exitFailure, "%v", err)
@@ -175,43 +229,51 @@ func (c *heapdumpCmd) take(stderr io.Writer) int {
 	defer os.Remove(pulled.Name())
 	defer pulled.Close()
 	start := time.Now()
-	req := offline.DumpRequest{PID: pid, API: api, GC: *c.gc, Bitmaps: *c.bitmaps, Remote: fmt.Sprintf("/data/local/tmp/alloctrack-%d-%d.hprof", pid, start.UnixNano())}
-	fmt.Fprintf(stderr, "alloctrack heapdump: dumping pid %d on %s (API %d); the app is frozen while it is written\n", pid, serial, api)
-	taken, err := offline.TakeHeapDump(ctx, adbDumpDevice{client, serial}, req, pulled)
+	fmt.Fprintf(stderr, "alloctrack heapdump: dumping pid %d on %s (API %d); the app is frozen while it is written\n", meta.PID, meta.Serial, meta.API)
+	taken, err := offline.TakeHeapDump(ctx, dev, req, pulled)
 	if err != nil {
-		return fail(exitFailure, "%s pid %d: %v", serial, pid, err)
+		return fail(exitFailure, "%s pid %d: %v", meta.Serial, meta.PID, err)
 	}
-	if _, err := pulled.Seek(0, io.SeekStart); err != nil {
+	sum, a, err := c.analyseAndKeep(pulled, dst, meta, req, taken, stderr)
+	if err != nil {
 		return fail(exitFailure, "%v", err)
 	}
-	g, err := heapdump.ReadGraph(pulled)
-	if err != nil {
-		return fail(exitFailure, "the pulled dump: %v", err)
-	}
-	a, err := g.Analyze(pulled, 0)
-	if err != nil {
-		return fail(exitFailure, "the pulled dump: %v", err)
-	}
-	meta := offline.CaptureMeta{Serial: serial, Model: model, API: api, Package: *c.pkg, PID: pid}
-	sum := offline.NewHeapSummary(meta, a, *c.top)
-	sum.Start, sum.DumpSeconds, sum.DumpBytes, sum.GC, sum.Bitmaps = start, taken.Took.Seconds(), taken.Bytes, *c.gc, *c.bitmaps
-	dst := filepath.Join(*c.out, offline.HeapDumpFile)
-	if err := c.keep(pulled, g, dst, stderr); err != nil {
-		return fail(exitFailure, "%v", err)
-	}
-	if st, err := os.Stat(dst); err == nil {
-		sum.FileBytes = st.Size()
-	}
-	sum.Shrunk = *c.shrink
+	sum.Start = start
 	if err := offline.WriteHeapSummary(*c.out, sum); err != nil {
 		return fail(exitFailure, "%v", err)
 	}
+	done = true
 	fmt.Fprintf(stderr, "alloctrack heapdump: %s: %d bytes dumped in %.1fs; %d objects, %d leaked Activities and Fragments, %d groups of duplicate Strings, %d of Bitmaps\n",
 		*c.out, taken.Bytes, taken.Took.Seconds(), a.Histogram.Objects, len(a.Leaks), len(a.DuplicateStrings), len(a.DuplicateBitmaps))
 	if bud != nil {
 		return judge(stderr, "alloctrack heapdump", bud.MeasureDump(a))
 	}
 	return exitOK
+}
+
+// analyseAndKeep analyses the pulled dump, keeps it at dst as asked
+// (keep) and returns its summary and analysis.
+func (c *heapdumpCmd) analyseAndKeep(pulled *os.File, dst string, meta offline.CaptureMeta, req offline.DumpRequest, taken *offline.TakenDump, stderr io.Writer) (*offline.HeapSummary, *heapdump.Analysis, error) {
+	if _, err := pulled.Seek(0, io.SeekStart); err != nil {
+		return nil, nil, err
+	}
+	g, err := heapdump.ReadGraph(pulled)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the pulled dump: %w", err)
+	}
+	a, err := g.Analyze(pulled, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the pulled dump: %w", err)
+	}
+	sum := offline.NewHeapSummary(meta, a, *c.top)
+	sum.DumpSeconds, sum.DumpBytes, sum.GC, sum.Bitmaps, sum.Shrunk = taken.Took.Seconds(), taken.Bytes, req.GC, req.Bitmaps, *c.shrink
+	if err := c.keep(pulled, g, dst, stderr); err != nil {
+		return nil, nil, err
+	}
+	if st, err := os.Stat(dst); err == nil {
+		sum.FileBytes = st.Size()
+	}
+	return sum, a, nil
 }
 
 // keep writes the pulled dump, whose graph is g, to dst as asked: as it
@@ -230,13 +292,16 @@ func (c *heapdumpCmd) keep(pulled *os.File, g *heapdump.Graph, dst string, stder
 // transform writes src to dst shrunk, converted to the standard format,
 // or both, through temporary files in dst's directory; g is src's graph,
 // or nil when it was not read.
-func (c *heapdumpCmd) transform(src *os.File, g *heapdump.Graph, dst string, stderr io.Writer) error {
-	out, err := os.Create(dst + ".tmp")
+func (c *heapdumpCmd) transform(src io.ReadSeeker, g *heapdump.Graph, dst string, stderr io.Writer) error {
+	out, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(out.Name())
 	defer out.Close()
+	if err := out.Chmod(0o644); err != nil { // CreateTemp makes it 0600
+		return err
+	}
 	var in io.ReadSeeker = src
 	if *c.shrink {
 		w := out

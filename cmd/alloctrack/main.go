@@ -68,7 +68,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "alloctrack: %s (see --help)\n", flagError(app, args, err))
+		fmt.Fprintf(stderr, "alloctrack: %s%s (see --help)\n", flagError(app, args, err), didYouMean(app, args, err))
 		return exitUsage
 	}
 	switch cmd {

@@ -22,6 +22,19 @@ func TestHelpOnce(t *testing.T) {
 	}
 }
 
+// TestHelpNamesEveryInput: report's and diff's help name every kind of
+// input they read.
+func TestHelpNamesEveryInput(t *testing.T) {
+	for _, cmd := range []string{"report", "diff"} {
+		_, stderr, _ := runCmd(t, cmd, "--help")
+		for _, kind := range []string{"perfetto trace", "agent log", "capture director", "heap dump"} {
+			if !strings.Contains(stderr, kind) {
+				t.Errorf("%s --help does not mention %ss", cmd, kind)
+			}
+		}
+	}
+}
+
 // TestFlagErrorsNameTheFlag: a value a flag cannot take is an error that
 // names the flag and the value, in words, with the usage exit status.
 func TestFlagErrorsNameTheFlag(t *testing.T) {

@@ -60,7 +60,8 @@ func newReportCmd(app *kingpin.Application) *reportCmd {
 	c.class = c.cmd.Flag("class", "Only allocations whose class matches this regular expression (anywhere in the dotted name; anchor with ^…$).").String()
 	c.frame = c.cmd.Flag("frame", "Only allocations with a frame (Class.method(File:line)) matching this regular expression.").String()
 	c.thread = c.cmd.Flag("thread", "Only allocations of this thread id.").Default("-1").Int()
-	c.output = c.cmd.Flag("output", "Write to this file instead of standard output.").Short('o').String()
+	c.output = c.cmd.Flag("out", "Write to this file instead of standard output.").Short('o').String()
+	c.cmd.Flag("output", "The old name of --out.").Hidden().StringVar(c.output)
 	c.budget = c.cmd.Flag("budget", "Check the allocations, or heap dumps (its heap: limits), against a budget file (YAML); exit status 3 if it is exceeded.").String()
 	c.every = agentRateFlag(c.cmd)
 	c.inputs = c.cmd.Arg("input", "Report files, perfetto traces, tiallocsample agent logs, capture directories, or heap dumps (hprof: a class histogram per heap).").Required().Strings()
@@ -350,17 +351,18 @@ func writeSummary(w io.Writer, in *offline.Input, t *alloctrack.Tally, overflowe
 		if in.Trace != "" {
 			break
 		}
-		fmt.Fprintf(w, "\n  top classes %s\n  %8s %10s  %s\n", by.title, count, bytes, "class")
+		fmt.Fprintf(w, "\n  %s %s\n  %8s %10s  %s\n", shownOf(top, len(t.Classes), "classes"), by.title, count, bytes, "class")
 		for _, cc := range t.TopClasses(top, by.bytes) {
 			fmt.Fprintf(w, "  %8d %10d  %s\n", cc.Allocations, cc.Bytes, cc.Class)
 		}
 	}
+	sites := shownOf(top, t.Sites(), "allocation sites")
 	if in.Estimated() {
-		fmt.Fprintf(w, "\n  top allocation sites by estimated count (~: estimate; samples exact)\n  %9s %11s %8s  %s\n", "~allocs", "~bytes", "samples", "class / app frame / stack")
+		fmt.Fprintf(w, "\n  %s by estimated count (~: estimate; samples exact)\n  %9s %11s %8s  %s\n", sites, "~allocs", "~bytes", "samples", "class / app frame / stack")
 	} else if in.Samples() {
-		fmt.Fprintf(w, "\n  top allocation sites by samples\n  %8s %10s  %s\n", "samples", "smp bytes", "class / app frame / stack")
+		fmt.Fprintf(w, "\n  %s by samples\n  %8s %10s  %s\n", sites, "samples", "smp bytes", "class / app frame / stack")
 	} else {
-		fmt.Fprintf(w, "\n  top allocation sites by count\n  %8s %10s  %s\n", "allocs", "bytes", "class / app frame / stack")
+		fmt.Fprintf(w, "\n  %s by count\n  %8s %10s  %s\n", sites, "allocs", "bytes", "class / app frame / stack")
 	}
 	for _, s := range t.TopSites(top, false) {
 		if s.Estimated {

@@ -92,17 +92,44 @@ func TestReportBadFileKeepsGoing(t *testing.T) {
 		t.Fatalf("exit %d, want 1", code)
 	}
 	errLines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
-	if len(errLines) != 2 || !strings.Contains(errLines[0], "bad.alloc") || !strings.Contains(errLines[0], "offset") ||
+	if len(errLines) != 2 || !strings.Contains(errLines[0], "bad.alloc") || !strings.Contains(errLines[0], "at byte") ||
 		!strings.Contains(errLines[1], "missing.alloc") {
 		t.Fatalf("stderr:\n%s", errOut)
 	}
 	// Plain words first, the program's name once.
-	if !strings.Contains(errLines[0], "not a readable allocation report (.alloc), perfetto trace or capture directory") ||
-		strings.Contains(errLines[0], "alloctrack: REAL") {
+	if !strings.Contains(errLines[0], "a damaged allocation report (.alloc)") ||
+		strings.Contains(errLines[0], "REAL report") {
 		t.Errorf("the bad file's error: %s", errLines[0])
 	}
 	if !strings.Contains(out, "allocations 5000, bytes 287096") {
 		t.Fatalf("the good file was not reported:\n%s", out)
+	}
+}
+
+// A file that is no input at all (text, or text whose first byte looks
+// like a trace's) gets a message that names every kind report and diff
+// read, and none of the parsers' words.
+func TestUnknownInputNamesEveryKind(t *testing.T) {
+	dir := t.TempDir()
+	for _, body := range []string{"hello, world\n", "\nhello\n", ""} {
+		bad := filepath.Join(dir, "bad.txt")
+		os.WriteFile(bad, []byte(body), 0o644)
+		for _, args := range [][]string{{"report", bad}, {"diff", bad, realReport}} {
+			_, errOut, code := runCmd(t, args...)
+			if code != exitFailure || !strings.Contains(errOut, bad+": not an input alloctrack reads") {
+				t.Errorf("%q %v: exit %d %s", body, args, code, errOut)
+			}
+			for _, kind := range []string{".alloc", "perfetto traces", "agent logs", "heap dumps (hprof)", "capture directories"} {
+				if !strings.Contains(errOut, kind) {
+					t.Errorf("%q %v: the message does not name %s: %s", body, args, kind, errOut)
+				}
+			}
+			for _, internal := range []string{"REAL report", "header_len", "perfetto:", "wire type"} {
+				if strings.Contains(errOut, internal) {
+					t.Errorf("%q %v: the message shows %q: %s", body, args, internal, errOut)
+				}
+			}
+		}
 	}
 }
 
@@ -281,6 +308,10 @@ func TestHeapdumpFileCommands(t *testing.T) {
 		}
 		os.Remove(out)
 	}
+	mine, truncated := filepath.Join(dir, "mine.hprof"), filepath.Join(dir, "truncated.hprof")
+	os.WriteFile(mine, []byte("mine"), 0o644)
+	os.WriteFile(filepath.Join(dir, "fresh.hprof.tmp"), []byte("mine too"), 0o644)
+	os.WriteFile(truncated, hproftest.LeakyDump()[:400], 0o644)
 	for _, c := range []struct {
 		args []string
 		code int
@@ -290,10 +321,27 @@ func TestHeapdumpFileCommands(t *testing.T) {
 		{[]string{"--in", in, "--out", in, "--shrink"}, exitUsage, "is the input"},
 		{[]string{"--in", in, "--out", filepath.Join(dir, "x"), "--shrink", "--app-only"}, exitUsage, "--app-only goes with --standard"},
 		{[]string{"--in", realReport, "--out", filepath.Join(dir, "x"), "--shrink"}, exitFailure, "not a heap dump"},
+		{[]string{"--in", filepath.Join(dir, "nope.hprof"), "--out", filepath.Join(dir, "x"), "--shrink"}, exitFailure, filepath.Join(dir, "nope.hprof") + ": no such file or directory"},
+		{[]string{"--in", in, "--out", mine, "--shrink"}, exitUsage, mine + " already exists; choose another --out"},
+		{[]string{"--in", truncated, "--out", filepath.Join(dir, "x"), "--standard"}, exitFailure, truncated + ": "},
 	} {
 		_, errOut, code := runCmd(t, append([]string{"heapdump"}, c.args...)...)
 		if code != c.code || !strings.Contains(errOut, c.want) {
 			t.Errorf("%v: exit %d, %q, want %d %q", c.args, code, errOut, c.code, c.want)
 		}
+	}
+	// Nothing written, nothing removed: the user's files are as they
+	// were, and no temporary file is left.
+	if left := entries(t, dir); left != "fresh.hprof.tmp leaky.hprof mine.hprof truncated.hprof " {
+		t.Errorf("the directory holds %s", left)
+	}
+	if b, _ := os.ReadFile(mine); string(b) != "mine" {
+		t.Errorf("--out overwritten: %.20q", b)
+	}
+	if _, errOut, code := runCmd(t, "heapdump", "--in", in, "--out", filepath.Join(dir, "fresh.hprof"), "--shrink"); code != exitOK {
+		t.Fatalf("exit %d %s", code, errOut)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "fresh.hprof.tmp")); string(b) != "mine too" {
+		t.Errorf("a file beside --out was changed: %q", b)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -109,9 +110,9 @@ func newServeCmd(app *kingpin.Application) *serveCmd {
 	c.dumpNoAuth = f("heapdump.no-auth", "Allow --heapdump.dir without basic auth users in --web.config.file: anyone who reaches the web port may then take heap dumps.").Bool()
 	c.dumpTimeout = f("heapdump.timeout", "How long a heap dump may take, from am dumpheap to the pulled file.").Default("5m").Duration()
 	c.simulate = f("simulate", "Serve a simulated farm instead of real devices: an in-process adb server with simulated devices and apps (its control API on --simulate.control-address; read-only at /sim/devices).").Bool()
-	c.simDevices = f("simulate.devices", "Simulated devices (with --simulate).").Default("3").Int()
-	c.simApps = f("simulate.apps", "Simulated apps per device (with --simulate).").Default("2").Int()
-	c.simRate = f("simulate.rate", "Allocations per second of each simulated app (with --simulate).").Default("500").Float64()
+	c.simDevices = f("simulate.devices", "Simulated devices (with --simulate; as alloctrack sim's --devices).").Default(strconv.Itoa(defaultFarm.Devices)).Int()
+	c.simApps = f("simulate.apps", "Simulated apps per device (with --simulate; as alloctrack sim's --apps).").Default(strconv.Itoa(defaultFarm.AppsPerDevice)).Int()
+	c.simRate = f("simulate.rate", "Allocations per second of each simulated app (with --simulate; as alloctrack sim's --rate).").Default(strconv.FormatFloat(defaultFarm.Workload.Rate, 'g', -1, 64)).Float64()
 	c.simControl = f("simulate.control-address", "Where the simulated farm's control API takes changes (start, kill and restart apps, faults, cables), printed at start (with --simulate). A loopback address, unless the web config file names basic auth users.").Default("127.0.0.1:0").String()
 	return c
 }
@@ -376,11 +377,7 @@ func readOnly(h http.Handler, ctl string) http.Handler {
 // simulatedFarm starts --simulate's farm behind an adb server of its own
 // and returns its address.
 func (c *serveCmd) simulatedFarm(log *zap.Logger) (*sim.Farm, string, error) {
-	farm := sim.NewFarm(sim.FarmConfig{
-		Devices: *c.simDevices, AppsPerDevice: *c.simApps,
-		APIs:     []int{30, 28, 31},
-		Workload: simWorkload(*c.simRate),
-	})
+	farm := sim.NewFarm(c.simFarmConfig())
 	a, err := farm.ServeHost("127.0.0.1:0")
 	if err != nil {
 		farm.Close()
@@ -460,10 +457,12 @@ func defaultMemoryLimit(inFlight int) int64 {
 	return (48 + 4*int64(inFlight+4)) << 20
 }
 
-func simWorkload(rate float64) sim.Workload {
-	w := sim.DefaultWorkload()
-	w.Rate = rate
-	return w
+// simFarmConfig is the farm --simulate's flags ask for.
+func (c *serveCmd) simFarmConfig() sim.FarmConfig {
+	cfg := defaultFarm
+	cfg.Devices, cfg.AppsPerDevice, cfg.APIs = *c.simDevices, *c.simApps, slices.Clone(defaultFarm.APIs)
+	cfg.Workload.Rate = *c.simRate
+	return cfg
 }
 
 // listen opens the listeners of --web.listen-address (TCP or vsock://),

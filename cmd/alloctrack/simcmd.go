@@ -37,10 +37,10 @@ func newSimCmd(app *kingpin.Application) *simCmd {
 	c := &simCmd{cmd: app.Command("sim", "Serve simulated Android devices and debuggable apps: as adbd endpoints for a real adb server (--listen), or as a self-contained adb server (--adb-server).")}
 	f := c.cmd.Flag
 	c.log = addLogFlags(c.cmd)
-	c.devices = f("devices", "Number of simulated devices.").Default("2").Int()
-	c.apps = f("apps", "Apps per device.").Default("2").Int()
-	c.apis = f("api", "API level of the devices, used in turn; repeatable (31 and later simulate Android 12+: no allocation tracker over DDM, apps sampled through perfetto's heapprofd).").Default("30").Ints()
-	c.rate = f("rate", "Allocations per second of each app.").Default("2000").Float64()
+	c.devices = f("devices", "Number of simulated devices.").Default(strconv.Itoa(defaultFarm.Devices)).Int()
+	c.apps = f("apps", "Apps per device.").Default(strconv.Itoa(defaultFarm.AppsPerDevice)).Int()
+	c.apis = f("api", "API level of the devices, used in turn; repeatable (31 and later simulate Android 12+: no allocation tracker over DDM, apps sampled through perfetto's heapprofd).").Default(apiStrings(defaultFarm.APIs)...).Ints()
+	c.rate = f("rate", "Allocations per second of each app.").Default(strconv.FormatFloat(defaultFarm.Workload.Rate, 'g', -1, 64)).Float64()
 	c.sites = f("sites", "Distinct allocation sites per app.").Default("200").Int()
 	c.threads = f("threads", "Allocating threads per app.").Default("4").Int()
 	c.skew = f("skew", "Zipf exponent over sites (> 1; higher is more skewed).").Default("1.2").Float64()
@@ -84,9 +84,7 @@ func (c *simCmd) run(stdout, stderr io.Writer) int {
 	}
 	defer log.Sync()
 
-	w := sim.DefaultWorkload()
-	w.Rate, w.Sites, w.Threads, w.Skew, w.Seed = *c.rate, *c.sites, *c.threads, *c.skew, *c.seed
-	farm := sim.NewFarm(sim.FarmConfig{Devices: *c.devices, AppsPerDevice: *c.apps, APIs: *c.apis, Workload: w, Depth: *c.depth})
+	farm := sim.NewFarm(c.farmConfig())
 	defer farm.Close()
 
 	if *c.adbServer != "" {
@@ -141,4 +139,34 @@ func (c *simCmd) run(stdout, stderr io.Writer) int {
 	srv.Shutdown(sctx)
 	cancel()
 	return exitOK
+}
+
+// defaultFarm is the farm sim and serve --simulate make unless told
+// otherwise: one definition, so that both show the same devices and apps
+// (an Android 11, an Android 9 and an Android 12 device: DDM and
+// heapprofd side by side).
+var defaultFarm = sim.FarmConfig{Devices: 3, AppsPerDevice: 2, APIs: []int{30, 28, 31}, Workload: simWorkload(500), Depth: 16}
+
+// simWorkload is the default workload at rate allocations per second.
+func simWorkload(rate float64) sim.Workload {
+	w := sim.DefaultWorkload()
+	w.Rate = rate
+	return w
+}
+
+func apiStrings(apis []int) []string {
+	var s []string
+	for _, a := range apis {
+		s = append(s, strconv.Itoa(a))
+	}
+	return s
+}
+
+// farmConfig is the farm the flags ask for.
+func (c *simCmd) farmConfig() sim.FarmConfig {
+	cfg := defaultFarm
+	cfg.Devices, cfg.AppsPerDevice, cfg.APIs, cfg.Depth = *c.devices, *c.apps, *c.apis, *c.depth
+	w := &cfg.Workload
+	w.Rate, w.Sites, w.Threads, w.Skew, w.Seed = *c.rate, *c.sites, *c.threads, *c.skew, *c.seed
+	return cfg
 }
