@@ -301,7 +301,10 @@ func checkCaptureBudget(stderr io.Writer, dir string, bud *offline.Budget) int {
 		return exitFailure
 	}
 	t := alloctrack.NewTally()
-	in.AddTo(t)
+	if err := in.AddTo(t); err != nil {
+		fmt.Fprintf(stderr, "alloctrack capture: %v\n", err)
+		return exitFailure
+	}
 	return checkBudget(stderr, "alloctrack capture", bud, t, in.Duration)
 }
 

@@ -38,7 +38,9 @@ func readTally(path string, every uint64) (*alloctrack.Tally, *offline.Input, er
 	}
 	in.Every = every
 	t := alloctrack.NewTally()
-	in.AddTo(t)
+	if err := in.AddTo(t); err != nil {
+		return nil, nil, err
+	}
 	return t, in, nil
 }
 

@@ -186,10 +186,15 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 			samplesOnly = true
 		}
 		t := alloctrack.NewTally()
+		var addErr error // the first sum past 2^64
 		add := func(win *alloctrack.Window) {
-			t.Add(win)
-			all.Add(win)
-			if *c.format != "pprof" {
+			if addErr != nil {
+				return
+			}
+			if addErr = offline.AddWindow(t, win); addErr == nil {
+				addErr = offline.AddWindow(all, win)
+			}
+			if addErr != nil || *c.format != "pprof" {
 				return
 			}
 			if err := prof.Add(win); err != nil {
@@ -202,7 +207,14 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 			if keep := logFilter(*c.class, *c.frame); keep != nil {
 				in.Log = keep(in.Log)
 			}
-			add(in.LogWindow())
+			win, err := in.LogWindow()
+			if err != nil {
+				w.Flush()
+				fmt.Fprintf(stderr, "alloctrack report: %v\n", err)
+				status = exitFailure
+				continue
+			}
+			add(win)
 		}
 		for _, d := range in.Dumps {
 			if keep := frameFilter(*c.frame); keep != nil {
@@ -229,6 +241,12 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 					w.Write(append(line, '\n'))
 				}
 			}
+		}
+		if addErr != nil {
+			w.Flush()
+			fmt.Fprintf(stderr, "alloctrack report: %s: %v\n", name, addErr)
+			status = exitFailure
+			continue
 		}
 		if *c.format == "text" {
 			writeSummary(w, in, t, overflowed, trailing, *c.top)
