@@ -73,6 +73,9 @@ type Summary struct {
 	TopSites        []SummarySite  `json:"top_sites"`
 	Interrupted     bool           `json:"interrupted,omitempty"`
 	Error           string         `json:"error,omitempty"`
+	// RequestedSeconds is the duration the capture was asked to run
+	// (--duration); 0 in captures older than the field.
+	RequestedSeconds float64 `json:"requested_seconds,omitempty"`
 
 	// Backend is how the app was watched: "ddm" ("" in captures older
 	// than the field) or "heapprofd". A heapprofd capture is sampled:
@@ -237,6 +240,10 @@ func (w *CaptureWriter) SetPackage(app string) {
 	}
 }
 
+// SetRequested records how long the capture was asked to run, so that a
+// reader can tell a capture that ended early.
+func (w *CaptureWriter) SetRequested(d time.Duration) { w.sum.RequestedSeconds = d.Seconds() }
+
 // Dumps is the number of heapprofd dumps counted.
 func (w *CaptureWriter) Dumps() int { return w.sum.Dumps }
 
@@ -312,6 +319,7 @@ type Input struct {
 	Reports  []*allocreport.Report
 	Files    []string      // one per report
 	Summary  *Summary      // from a capture directory's summary.json
+	Dir      bool          // read from a directory (a capture)
 	Duration time.Duration // 0 when unknown (bare files)
 
 	// A perfetto trace (a bare trace file, or a heapprofd capture
@@ -472,7 +480,7 @@ func ReadInput(path string) (*Input, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := &Input{Name: path}
+	in := &Input{Name: path, Dir: st.IsDir()}
 	if !st.IsDir() {
 		head, err := fileHead(path)
 		if err != nil {

@@ -19,6 +19,7 @@ type diffCmd struct {
 	format *string
 	top    *int
 	every  *uint64
+	gate   *gateFlags
 }
 
 func newDiffCmd(app *kingpin.Application) *diffCmd {
@@ -26,6 +27,7 @@ func newDiffCmd(app *kingpin.Application) *diffCmd {
 	c.format = enum(c.cmd.Flag("format", "Output: text or json."), "format", "text", "text", "json")
 	c.top = c.cmd.Flag("top", "How many classes and sites to list (0: all).").Default("20").Int()
 	c.every = agentRateFlag(c.cmd)
+	c.gate = addGateFlags(c.cmd)
 	c.base = c.cmd.Arg("base", "The baseline: a report file, perfetto trace, tiallocsample agent log or capture directory.").Required().String()
 	c.new = c.cmd.Arg("new", "The run to compare: a report file, perfetto trace, tiallocsample agent log or capture directory.").Required().String()
 	return c
@@ -65,6 +67,10 @@ func (c *diffCmd) run(stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "alloctrack diff: new: %v\n", err)
 		return exitFailure
+	}
+	// Both, so that every reason is said at once.
+	if bok, nok := c.gate.admit(stderr, "alloctrack diff", bin.Shortfall()), c.gate.admit(stderr, "alloctrack diff", nin.Shortfall()); !bok || !nok {
+		return exitInsufficient
 	}
 	d := offline.Compare(bt, nt, bin.Duration, nin.Duration)
 	d.BaseSamples, d.NewSamples = bin.Samples(), nin.Samples()
@@ -127,6 +133,9 @@ func (c *diffCmd) dumps(stdout, stderr io.Writer, base, nw string) int {
 		if err != nil {
 			fmt.Fprintf(stderr, "alloctrack diff: %s: %v\n", []string{"base", "new"}[i], err)
 			return exitFailure
+		}
+		if !c.gate.admit(stderr, "alloctrack diff", offline.DumpShortfall(p, a)) {
+			return exitInsufficient
 		}
 		an[i] = a
 	}

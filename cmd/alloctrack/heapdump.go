@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/alloctrack/alloctrack/alloctrack/heapdump"
+	"github.com/alloctrack/alloctrack/alloctrack/offline"
 )
 
 // dumpSummary is a heap dump's report as JSON.
@@ -59,7 +60,11 @@ func (c *reportCmd) heapDump(w *bufio.Writer, stderr io.Writer, name string) int
 	status := exitOK
 	if c.bud != nil {
 		w.Flush()
-		status = judge(stderr, "alloctrack report: "+name, c.bud.MeasureDump(a))
+		if c.gate.admit(stderr, "alloctrack report", offline.DumpShortfall(name, a)) {
+			status = judge(stderr, "alloctrack report: "+name, c.bud.MeasureDump(a))
+		} else {
+			status = exitInsufficient
+		}
 	}
 	if *c.top > 0 {
 		a.DuplicateStrings = a.DuplicateStrings[:min(*c.top, len(a.DuplicateStrings))]

@@ -28,9 +28,6 @@ import (
 	"github.com/alloctrack/alloctrack/perfetto"
 )
 
-// Exit status of a run whose allocations exceed its budget.
-const exitBudget = 3
-
 type reportCmd struct {
 	cmd    *kingpin.CmdClause
 	inputs *[]string
@@ -43,6 +40,7 @@ type reportCmd struct {
 	budget *string
 	every  *uint64
 	weight *string
+	gate   *gateFlags
 	bud    *offline.Budget // read from --budget
 }
 
@@ -61,8 +59,9 @@ func newReportCmd(app *kingpin.Application) *reportCmd {
 	c.frame = c.cmd.Flag("frame", "Only allocations with a frame (Class.method(File:line)) matching this regular expression.").String()
 	c.thread = c.cmd.Flag("thread", "Only allocations of this thread id.").Default("-1").Int()
 	c.output = c.cmd.Flag("output", "Write to this file instead of standard output.").Short('o').String()
-	c.budget = c.cmd.Flag("budget", "Check the allocations, or heap dumps (its heap: limits), against a budget file (YAML); exit status 3 if it is exceeded.").String()
+	c.budget = c.cmd.Flag("budget", "Check the allocations, or heap dumps (its heap: limits), against a budget file (YAML); exit status 3 if it is exceeded, 4 if an input holds less than a whole run, 5 if a rule matched nothing.").String()
 	c.every = agentRateFlag(c.cmd)
+	c.gate = addGateFlags(c.cmd)
 	c.inputs = c.cmd.Arg("input", "Report files, perfetto traces, tiallocsample agent logs, capture directories, or heap dumps (hprof: a class histogram per heap).").Required().Strings()
 	return c
 }
@@ -145,6 +144,7 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 	dumps := 0           // heap dumps, reported on their own
 	var duration time.Duration
 	durationKnown := true
+	insufficient := false // an input the budget may not judge
 	for _, name := range *c.inputs {
 		if dump := offline.HeapDumpPath(name); dump != "" {
 			dumps++
@@ -161,6 +161,14 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 			continue
 		}
 		in.Every = *c.every
+		if sf := in.Shortfall(); sf != nil {
+			w.Flush()
+			if bud == nil {
+				fmt.Fprintf(stderr, "alloctrack report: note: %v\n", sf)
+			} else if !c.gate.admit(stderr, "alloctrack report", sf) {
+				insufficient = true
+			}
+		}
 		if in.Duration > 0 {
 			duration += in.Duration
 		} else {
@@ -284,9 +292,29 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if bud != nil && status == exitOK && dumps < len(*c.inputs) {
+		if insufficient {
+			fmt.Fprintf(stderr, "alloctrack report: the budget was not judged: an input holds less than a whole run\n")
+			return exitInsufficient
+		}
+		if !c.gate.admit(stderr, "alloctrack report", c.emptyTally(all)) {
+			return exitInsufficient
+		}
 		return checkBudget(stderr, "alloctrack report", bud, all, duration)
 	}
 	return status
+}
+
+// emptyTally says, when t (all the inputs, as the filters kept them) holds
+// no allocation, that there is nothing to judge.
+func (c *reportCmd) emptyTally(t *alloctrack.Tally) *offline.ShortfallError {
+	if t.Total.Allocations > 0 || t.Sampled.Allocations > 0 {
+		return nil
+	}
+	why := "the inputs hold no allocation"
+	if *c.class != "" || *c.frame != "" || *c.thread >= 0 {
+		why = "--class, --frame and --thread keep no allocation of the inputs"
+	}
+	return &offline.ShortfallError{Input: "all inputs", Why: why, Empty: true}
 }
 
 // checkBudget prints every violation and returns exitBudget if any.
