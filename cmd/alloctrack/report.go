@@ -9,7 +9,6 @@ import (
 	"io"
 	"maps"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,8 +54,8 @@ func newReportCmd(app *kingpin.Application) *reportCmd {
 		"format", "text", "text", "jsonl", "json", "csv", "pprof", "folded")
 	c.weight = enum(c.cmd.Flag("weight", "What --format folded counts: allocations (or samples, or estimates) or bytes."), "weight", "allocations", "allocations", "bytes")
 	c.top = c.cmd.Flag("top", "How many classes and sites to list (0: all).").Default("10").Int()
-	c.class = c.cmd.Flag("class", "Only allocations whose class matches this regular expression (anywhere in the dotted name; anchor with ^…$).").String()
-	c.frame = c.cmd.Flag("frame", "Only allocations with a frame (Class.method(File:line)) matching this regular expression.").String()
+	c.class = c.cmd.Flag("class", "Only allocations whose class this regular expression matches, whole (the dotted name: 'byte\\[\\]', 'android\\.os\\..*'), as budgets match names.").String()
+	c.frame = c.cmd.Flag("frame", "Only allocations with a frame this regular expression matches, whole: its method pkg.Class.method, or as shown with (File.java:line).").String()
 	c.thread = c.cmd.Flag("thread", "Only allocations of this thread id.").Default("-1").Int()
 	c.output = c.cmd.Flag("output", "Write to this file instead of standard output.").Short('o').String()
 	c.budget = c.cmd.Flag("budget", "Check the allocations, or heap dumps (its heap: limits), against a budget file (YAML); exit status 3 if it is exceeded, 4 if an input holds less than a whole run, 5 if a rule matched nothing.").String()
@@ -68,18 +67,12 @@ func newReportCmd(app *kingpin.Application) *reportCmd {
 
 // filters builds the allocation filter of --class, --frame, --thread.
 func filters(class, frame string, thread int) (func(r *allocreport.Report, i int) bool, error) {
-	var cre, fre *regexp.Regexp
-	var err error
-	if class != "" {
-		if cre, err = regexp.Compile(class); err != nil {
-			return nil, fmt.Errorf("--class: %w", err)
+	for flag, expr := range map[string]string{"--class": class, "--frame": frame} {
+		if _, err := offline.CompileName(expr); expr != "" && err != nil {
+			return nil, fmt.Errorf("%s: %w", flag, err)
 		}
 	}
-	if frame != "" {
-		if fre, err = regexp.Compile(frame); err != nil {
-			return nil, fmt.Errorf("--frame: %w", err)
-		}
-	}
+	cre, fre := nameMatcher(class), nameMatcher(frame)
 	if thread > 0xffff || thread < -1 {
 		return nil, fmt.Errorf("--thread %d: thread ids are 0-65535", thread)
 	}
@@ -91,12 +84,12 @@ func filters(class, frame string, thread int) (func(r *allocreport.Report, i int
 		if thread >= 0 && int(a.Thread) != thread {
 			return false
 		}
-		if cre != nil && !cre.MatchString(r.ClassName(a)) {
+		if cre != nil && !cre.Class(r.ClassName(a)) {
 			return false
 		}
 		if fre != nil {
 			for _, f := range r.Stack(a).All() {
-				if fre.MatchString(r.FrameString(f)) {
+				if fre.Frame(r.FrameString(f)) {
 					return true
 				}
 			}
@@ -104,6 +97,19 @@ func filters(class, frame string, thread int) (func(r *allocreport.Report, i int
 		}
 		return true
 	}, nil
+}
+
+// nameMatcher returns the matcher of a name expression that filters has
+// checked; nil for "".
+func nameMatcher(expr string) *offline.NameMatcher {
+	if expr == "" {
+		return nil
+	}
+	m, err := offline.CompileName(expr)
+	if err != nil {
+		panic(err) // checked by filters
+	}
+	return m
 }
 
 func (c *reportCmd) run(stdout, stderr io.Writer) int {
@@ -334,8 +340,10 @@ func checkBudget(stderr io.Writer, who string, bud *offline.Budget, t *alloctrac
 	return judge(stderr, who, all)
 }
 
-// judge prints every exceeded measurement and returns exitBudget if any,
-// or says the run is within budget, with each limit's margin.
+// judge prints every exceeded measurement and every rule that matched
+// nothing, and returns exitBudget if a limit is exceeded, else
+// exitUnmatched if a rule that is not optional matched nothing, else says
+// the run is within budget, with each limit's margin.
 func judge(stderr io.Writer, who string, all []offline.Measurement) int {
 	status := exitOK
 	for _, m := range all {
@@ -344,7 +352,29 @@ func judge(stderr io.Writer, who string, all []offline.Measurement) int {
 			status = exitBudget
 		}
 	}
-	if status == exitOK {
+	unmatched := false
+	for i, m := range all {
+		u := m.Unmatched
+		if u == nil || (i > 0 && all[i-1].Rule == m.Rule) {
+			continue // one line per rule
+		}
+		why := "names match whole: see docs/offline.md#matching-names"
+		if u.Why != "" {
+			why = u.Why
+		} else if len(u.Near) > 0 {
+			why += "; it matches part of " + strings.Join(u.Near, ", ")
+		}
+		if u.Optional {
+			fmt.Fprintf(stderr, "%s: warning: budget rule %s matched no %s (%s); optional: true, so not a failure\n", who, m.Rule, u.Names, why)
+			continue
+		}
+		fmt.Fprintf(stderr, "%s: budget rule %s matched no %s (%s); exit status %d unless the rule says optional: true\n", who, m.Rule, u.Names, why, exitUnmatched)
+		unmatched = true
+	}
+	switch {
+	case status == exitOK && unmatched:
+		return exitUnmatched
+	case status == exitOK:
 		fmt.Fprintf(stderr, "%s: within budget (%d limits)\n", who, len(all))
 		for _, m := range all {
 			fmt.Fprintf(stderr, "  %s\n", m.Margin())
@@ -495,13 +525,13 @@ func frameFilter(frame string) func(d *perfetto.Dump) *perfetto.Dump {
 	if frame == "" {
 		return nil
 	}
-	re := regexp.MustCompile(frame) // checked by filters
+	re := nameMatcher(frame)
 	return func(d *perfetto.Dump) *perfetto.Dump {
 		out := *d
 		out.Stacks = nil
 		for _, sd := range d.Stacks {
 			for _, f := range heapprofd.JavaFrames(sd.Stack) {
-				if re.MatchString(f.Function()) {
+				if re.Frame(f.Function()) {
 					out.Stacks = append(out.Stacks, sd)
 					break
 				}
@@ -546,22 +576,16 @@ func logFilter(class, frame string) func(l *tialloc.Log) *tialloc.Log {
 	if class == "" && frame == "" {
 		return nil
 	}
-	var cre, fre *regexp.Regexp
-	if class != "" {
-		cre = regexp.MustCompile(class) // checked by filters
-	}
-	if frame != "" {
-		fre = regexp.MustCompile(frame)
-	}
+	cre, fre := nameMatcher(class), nameMatcher(frame)
 	return func(l *tialloc.Log) *tialloc.Log {
 		out := *l
 		out.Stacks, out.Samples = nil, 0
 		for i := range l.Stacks {
 			st := &l.Stacks[i]
-			if cre != nil && !cre.MatchString(agentlog.Class(&l.Allocs[st.Alloc])) {
+			if cre != nil && !cre.Class(agentlog.Class(&l.Allocs[st.Alloc])) {
 				continue
 			}
-			if fre != nil && !slices.ContainsFunc(agentlog.Frames(l, st), func(f alloctrack.Frame) bool { return fre.MatchString(f.Function()) }) {
+			if fre != nil && !slices.ContainsFunc(agentlog.Frames(l, st), func(f alloctrack.Frame) bool { return fre.Frame(f.Function()) }) {
 				continue
 			}
 			out.Stacks = append(out.Stacks, *st)

@@ -82,9 +82,9 @@ func TestReportTrace(t *testing.T) {
 		t.Errorf("csv:\n%s", out)
 	}
 	// --frame applies to traces; --class does not.
-	out, _, code = runCmd(t, "report", "--format", "json", "--frame", "Baz", tr)
+	out, _, code = runCmd(t, "report", "--format", "json", "--frame", `com\.example\.Baz\..*`, tr)
 	if code != 0 || !strings.Contains(out, `"sampled_allocations": 2,`) {
-		t.Errorf("--frame Baz: exit %d\n%s", code, out)
+		t.Errorf("--frame com.example.Baz.*: exit %d\n%s", code, out)
 	}
 	if _, errOut, code := runCmd(t, "report", "--class", "Foo", tr); code != exitUsage || !strings.Contains(errOut, "no classes") {
 		t.Errorf("--class on a trace: exit %d, %q", code, errOut)
