@@ -8,6 +8,7 @@ import (
 
 	"github.com/alloctrack/alloctrack/alloctrack/heapdump"
 	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
+	"github.com/alloctrack/alloctrack/ddms/allocreport"
 )
 
 // ErrInsufficient is wrapped by every *ShortfallError.
@@ -51,16 +52,39 @@ func (in *Input) Shortfall() *ShortfallError {
 			return short(false, "the capture ran %.1fs of the %.1fs asked", s.DurationSeconds, s.RequestedSeconds)
 		case s.Backend != "heapprofd" && len(in.Reports) < s.Windows:
 			return short(false, "summary.json counts %d windows, the directory holds %d .alloc files", s.Windows, len(in.Reports))
+		case s.Backend == "heapprofd" && in.Trace == "":
+			return short(false, "summary.json says heapprofd, and the directory holds no %s", TraceFile)
 		case s.Windows == 0 && s.Dumps == 0:
 			return short(true, "the capture recorded no window (summary.json: 0 windows, 0 heapprofd dumps)")
 		}
 	} else if in.Dir {
 		return short(false, "no summary.json: the capture did not finish (killed, or its machine stopped)")
 	}
+	if sf := in.lost(); sf != "" {
+		return short(false, "%s", sf)
+	}
 	if in.records() == 0 {
 		return short(true, "no allocation recorded (%s)", in.Kind())
 	}
 	return nil
+}
+
+// lost says what the input itself shows it lost, or "": windows that
+// overflowed (older allocations dropped), an agent log cut short.
+func (in *Input) lost() string {
+	n := 0
+	for _, r := range in.Reports {
+		if r.Overflowed() {
+			n++
+		}
+	}
+	switch {
+	case n > 0:
+		return fmt.Sprintf("%d of %d windows overflowed (%d entries): their older allocations were lost, so counts are lower bounds", n, len(in.Reports), allocreport.MaxEntries)
+	case in.Log != nil && in.Log.CutLine:
+		return "the log's last line was cut short: the app died, or the log was copied while the agent wrote it"
+	}
+	return ""
 }
 
 // asked says what duration a summary asked for, if it knows.

@@ -9,6 +9,8 @@ import (
 
 	"github.com/alloctrack/alloctrack/alloctrack/offline"
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
+	"github.com/alloctrack/alloctrack/internal/hproftest"
+	"github.com/alloctrack/alloctrack/internal/tialloctest"
 	"github.com/alloctrack/alloctrack/sim"
 )
 
@@ -136,6 +138,52 @@ func TestCaptureBudgetOfNothing(t *testing.T) {
 		_, errOut, code := runCmd(t, args...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d, want %d saying %q; stderr:\n%s", tc.allow, code, tc.code, tc.want, errOut)
+		}
+	}
+}
+
+// TestGateRefusesWhatInputsLost: inputs that show they lost data are
+// partial too (report windows that overflowed, an agent log cut short, a
+// heapprofd capture without its trace), and a heap dump with no object is
+// empty.
+func TestGateRefusesWhatInputsLost(t *testing.T) {
+	b := allocreport.NewBuilder()
+	for b.Len() < allocreport.MaxEntries {
+		b.Add(16, 1, "Ljava/lang/Object;", []allocreport.FrameName{{Class: "Lcom/example/Main;", Method: "run", File: "Main.java", Line: 7}})
+	}
+	r, err := b.Report()
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := allocreport.Encode(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := filepath.Join(t.TempDir(), "full.alloc")
+	os.WriteFile(full, enc, 0o644)
+	w := tialloctest.NewWriter()
+	w.Add(tialloctest.Sample{Thread: "main", Class: "[B", Size: 24, Frames: []string{"LMain;::run()V"}})
+	w.Add(tialloctest.Sample{Thread: "main", Class: "[B", Size: 24, Frames: []string{"LMain;::run()V"}})
+	cut := filepath.Join(t.TempDir(), "cut.log")
+	os.WriteFile(cut, []byte(strings.TrimSuffix(w.String(), "\n")), 0o644)
+	noTrace := fakeCapture(t, true, func(s *offline.Summary) { s.Windows, s.Backend, s.Dumps = 0, "heapprofd", 3 })
+	dump := filepath.Join(t.TempDir(), "empty.hprof")
+	os.WriteFile(dump, hproftest.NewBuilder("JAVA PROFILE 1.0.3").Bytes(), 0o644)
+
+	bud := writeBudget(t, "total: {max_allocations: 100000000}\nheap: {max_leaked_activities: 0}\n")
+	for _, c := range []struct {
+		input, why, allow string
+		extra             []string
+	}{
+		{full, "1 of 1 windows overflowed (65535 entries)", "--allow-partial", nil},
+		{cut, "the log's last line was cut short", "--allow-partial", []string{"--agent.rate", "1"}},
+		{noTrace, "summary.json says heapprofd, and the directory holds no trace.perfetto-trace", "--allow-partial", nil},
+		{dump, "the heap dump holds no object", "--allow-empty", nil},
+	} {
+		args := append(append([]string{"report", "--budget", bud}, c.extra...), c.input)
+		_, errOut, code := runCmd(t, args...)
+		if code != exitInsufficient || !strings.Contains(errOut, c.why) || !strings.Contains(errOut, c.allow+" judges it anyway") {
+			t.Errorf("%s: exit %d, want %d saying %q; stderr:\n%s", c.input, code, exitInsufficient, c.why, errOut)
 		}
 	}
 }
