@@ -83,3 +83,15 @@ func TestOneNameRule(t *testing.T) {
 		}
 	}
 }
+
+// TestFilterKeepingNothingSaysSo: --class that keeps nothing (the issue's
+// "byte", which names no class whole) says so, not a silent empty report.
+func TestFilterKeepingNothingSaysSo(t *testing.T) {
+	_, errOut, code := runCmd(t, "report", "--class", "float", realReport)
+	if code != exitOK || !strings.Contains(errOut, "--class and --frame kept no allocation (names match whole") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+	if _, errOut, _ := runCmd(t, "report", "--class", `float\[\]`, realReport); errOut != "" {
+		t.Errorf("a filter that keeps something: stderr %q", errOut)
+	}
+}

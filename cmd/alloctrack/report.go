@@ -293,6 +293,9 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "alloctrack report: writing output: %v\n", err)
 		return exitFailure
 	}
+	if bud == nil && dumps < len(*c.inputs) && (*c.class != "" || *c.frame != "") && c.emptyTally(all) != nil {
+		fmt.Fprintf(stderr, "alloctrack report: note: --class and --frame kept no allocation (names match whole: see docs/offline.md#matching-names)\n")
+	}
 	if bud != nil && status == exitOK && samplesOnly {
 		fmt.Fprintf(stderr, "alloctrack report: --budget: agent log counts are samples of an unknown rate, not allocations: give --agent.rate to check a budget\n")
 		return exitUsage
