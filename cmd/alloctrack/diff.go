@@ -23,7 +23,7 @@ type diffCmd struct {
 }
 
 func newDiffCmd(app *kingpin.Application) *diffCmd {
-	c := &diffCmd{cmd: app.Command("diff", "Compare two runs (report files, perfetto traces, tiallocsample agent logs or capture directories) per class and per allocation site, sorted by regression; counts from perfetto traces, and from agent logs given --agent.rate, are estimates.")}
+	c := &diffCmd{cmd: app.Command("diff", "Compare two runs (report files, perfetto traces, tiallocsample agent logs or capture directories) per class and per allocation site, sorted by regression; counts from perfetto traces, and from agent logs given --agent.rate, are estimates. Exit status 4 if an input holds less than a whole run (see --allow-partial, --allow-empty).")}
 	c.format = enum(c.cmd.Flag("format", "Output: text or json."), "format", "text", "text", "json")
 	c.top = c.cmd.Flag("top", "How many classes and sites to list (0: all).").Default("20").Int()
 	c.every = agentRateFlag(c.cmd)

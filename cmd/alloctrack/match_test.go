@@ -95,3 +95,19 @@ func TestFilterKeepingNothingSaysSo(t *testing.T) {
 		t.Errorf("a filter that keeps something: stderr %q", errOut)
 	}
 }
+
+// TestBudgetOfDumpAndAllocations: a report of a heap dump and allocations
+// judges both; the verdict that wins is the worse (over budget over a rule
+// that matched nothing), where a heap verdict used to hide the
+// allocations'.
+func TestBudgetOfDumpAndAllocations(t *testing.T) {
+	dump := filepath.Join(t.TempDir(), "leaky.hprof")
+	if err := os.WriteFile(dump, hproftest.LeakyDump(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := writeBudget(t, "total: {max_allocations: 10}\nheap:\n  classes: [{match: 'com\\.example', max_instances: 1000}]\n")
+	_, errOut, code := runCmd(t, "report", "--budget", b, dump, realReport)
+	if code != exitBudget || !strings.Contains(errOut, "matched no class") || !strings.Contains(errOut, "total: 5000 allocations exceeds the limit 10") {
+		t.Errorf("exit %d, want %d; stderr:\n%s", code, exitBudget, errOut)
+	}
+}

@@ -296,21 +296,38 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 	if bud == nil && dumps < len(*c.inputs) && (*c.class != "" || *c.frame != "") && c.emptyTally(all) != nil {
 		fmt.Fprintf(stderr, "alloctrack report: note: --class and --frame kept no allocation (names match whole: see docs/offline.md#matching-names)\n")
 	}
-	if bud != nil && status == exitOK && samplesOnly {
+	// The allocations are judged too when heap dumps were judged (3, 5).
+	if bud == nil || dumps == len(*c.inputs) || (status != exitOK && status != exitBudget && status != exitUnmatched) {
+		return status
+	}
+	return worse(status, c.judgeAllocations(stderr, all, duration, insufficient, samplesOnly))
+}
+
+// judgeAllocations checks the allocations of every input (all, over
+// duration) against the budget, unless an input may not be judged.
+func (c *reportCmd) judgeAllocations(stderr io.Writer, all *alloctrack.Tally, duration time.Duration, insufficient, samplesOnly bool) int {
+	switch {
+	case samplesOnly:
 		fmt.Fprintf(stderr, "alloctrack report: --budget: agent log counts are samples of an unknown rate, not allocations: give --agent.rate to check a budget\n")
 		return exitUsage
+	case insufficient:
+		fmt.Fprintf(stderr, "alloctrack report: the budget was not judged: an input holds less than a whole run\n")
+		return exitInsufficient
+	case !c.gate.admit(stderr, "alloctrack report", c.emptyTally(all)):
+		return exitInsufficient
 	}
-	if bud != nil && status == exitOK && dumps < len(*c.inputs) {
-		if insufficient {
-			fmt.Fprintf(stderr, "alloctrack report: the budget was not judged: an input holds less than a whole run\n")
-			return exitInsufficient
-		}
-		if !c.gate.admit(stderr, "alloctrack report", c.emptyTally(all)) {
-			return exitInsufficient
-		}
-		return checkBudget(stderr, "alloctrack report", bud, all, duration)
+	return checkBudget(stderr, "alloctrack report", c.bud, all, duration)
+}
+
+// worse returns the exit status that wins of a and b: a failure or a
+// usage error, then 4 (not judged), 3 (over budget), 5 (a rule matched
+// nothing), 0.
+func worse(a, b int) int {
+	rank := map[int]int{exitOK: 0, exitUnmatched: 1, exitBudget: 2, exitInsufficient: 3, exitFailure: 4, exitUsage: 5}
+	if rank[b] > rank[a] {
+		return b
 	}
-	return status
+	return a
 }
 
 // emptyTally says, when t (all the inputs, as the filters kept them) holds
