@@ -556,6 +556,11 @@ func ReadInput(path string) (*Input, error) {
 		if err := json.Unmarshal(b, &s); err != nil {
 			return nil, fmt.Errorf("%s: %w", filepath.Join(path, "summary.json"), err)
 		}
+		var kind struct{ Kind string }
+		if json.Unmarshal(b, &kind); kind.Kind == "heapdump" {
+			// HeapDumpPath did not find the dump it summarises.
+			return nil, fmt.Errorf("%s: a heap dump capture without its %s: nothing to read", path, HeapDumpFile)
+		}
 		in.Summary = &s
 		in.Duration = time.Duration(s.DurationSeconds * float64(time.Second))
 	case !errors.Is(err, os.ErrNotExist):

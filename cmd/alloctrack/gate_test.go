@@ -187,3 +187,15 @@ func TestGateRefusesWhatInputsLost(t *testing.T) {
 		}
 	}
 }
+
+// TestHeapCaptureWithoutDump: a heap capture directory whose heap.hprof
+// is gone is an error, not an allocation capture of 0 allocations.
+func TestHeapCaptureWithoutDump(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "summary.json"), []byte(`{"kind": "heapdump", "objects": 12}`), 0o644)
+	bud := writeBudget(t, "total: {max_allocations: 10}\n")
+	_, errOut, code := runCmd(t, "report", "--budget", bud, "--allow-empty", "--allow-partial", dir)
+	if code != exitFailure || !strings.Contains(errOut, "a heap dump capture without its heap.hprof") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}
