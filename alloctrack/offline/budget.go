@@ -368,10 +368,12 @@ func (b *Budget) Check(t *alloctrack.Tally, d time.Duration) ([]Violation, error
 }
 
 // Measure measures t over a run of duration d (0 if unknown) against
-// every limit of the budget, in the budget's order. Per-second limits with an unknown duration are an error. When t
-// holds heapprofd dumps (t.Estimated), values are estimates and every
-// violation says so; class rules match nothing there, heapprofd recording
-// no class.
+// every limit of the budget, in the budget's order. Per-second limits
+// with an unknown duration are an error. A rule that matched no name has
+// its measurements' Unmatched set. When t holds heapprofd dumps
+// (t.Estimated), values are estimates and every violation says so; class
+// rules match nothing there, heapprofd recording no class (Unmatched.Why
+// says so).
 func (b *Budget) Measure(t *alloctrack.Tally, d time.Duration) ([]Measurement, error) {
 	if d <= 0 && b.NeedsDuration() {
 		return nil, fmt.Errorf("%w: per-second limits need the run's duration: give a capture directory (its summary.json has it), not bare report files", ErrBudget)
@@ -398,42 +400,54 @@ func (b *Budget) Measure(t *alloctrack.Tally, d time.Duration) ([]Measurement, e
 	if b.Total != nil {
 		eval("total", *b.Total, t.Total, nil)
 	}
-	classes := slices.Sorted(maps.Keys(t.Classes))
 	for i, r := range b.Classes {
-		var c alloctrack.Count
-		var miss *Unmatched
-		for _, name := range classes {
-			if r.m.Class(name) {
-				c = c.Plus(*t.Classes[name])
-			}
-		}
-		if !slices.ContainsFunc(classes, r.m.Class) {
-			miss = &Unmatched{Names: "class", Optional: r.Optional, Near: r.m.near(classes)}
-			if len(classes) == 0 && t.Estimated {
-				miss.Why = "heapprofd records no class"
-			}
-		}
+		c, miss := matchClasses(t, r)
 		eval(fmt.Sprintf("classes[%d] %s", i, asTyped(r.Match)), r.Limits, c, miss)
 	}
 	if len(b.Sites) > 0 {
 		sites := t.TopSites(0, false)
 		for i, r := range b.Sites {
-			var c alloctrack.Count
-			matched := false
-			for _, s := range sites {
-				if r.m.AnyFrame(s.Frames) {
-					matched = true
-					c = c.Plus(s.Count)
-				}
-			}
-			var miss *Unmatched
-			if !matched {
-				miss = &Unmatched{Names: "frame", Optional: r.Optional, Near: r.m.near(frameNames(sites))}
-			}
+			c, miss := matchSites(sites, r)
 			eval(fmt.Sprintf("sites[%d] %s", i, asTyped(r.Match)), r.Limits, c, miss)
 		}
 	}
 	return out, nil
+}
+
+// matchClasses sums the classes of t that class rule r matches; miss is
+// set when it matches none.
+func matchClasses(t *alloctrack.Tally, r BudgetRule) (c alloctrack.Count, miss *Unmatched) {
+	classes := slices.Sorted(maps.Keys(t.Classes))
+	matched := false
+	for _, name := range classes {
+		if r.m.Class(name) {
+			matched = true
+			c = c.Plus(*t.Classes[name])
+		}
+	}
+	if !matched {
+		miss = &Unmatched{Names: "class", Optional: r.Optional, Near: r.m.near(classes)}
+		if len(classes) == 0 && t.Estimated {
+			miss.Why = "heapprofd records no class"
+		}
+	}
+	return c, miss
+}
+
+// matchSites sums the sites with a frame that site rule r matches; miss
+// is set when it matches none.
+func matchSites(sites []alloctrack.Site, r BudgetRule) (c alloctrack.Count, miss *Unmatched) {
+	matched := false
+	for _, s := range sites {
+		if r.m.AnyFrame(s.Frames) {
+			matched = true
+			c = c.Plus(s.Count)
+		}
+	}
+	if !matched {
+		miss = &Unmatched{Names: "frame", Optional: r.Optional, Near: r.m.near(frameNames(sites))}
+	}
+	return c, miss
 }
 
 // frameNames returns the distinct frames of sites, in order.

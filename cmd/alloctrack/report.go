@@ -167,13 +167,8 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 			continue
 		}
 		in.Every = *c.every
-		if sf := in.Shortfall(); sf != nil {
-			w.Flush()
-			if bud == nil {
-				fmt.Fprintf(stderr, "alloctrack report: note: %v\n", sf)
-			} else if !c.gate.admit(stderr, "alloctrack report", sf) {
-				insufficient = true
-			}
+		if !c.admit(w, stderr, in) {
+			insufficient = true
 		}
 		if in.Duration > 0 {
 			duration += in.Duration
@@ -328,6 +323,21 @@ func worse(a, b int) int {
 		return b
 	}
 	return a
+}
+
+// admit tells whether the budget may judge input in (see gateFlags); with
+// no budget, an input that holds less than a run gets a note.
+func (c *reportCmd) admit(w *bufio.Writer, stderr io.Writer, in *offline.Input) bool {
+	sf := in.Shortfall()
+	if sf == nil {
+		return true
+	}
+	w.Flush()
+	if c.bud == nil {
+		fmt.Fprintf(stderr, "alloctrack report: note: %v\n", sf)
+		return true
+	}
+	return c.gate.admit(stderr, "alloctrack report", sf)
 }
 
 // emptyTally says, when t (all the inputs, as the filters kept them) holds
