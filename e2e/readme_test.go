@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,12 +18,11 @@ import (
 	"github.com/alloctrack/alloctrack/sim"
 )
 
-// TestReadmeCIExample runs the README's CI example (the shell block
-// between the ci-example markers) as it stands, with the alloctrack under
-// test first on PATH, on a free port instead of the README's: the
-// captures, the budget check and the diff must all succeed, and leave the
-// files the README says they write. A stale command fails here.
-func TestReadmeCIExample(t *testing.T) {
+// readmeCIScript returns the README's CI example (the shell block between
+// the ci-example markers) as it stands, on a free port instead of the
+// README's.
+func readmeCIScript(t *testing.T) string {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -34,9 +34,15 @@ func TestReadmeCIExample(t *testing.T) {
 		t.Fatal("README.md has no ci-example block")
 	}
 	script := readme[start+len("<!-- ci-example -->\n```sh\n") : end]
-	port := strconv.Itoa(adbtest.FreePort(t))
-	script = strings.ReplaceAll(script, "15037", port)
+	return strings.ReplaceAll(script, "15037", strconv.Itoa(adbtest.FreePort(t)))
+}
 
+// runCIScript runs script with plain bash (no -e: the script must fail by
+// itself, as a CI job's shell step would run it) in a new directory, with
+// the alloctrack under test first on PATH. It returns the directory, the
+// output and bash's error.
+func runCIScript(t *testing.T, script string) (string, string, error) {
+	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
 	if err := os.MkdirAll(bin, 0o755); err != nil {
@@ -45,7 +51,7 @@ func TestReadmeCIExample(t *testing.T) {
 	if err := os.Symlink(binary, filepath.Join(bin, "alloctrack")); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
+	cmd := exec.Command("bash", "-c", script)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	// Its own process group: the simulator it starts in the background
@@ -58,6 +64,7 @@ func TestReadmeCIExample(t *testing.T) {
 	})
 	done := make(chan struct{})
 	var out []byte
+	var err error
 	go func() { out, err = cmd.CombinedOutput(); close(done) }()
 	select {
 	case <-done:
@@ -66,6 +73,14 @@ func TestReadmeCIExample(t *testing.T) {
 		<-done
 		t.Fatalf("the README's CI example did not finish in 2 minutes:\n%s", out)
 	}
+	return dir, string(out), err
+}
+
+// TestReadmeCIExample runs the README's CI example as it stands: the
+// captures, the budget check and the diff must all succeed, and leave the
+// files the README says they write. A stale command fails here.
+func TestReadmeCIExample(t *testing.T) {
+	dir, out, err := runCIScript(t, readmeCIScript(t))
 	if err != nil {
 		t.Fatalf("the README's CI example failed: %v\n%s", err, out)
 	}
@@ -75,9 +90,42 @@ func TestReadmeCIExample(t *testing.T) {
 		}
 	}
 	t.Logf("the example's output:\n%s", out)
-	if s := string(out); !strings.Contains(s, "within budget") || !strings.Contains(s, "sites[0]") {
-		t.Errorf("the budget check did not report its margins:\n%s", s)
+	if !strings.Contains(out, "within budget") || !strings.Contains(out, "sites[0]") {
+		t.Errorf("the budget check did not report its margins:\n%s", out)
 	}
+}
+
+// TestReadmeCIExampleFails runs the README's CI example with a failing
+// step, as a CI job would run it: it must fail, and run nothing after the
+// step. A capture that fails stops it; so does a capture whose failure is
+// ignored (|| true, here one that left a summary.json with "error" and no
+// window), at the budget check (exit 4), before the diff.
+func TestReadmeCIExampleFails(t *testing.T) {
+	script := readmeCIScript(t)
+	base := "--package com.example.app1 --duration 10s --out base/"
+	newLine := regexp.MustCompile(`(?m)^alloctrack capture .* --out new/$`)
+	if !strings.Contains(script, base) || !newLine.MatchString(script) {
+		t.Fatalf("the README's captures changed; update this test:\n%s", script)
+	}
+	t.Run("capture fails", func(t *testing.T) {
+		_, out, err := runCIScript(t, strings.Replace(script, base, "--package com.example.gone --duration 10s --out base/", 1))
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+			t.Fatalf("exit %v, want 1:\n%s", err, out)
+		}
+		if !strings.Contains(out, "app com.example.gone is not running") || strings.Contains(out, "within budget") || strings.Contains(out, "sites matched on") {
+			t.Errorf("the example went on after the failed capture:\n%s", out)
+		}
+	})
+	t.Run("failed capture ignored", func(t *testing.T) {
+		failed := `mkdir -p new && echo '{"windows": 0, "error": "the app died"}' > new/summary.json || true`
+		_, out, err := runCIScript(t, newLine.ReplaceAllLiteralString(script, failed))
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 4 {
+			t.Fatalf("exit %v, want 4:\n%s", err, out)
+		}
+		if !strings.Contains(out, "the capture failed: the app died") || strings.Contains(out, "within budget") || strings.Contains(out, "sites matched on") {
+			t.Errorf("the example judged or diffed a failed capture:\n%s", out)
+		}
+	})
 }
 
 // TestReadmeFirstCommand runs the README's first command from the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -75,6 +76,9 @@ type Log struct {
 	Stacks []Stack
 	// Samples is the number of sample lines, the sum of Stacks' Samples.
 	Samples uint64
+	// Bytes is the sum of the samples' sizes; Parse refuses a log whose
+	// sum does not fit in a jlong (see MaxBytes).
+	Bytes uint64
 	// Lines is the number of lines read.
 	Lines int
 	// CutLine is set when the file did not end with a newline: the agent
@@ -91,6 +95,10 @@ type SyntaxError struct {
 }
 
 func (e *SyntaxError) Error() string { return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.What) }
+
+// MaxBytes is the largest allocation size, and the largest sum of a log's
+// sampled sizes, Parse accepts: the agent's sizes are jlongs.
+const MaxBytes = math.MaxInt64
 
 // key kinds
 const (
@@ -202,7 +210,13 @@ func (p *parser) parseLine(b []byte) error {
 	case r.kind != kindStack:
 		return p.errorf("sample of key %d, which is not a stack trace", k)
 	}
-	p.log.Stacks[r.idx].Samples++
+	st := &p.log.Stacks[r.idx]
+	size := p.log.Allocs[st.Alloc].Size
+	if p.log.Bytes > MaxBytes-size {
+		return p.errorf("the sampled sizes sum past a jlong (%d + %d > %d): not a log the agent writes", p.log.Bytes, size, uint64(MaxBytes))
+	}
+	p.log.Bytes += size
+	st.Samples++
 	p.log.Samples++
 	return nil
 }
@@ -254,9 +268,12 @@ func (p *parser) alloc(v string) (Alloc, error) {
 	}
 	sz := v[i+len(", size[") : len(v)-1]
 	dec, hex, ok := strings.Cut(sz, ", hex: 0x")
-	n, err := strconv.ParseUint(dec, 10, 64)
-	if !ok || err != nil {
+	n, err := strconv.ParseUint(strings.TrimPrefix(dec, "-"), 10, 64)
+	switch {
+	case !ok || (err != nil && !errors.Is(err, strconv.ErrRange)):
 		return a, p.errorf("allocation size %q is not \"N, hex: 0xH\"", sz)
+	case strings.HasPrefix(dec, "-") || err != nil || n > MaxBytes:
+		return a, p.errorf("allocation size %s is outside a jlong (0 to %d)", dec, uint64(MaxBytes))
 	}
 	if h, err := strconv.ParseUint(hex, 16, 64); err != nil || h != n {
 		return a, p.errorf("allocation size %q: decimal and hex differ", sz)

@@ -151,12 +151,28 @@ func TestErrors(t *testing.T) {
 		{alloc + "+1 run()V\n", "has no comma"},
 		{alloc + "hello\n", "test.log:2: not a definition (+ or =) nor a sample"},
 		{"#1(VMObjectAlloc(#0(jthread[main], jclass[[I file: <UNKNOWN_FILE>], size[24, hex: 0x18]))\n", "first development version"},
+		// Sizes are jlongs: above one, or negative, is no size the agent writes.
+		{"+0,jthread[main], jclass[[I file: x], size[9223372036854775808, hex: 0x8000000000000000]\n", "test.log:1: allocation size 9223372036854775808 is outside a jlong"},
+		{"+0,jthread[main], jclass[[I file: x], size[18446744073709551616, hex: 0x10000000000000000]\n", "test.log:1: allocation size 18446744073709551616 is outside a jlong"},
+		{"+0,jthread[main], jclass[[I file: x], size[-1, hex: 0xffffffffffffffff]\n", "test.log:1: allocation size -1 is outside a jlong"},
+		// Two samples of 2^62 bytes sum to 2^63: past a jlong (and 2^63
+		// twice would wrap to 0 in a uint64).
+		{"+0,jthread[main], jclass[[I file: x], size[4611686018427387904, hex: 0x4000000000000000]\n=1,0\n1\n1\n", "test.log:4: the sampled sizes sum past a jlong"},
 	} {
 		_, err := Parse(strings.NewReader(c.log), "test.log")
 		var se *SyntaxError
 		if !errors.As(err, &se) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want a SyntaxError with %q", c.log, err, c.want)
 		}
+	}
+}
+
+// TestLargestSizes reads the largest size a jlong holds, and a sum that
+// just fits: exact, not wrapped.
+func TestLargestSizes(t *testing.T) {
+	l := parse(t, "+0,jthread[main], jclass[[I file: x], size[9223372036854775807, hex: 0x7fffffffffffffff]\n=1,0\n1\n")
+	if l.Allocs[0].Size != MaxBytes || l.Bytes != MaxBytes {
+		t.Errorf("size %d, bytes %d, want %d", l.Allocs[0].Size, l.Bytes, uint64(MaxBytes))
 	}
 }
 
@@ -182,9 +198,10 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		var n uint64
+		var n, bytes uint64
 		for _, st := range l.Stacks {
 			n += st.Samples
+			bytes += st.Samples * l.Allocs[st.Alloc].Size
 			if st.Alloc < 0 || st.Alloc >= len(l.Allocs) {
 				t.Fatalf("stack alloc %d of %d", st.Alloc, len(l.Allocs))
 			}
@@ -196,6 +213,9 @@ func FuzzParse(f *testing.F) {
 		}
 		if n != l.Samples {
 			t.Fatalf("stacks hold %d samples, log %d", n, l.Samples)
+		}
+		if bytes != l.Bytes || l.Bytes > MaxBytes {
+			t.Fatalf("stacks hold %d bytes, log %d", bytes, l.Bytes)
 		}
 	})
 }

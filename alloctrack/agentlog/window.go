@@ -16,6 +16,9 @@
 package agentlog
 
 import (
+	"errors"
+	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -50,10 +53,20 @@ func Class(a *tialloc.Alloc) string {
 	return allocreport.DescriptorToDot(a.Class)
 }
 
+// ErrOverflow is returned when a log's estimates (samples times the rate)
+// do not fit in a count.
+var ErrOverflow = errors.New("agentlog: estimates past 2^64")
+
 // Window returns the window of log l: its samples per site, and, when
 // every (the agent's sample rate) is not 0, the allocations estimated from
-// them (samples times every), per site and per class.
-func Window(l *tialloc.Log, every uint64, start, end time.Time) *alloctrack.Window {
+// them (samples times every), per site and per class. Estimates whose
+// total does not fit in a uint64 are ErrOverflow (tialloc.Parse already
+// bounds the samples' bytes), so no count of the window wraps: every
+// site's and class's count is part of the total.
+func Window(l *tialloc.Log, every uint64, start, end time.Time) (*alloctrack.Window, error) {
+	if every > 0 && (l.Samples > math.MaxUint64/every || l.Bytes > math.MaxUint64/every) {
+		return nil, fmt.Errorf("%w: %d samples of %d bytes times the rate %d", ErrOverflow, l.Samples, l.Bytes, every)
+	}
 	src := &logSource{}
 	w := &alloctrack.Window{Start: start, End: end, Source: src}
 	if every > 0 {
@@ -98,7 +111,7 @@ func Window(l *tialloc.Log, every uint64, start, end time.Time) *alloctrack.Wind
 		w.Classes[c].Count = w.Classes[c].Count.Plus(count)
 	}
 	src.w = w
-	return w
+	return w, nil
 }
 
 type logSource struct {

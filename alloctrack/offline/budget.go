@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"regexp"
-	"regexp/syntax"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,11 +34,13 @@ func (l Limits) perSecond() bool {
 	return l.MaxAllocationsPerSecond != nil || l.MaxBytesPerSecond != nil
 }
 
-// BudgetRule limits what a regular expression matches.
+// BudgetRule limits what a name expression matches (see NameMatcher). A
+// rule that matches nothing fails the check unless it is Optional.
 type BudgetRule struct {
-	Match  string `yaml:"match"`
-	Limits `yaml:",inline"`
-	re     *regexp.Regexp
+	Match    string `yaml:"match"`
+	Optional bool   `yaml:"optional"`
+	Limits   `yaml:",inline"`
+	m        *NameMatcher
 }
 
 // Budget is an allocation budget:
@@ -46,10 +49,10 @@ type BudgetRule struct {
 //	classes: [{match: 'android\.os\.Message', max_allocations_per_second: 100}]
 //	sites:   [{match: 'MainActivity\.onClick', max_bytes_per_second: 2048}]
 //
-// A class rule's regular expression must match the whole dotted class name;
-// a site rule's matches anywhere in the site's text (allocated class, then
-// each frame as Class.method(File:line), newline-separated). A rule limits
-// the sum over everything it matches.
+// Names are matched as NameMatcher says: a class rule's expression must
+// match a whole dotted class name; a site rule's a whole frame of the
+// site (pkg.Class.method, or as shown with its file and line). A rule
+// limits the sum over everything it matches.
 type Budget struct {
 	Total   *Limits      `yaml:"total"`
 	Classes []BudgetRule `yaml:"classes"`
@@ -74,15 +77,18 @@ type HeapBudget struct {
 	MaxDuplicateBytes *uint64 `yaml:"max_duplicate_bytes"`
 }
 
-// HeapRule limits the classes a regular expression matches (the whole
-// dotted name), in one heap ("app", "zygote", "image", "default") or all.
+// HeapRule limits the classes a name expression matches (the whole dotted
+// name, see NameMatcher), in one heap ("app", "zygote", "image",
+// "default") or all. A rule that matches nothing fails the check unless it
+// is Optional.
 type HeapRule struct {
 	Match            string  `yaml:"match"`
 	Heap             string  `yaml:"heap"`
+	Optional         bool    `yaml:"optional"`
 	MaxInstances     *uint64 `yaml:"max_instances"`
 	MaxBytes         *uint64 `yaml:"max_bytes"`
 	MaxRetainedBytes *uint64 `yaml:"max_retained_bytes"`
-	re               *regexp.Regexp
+	m                *NameMatcher
 }
 
 // ErrBudget wraps every error about a budget file itself.
@@ -101,9 +107,8 @@ func ReadBudget(path string) (*Budget, error) {
 // ParseBudget parses budget YAML; name is used in errors.
 func ParseBudget(name string, data []byte) (*Budget, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	var bud Budget
-	if err := dec.Decode(&bud); err != nil {
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%w: %s: the file is empty", ErrBudget, name)
 		}
@@ -112,6 +117,13 @@ func ParseBudget(name string, data []byte) (*Budget, error) {
 	var extra any
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%w: %s: more than one YAML document", ErrBudget, name)
+	}
+	var bud Budget
+	if err := checkYAML(doc.Content[0], reflect.TypeFor[Budget](), ""); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrBudget, name, err)
+	}
+	if err := doc.Decode(&bud); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrBudget, name, err)
 	}
 	if bud.Total == nil && len(bud.Classes) == 0 && len(bud.Sites) == 0 && bud.Heap == nil {
 		return nil, fmt.Errorf("%w: %s: no limits (give total, classes, sites or heap)", ErrBudget, name)
@@ -142,15 +154,11 @@ func ParseBudget(name string, data []byte) (*Budget, error) {
 			if r.Match == "" {
 				return nil, fmt.Errorf("%w: %s: %s has no match", ErrBudget, name, where)
 			}
-			expr := r.Match
-			if kind == "classes" {
-				expr = "^(?:" + expr + ")$"
-			}
-			re, err := compileRule(name, where, r.Match, expr)
+			m, err := compileRule(name, where, r.Match)
 			if err != nil {
 				return nil, err
 			}
-			r.re = re
+			r.m = m
 			if err := check(where, r.Limits); err != nil {
 				return nil, err
 			}
@@ -159,19 +167,13 @@ func ParseBudget(name string, data []byte) (*Budget, error) {
 	return &bud, nil
 }
 
-// compileRule compiles a rule's regular expression (expr: match, perhaps
-// anchored).
-func compileRule(name, where, match, expr string) (*regexp.Regexp, error) {
-	re, err := regexp.Compile(expr)
+// compileRule compiles a rule's name expression.
+func compileRule(name, where, match string) (*NameMatcher, error) {
+	m, err := CompileName(match)
 	if err != nil {
-		why := err.Error()
-		if se, ok := errors.AsType[*syntax.Error](err); ok {
-			// Its own text quotes the anchored form compiled.
-			why = se.Code.String()
-		}
-		return nil, fmt.Errorf("%w: %s: %s match %s is not a regular expression: %s", ErrBudget, name, where, asTyped(match), why)
+		return nil, fmt.Errorf("%w: %s: %s match %v", ErrBudget, name, where, err)
 	}
-	return re, nil
+	return m, nil
 }
 
 // check checks the heap limits (nil: none).
@@ -191,11 +193,11 @@ func (h *HeapBudget) check(name string) error {
 		if r.MaxInstances == nil && r.MaxBytes == nil && r.MaxRetainedBytes == nil {
 			return fmt.Errorf("%w: %s: %s sets no limit", ErrBudget, name, where)
 		}
-		re, err := compileRule(name, where, r.Match, "^(?:"+r.Match+")$")
+		m, err := compileRule(name, where, r.Match)
 		if err != nil {
 			return err
 		}
-		r.re = re
+		r.m = m
 	}
 	return nil
 }
@@ -221,8 +223,12 @@ func (b *Budget) MeasureDump(a *heapdump.Analysis) []Measurement {
 	var out []Measurement
 	for i, r := range h.Classes {
 		var inst, bytes, ret uint64
+		matched := false
+		var names []string
 		for _, c := range a.Histogram.Classes {
-			if (r.Heap == "" || r.Heap == c.Heap) && r.re.MatchString(c.Class) {
+			names = append(names, c.Class)
+			if (r.Heap == "" || r.Heap == c.Heap) && r.m.Class(c.Class) {
+				matched = true
 				inst += c.Instances
 				bytes += c.Bytes
 				ret += c.Retained
@@ -232,13 +238,17 @@ func (b *Budget) MeasureDump(a *heapdump.Analysis) []Measurement {
 		if r.Heap != "" {
 			rule += " in heap " + r.Heap
 		}
+		var miss *Unmatched
+		if !matched {
+			miss = &Unmatched{Names: "class", Optional: r.Optional, Near: r.m.near(names)}
+		}
 		for _, l := range []struct {
 			what  string
 			limit *uint64
 			v     uint64
 		}{{"instances", r.MaxInstances, inst}, {"bytes", r.MaxBytes, bytes}, {"retained bytes", r.MaxRetainedBytes, ret}} {
 			if l.limit != nil {
-				out = append(out, Measurement{Rule: rule, What: l.what, Value: float64(l.v), Limit: float64(*l.limit)})
+				out = append(out, Measurement{Rule: rule, What: l.what, Value: float64(l.v), Limit: float64(*l.limit), Unmatched: miss})
 			}
 		}
 	}
@@ -289,6 +299,16 @@ type Measurement struct {
 	// Estimated: the measured value is an estimate from heapprofd
 	// samples (a perfetto trace among the inputs), not an exact count.
 	Estimated bool
+	// Unmatched is set when the rule's expression matched no name.
+	Unmatched *Unmatched
+}
+
+// Unmatched says that a rule matched no name of the input.
+type Unmatched struct {
+	Names    string   // what the rule names: "class" or "frame"
+	Optional bool     // the rule says it may match nothing
+	Near     []string // names its expression matches in part, not whole
+	Why      string   // why the input cannot match, if known
 }
 
 // Violation is a measurement over its limit.
@@ -348,57 +368,101 @@ func (b *Budget) Check(t *alloctrack.Tally, d time.Duration) ([]Violation, error
 }
 
 // Measure measures t over a run of duration d (0 if unknown) against
-// every limit of the budget, in the budget's order. Per-second limits with an unknown duration are an error. When t
-// holds heapprofd dumps (t.Estimated), values are estimates and every
-// violation says so; class rules match nothing there, heapprofd recording
-// no class.
+// every limit of the budget, in the budget's order. Per-second limits
+// with an unknown duration are an error. A rule that matched no name has
+// its measurements' Unmatched set. When t holds heapprofd dumps
+// (t.Estimated), values are estimates and every violation says so; class
+// rules match nothing there, heapprofd recording no class (Unmatched.Why
+// says so).
 func (b *Budget) Measure(t *alloctrack.Tally, d time.Duration) ([]Measurement, error) {
 	if d <= 0 && b.NeedsDuration() {
 		return nil, fmt.Errorf("%w: per-second limits need the run's duration: give a capture directory (its summary.json has it), not bare report files", ErrBudget)
 	}
 	var out []Measurement
-	eval := func(rule string, l Limits, c alloctrack.Count) {
+	eval := func(rule string, l Limits, c alloctrack.Count, miss *Unmatched) {
 		sec := d.Seconds()
+		add := func(what string, v, limit float64) {
+			out = append(out, Measurement{Rule: rule, What: what, Value: v, Limit: limit, Estimated: t.Estimated, Unmatched: miss})
+		}
 		if l.MaxAllocationsPerSecond != nil {
-			out = append(out, Measurement{rule, "allocations per second", float64(c.Allocations) / sec, *l.MaxAllocationsPerSecond, t.Estimated})
+			add("allocations per second", float64(c.Allocations)/sec, *l.MaxAllocationsPerSecond)
 		}
 		if l.MaxBytesPerSecond != nil {
-			out = append(out, Measurement{rule, "bytes per second", float64(c.Bytes) / sec, *l.MaxBytesPerSecond, t.Estimated})
+			add("bytes per second", float64(c.Bytes)/sec, *l.MaxBytesPerSecond)
 		}
 		if l.MaxAllocations != nil {
-			out = append(out, Measurement{rule, "allocations", float64(c.Allocations), float64(*l.MaxAllocations), t.Estimated})
+			add("allocations", float64(c.Allocations), float64(*l.MaxAllocations))
 		}
 		if l.MaxBytes != nil {
-			out = append(out, Measurement{rule, "bytes", float64(c.Bytes), float64(*l.MaxBytes), t.Estimated})
+			add("bytes", float64(c.Bytes), float64(*l.MaxBytes))
 		}
 	}
 	if b.Total != nil {
-		eval("total", *b.Total, t.Total)
+		eval("total", *b.Total, t.Total, nil)
 	}
 	for i, r := range b.Classes {
-		var c alloctrack.Count
-		for name, n := range t.Classes {
-			if r.re.MatchString(name) {
-				c.Allocations += n.Allocations
-				c.Bytes += n.Bytes
-			}
-		}
-		eval(fmt.Sprintf("classes[%d] %s", i, asTyped(r.Match)), r.Limits, c)
+		c, miss := matchClasses(t, r)
+		eval(fmt.Sprintf("classes[%d] %s", i, asTyped(r.Match)), r.Limits, c, miss)
 	}
 	if len(b.Sites) > 0 {
 		sites := t.TopSites(0, false)
 		for i, r := range b.Sites {
-			var c alloctrack.Count
-			for _, s := range sites {
-				if r.re.MatchString(s.Class + "\n" + strings.Join(s.Frames, "\n")) {
-					c.Allocations += s.Allocations
-					c.Bytes += s.Bytes
-				}
-			}
-			eval(fmt.Sprintf("sites[%d] %s", i, asTyped(r.Match)), r.Limits, c)
+			c, miss := matchSites(sites, r)
+			eval(fmt.Sprintf("sites[%d] %s", i, asTyped(r.Match)), r.Limits, c, miss)
 		}
 	}
 	return out, nil
+}
+
+// matchClasses sums the classes of t that class rule r matches; miss is
+// set when it matches none.
+func matchClasses(t *alloctrack.Tally, r BudgetRule) (c alloctrack.Count, miss *Unmatched) {
+	classes := slices.Sorted(maps.Keys(t.Classes))
+	matched := false
+	for _, name := range classes {
+		if r.m.Class(name) {
+			matched = true
+			c = c.Plus(*t.Classes[name])
+		}
+	}
+	if !matched {
+		miss = &Unmatched{Names: "class", Optional: r.Optional, Near: r.m.near(classes)}
+		if len(classes) == 0 && t.Estimated {
+			miss.Why = "heapprofd records no class"
+		}
+	}
+	return c, miss
+}
+
+// matchSites sums the sites with a frame that site rule r matches; miss
+// is set when it matches none.
+func matchSites(sites []alloctrack.Site, r BudgetRule) (c alloctrack.Count, miss *Unmatched) {
+	matched := false
+	for _, s := range sites {
+		if r.m.AnyFrame(s.Frames) {
+			matched = true
+			c = c.Plus(s.Count)
+		}
+	}
+	if !matched {
+		miss = &Unmatched{Names: "frame", Optional: r.Optional, Near: r.m.near(frameNames(sites))}
+	}
+	return c, miss
+}
+
+// frameNames returns the distinct frames of sites, in order.
+func frameNames(sites []alloctrack.Site) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range sites {
+		for _, f := range s.Frames {
+			if !seen[f] {
+				seen[f] = true
+				out = append(out, f)
+			}
+		}
+	}
+	return out
 }
 
 // asTyped quotes a regular expression as a budget file holds it in single

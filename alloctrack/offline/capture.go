@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -72,6 +73,9 @@ type Summary struct {
 	TopSites        []SummarySite  `json:"top_sites"`
 	Interrupted     bool           `json:"interrupted,omitempty"`
 	Error           string         `json:"error,omitempty"`
+	// RequestedSeconds is the duration the capture was asked to run
+	// (--duration); 0 in captures older than the field.
+	RequestedSeconds float64 `json:"requested_seconds,omitempty"`
 
 	// Backend is how the app was watched: "ddm" ("" in captures older
 	// than the field) or "heapprofd". A heapprofd capture is sampled:
@@ -236,6 +240,10 @@ func (w *CaptureWriter) SetPackage(app string) {
 	}
 }
 
+// SetRequested records how long the capture was asked to run, so that a
+// reader can tell a capture that ended early.
+func (w *CaptureWriter) SetRequested(d time.Duration) { w.sum.RequestedSeconds = d.Seconds() }
+
 // Dumps is the number of heapprofd dumps counted.
 func (w *CaptureWriter) Dumps() int { return w.sum.Dumps }
 
@@ -311,6 +319,7 @@ type Input struct {
 	Reports  []*allocreport.Report
 	Files    []string      // one per report
 	Summary  *Summary      // from a capture directory's summary.json
+	Dir      bool          // read from a directory (a capture)
 	Duration time.Duration // 0 when unknown (bare files)
 
 	// A perfetto trace (a bare trace file, or a heapprofd capture
@@ -353,26 +362,64 @@ func (in *Input) Kind() string {
 }
 
 // LogWindow returns the window of the input's agent log (nil without one).
-func (in *Input) LogWindow() *alloctrack.Window {
+func (in *Input) LogWindow() (*alloctrack.Window, error) {
 	if in.Log == nil {
-		return nil
+		return nil, nil
 	}
-	return agentlog.Window(in.Log, in.Every, time.Time{}, time.Time{})
+	w, err := agentlog.Window(in.Log, in.Every, time.Time{}, time.Time{})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", in.Name, err)
+	}
+	return w, nil
 }
 
-// AddTo counts the input into t: its reports, its dumps, or its log.
-func (in *Input) AddTo(t *alloctrack.Tally) {
-	if w := in.LogWindow(); w != nil {
-		t.Add(w)
+// AddTo counts the input into t: its reports, its dumps, or its log. A sum
+// past 2^64 is an error (see AddWindow).
+func (in *Input) AddTo(t *alloctrack.Tally) error {
+	w, err := in.LogWindow()
+	if err != nil {
+		return err
+	}
+	if w != nil {
+		if err := AddWindow(t, w); err != nil {
+			return fmt.Errorf("%s: %w", in.Name, err)
+		}
 	}
 	for _, r := range in.Reports {
 		w := ddm.WindowOfReport(r, time.Time{}, time.Time{})
-		t.Add(w)
+		err := AddWindow(t, w)
 		w.Release()
+		if err != nil {
+			return fmt.Errorf("%s: %w", in.Name, err)
+		}
 	}
 	for _, d := range in.Dumps {
-		t.Add(heapprofd.WindowOfDump(d, time.Time{}, time.Time{}))
+		if err := AddWindow(t, heapprofd.WindowOfDump(d, time.Time{}, time.Time{})); err != nil {
+			return fmt.Errorf("%s: %w", in.Name, err)
+		}
 	}
+	return nil
+}
+
+// ErrOverflow is returned when a sum of counts would pass 2^64.
+var ErrOverflow = errors.New("the counts sum past 2^64: not data a device writes")
+
+// AddWindow adds w to t, unless t's total allocations or bytes would pass
+// 2^64 (a float64 sum, so a sum within a few thousand of 2^64 is refused
+// too): every class's and site's count is part of the total, so none of
+// them wraps either.
+func AddWindow(t *alloctrack.Tally, w *alloctrack.Window) error {
+	a, b := float64(t.Total.Allocations), float64(t.Total.Bytes)
+	if w.Sampling != nil {
+		a, b = a+w.Estimated.Allocations, b+w.Estimated.Bytes
+	} else {
+		a, b = a+float64(w.Total.Allocations), b+float64(w.Total.Bytes)
+	}
+	if a >= math.MaxUint64 || b >= math.MaxUint64 {
+		return ErrOverflow
+	}
+	t.Add(w)
+	return nil
 }
 
 // fileHead returns up to the first 32 bytes of a file: enough to tell
@@ -450,7 +497,7 @@ func ReadInput(path string) (*Input, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := &Input{Name: path}
+	in := &Input{Name: path, Dir: st.IsDir()}
 	if !st.IsDir() {
 		head, err := fileHead(path)
 		if err != nil {
@@ -531,6 +578,11 @@ func ReadInput(path string) (*Input, error) {
 		var s Summary
 		if err := json.Unmarshal(b, &s); err != nil {
 			return nil, fmt.Errorf("%s: %w", filepath.Join(path, "summary.json"), err)
+		}
+		var kind struct{ Kind string }
+		if json.Unmarshal(b, &kind); kind.Kind == "heapdump" {
+			// HeapDumpPath did not find the dump it summarises.
+			return nil, fmt.Errorf("%s: a heap dump capture without its %s: nothing to read", path, HeapDumpFile)
 		}
 		in.Summary = &s
 		in.Duration = time.Duration(s.DurationSeconds * float64(time.Second))

@@ -145,7 +145,7 @@ func TestBudgetAndDiffOfTrace(t *testing.T) {
 	for _, d := range tracetest.Dumps(t, tracetest.Heapprofd(t, 4096)) {
 		tl.Add(heapprofd.WindowOfDump(d, time.Time{}, time.Time{}))
 	}
-	bud, err := offline.ParseBudget("b.yaml", []byte("total: {max_allocations: 10}\nsites: [{match: 'Foo\\.bar', max_bytes: 100}]\n"))
+	bud, err := offline.ParseBudget("b.yaml", []byte("total: {max_allocations: 10}\nsites: [{match: '.*Foo\\.bar', max_bytes: 100}]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -209,3 +209,44 @@ func TestReportBadAgentLog(t *testing.T) {
 		t.Error("the good input after the bad one was not reported")
 	}
 }
+
+// hugeLog writes an agent log of one sample of size bytes.
+func hugeLog(t *testing.T, name string, size uint64) string {
+	t.Helper()
+	w := tialloctest.NewWriter()
+	w.Add(tialloctest.Sample{Thread: "main", Class: "[B", Size: size, Frames: []string{"LMain;::run()V"}})
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(w.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestAgentLogSumsDoNotWrap: byte totals that would pass 2^64 (four logs
+// of 2^62 bytes; one such log times a rate of 4) are errors naming the
+// input, not totals wrapped to 0 and checked against a budget.
+func TestAgentLogSumsDoNotWrap(t *testing.T) {
+	var logs []string
+	for i := range 4 {
+		logs = append(logs, hugeLog(t, fmt.Sprintf("big%d.log", i), 1<<62))
+	}
+	bud := filepath.Join(t.TempDir(), "b.yaml")
+	os.WriteFile(bud, []byte("total: {max_bytes: 1000}\n"), 0o644)
+	_, errOut, code := runCmd(t, append([]string{"report", "--agent.rate", "1", "--budget", bud}, logs...)...)
+	if code != exitFailure || !strings.Contains(errOut, logs[3]+": the counts sum past 2^64") {
+		t.Errorf("four logs of 2^62 bytes: exit %d, stderr %q", code, errOut)
+	}
+	_, errOut, code = runCmd(t, "report", "--agent.rate", "4", "--budget", bud, logs[0])
+	if code != exitFailure || !strings.Contains(errOut, logs[0]+": agentlog: estimates past 2^64") {
+		t.Errorf("2^62 bytes times 4: exit %d, stderr %q", code, errOut)
+	}
+	_, errOut, code = runCmd(t, "diff", "--agent.rate", "4", logs[0], logs[1])
+	if code != exitFailure || !strings.Contains(errOut, "estimates past 2^64") {
+		t.Errorf("diff, 2^62 bytes times 4: exit %d, stderr %q", code, errOut)
+	}
+	big := hugeLog(t, "jlong.log", 1<<63)
+	_, errOut, code = runCmd(t, "report", big)
+	if code != exitFailure || !strings.Contains(errOut, big+":1: allocation size 9223372036854775808 is outside a jlong") {
+		t.Errorf("a size of 2^63: exit %d, stderr %q", code, errOut)
+	}
+}

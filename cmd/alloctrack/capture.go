@@ -36,6 +36,7 @@ type captureCmd struct {
 	out      *string
 	top      *int
 	budget   *string
+	gate     *gateFlags
 }
 
 func newCaptureCmd(app *kingpin.Application) *captureCmd {
@@ -50,7 +51,8 @@ func newCaptureCmd(app *kingpin.Application) *captureCmd {
 	c.duration = f("duration", "How long to record.").Default("30s").Duration()
 	c.out = f("out", "Directory to write into (created; must not hold a capture already).").Short('o').Required().String()
 	c.top = f("top", "Classes and sites listed in summary.json.").Default("20").Int()
-	c.budget = f("budget", "Check the capture against a budget file (YAML); exit status 3 if it is exceeded.").String()
+	c.budget = f("budget", "Check the capture against a budget file (YAML); exit status 3 if it is exceeded, 4 if the capture holds less than asked, 5 if a rule matched nothing.").String()
+	c.gate = addGateFlags(c.cmd)
 	return c
 }
 
@@ -115,6 +117,7 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(exitFailure, "%v", err)
 	}
+	w.SetRequested(*c.duration)
 
 	// Ctrl-C once: finish the window under way, turn tracking off, write
 	// what was collected. Twice: stop at once (tracking is still turned off).
@@ -181,7 +184,7 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 	} else if msg != "" {
 		fmt.Fprintf(stderr, "alloctrack capture: %s\n", msg)
 	}
-	return checkCaptureBudget(stderr, *c.out, bud)
+	return checkCaptureBudget(stderr, *c.out, bud, c.gate)
 }
 
 // outcome prints what a capture recorded and says how it ended: a
@@ -291,7 +294,7 @@ func lookupApp(ctx context.Context, client *adb.Client, addr, wantSerial, pkg st
 }
 
 // checkCaptureBudget checks the capture in dir against bud (nil: none).
-func checkCaptureBudget(stderr io.Writer, dir string, bud *offline.Budget) int {
+func checkCaptureBudget(stderr io.Writer, dir string, bud *offline.Budget, gate *gateFlags) int {
 	if bud == nil {
 		return exitOK
 	}
@@ -300,8 +303,14 @@ func checkCaptureBudget(stderr io.Writer, dir string, bud *offline.Budget) int {
 		fmt.Fprintf(stderr, "alloctrack capture: %v\n", err)
 		return exitFailure
 	}
+	if !gate.admit(stderr, "alloctrack capture", in.Shortfall()) {
+		return exitInsufficient
+	}
 	t := alloctrack.NewTally()
-	in.AddTo(t)
+	if err := in.AddTo(t); err != nil {
+		fmt.Fprintf(stderr, "alloctrack capture: %v\n", err)
+		return exitFailure
+	}
 	return checkBudget(stderr, "alloctrack capture", bud, t, in.Duration)
 }
 

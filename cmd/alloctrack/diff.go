@@ -19,13 +19,15 @@ type diffCmd struct {
 	format *string
 	top    *int
 	every  *uint64
+	gate   *gateFlags
 }
 
 func newDiffCmd(app *kingpin.Application) *diffCmd {
-	c := &diffCmd{cmd: app.Command("diff", "Compare two runs (report files, perfetto traces, tiallocsample agent logs or capture directories) per class and per allocation site, sorted by regression; counts from perfetto traces, and from agent logs given --agent.rate, are estimates. Two heap dumps (hprof files or heapdump capture directories) are compared per heap and class by retained bytes, with their leaks and duplicates.")}
+	c := &diffCmd{cmd: app.Command("diff", "Compare two runs (report files, perfetto traces, tiallocsample agent logs or capture directories) per class and per allocation site, sorted by regression; counts from perfetto traces, and from agent logs given --agent.rate, are estimates. Exit status 4 if an input holds less than a whole run (see --allow-partial, --allow-empty). Two heap dumps (hprof files or heapdump capture directories) are compared per heap and class by retained bytes, with their leaks and duplicates.")}
 	c.format = enum(c.cmd.Flag("format", "Output: text or json."), "format", "text", "text", "json")
 	c.top = c.cmd.Flag("top", "How many classes and sites to list (0: all).").Default("20").Int()
 	c.every = agentRateFlag(c.cmd)
+	c.gate = addGateFlags(c.cmd)
 	c.base = c.cmd.Arg("base", "The baseline: a report file, perfetto trace, tiallocsample agent log, heap dump or capture directory.").Required().String()
 	c.new = c.cmd.Arg("new", "The run to compare: a report file, perfetto trace, tiallocsample agent log, heap dump or capture directory.").Required().String()
 	return c
@@ -38,7 +40,9 @@ func readTally(path string, every uint64) (*alloctrack.Tally, *offline.Input, er
 	}
 	in.Every = every
 	t := alloctrack.NewTally()
-	in.AddTo(t)
+	if err := in.AddTo(t); err != nil {
+		return nil, nil, err
+	}
 	return t, in, nil
 }
 
@@ -63,6 +67,10 @@ func (c *diffCmd) run(stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "alloctrack diff: new: %v\n", err)
 		return exitFailure
+	}
+	// Both, so that every reason is said at once.
+	if bok, nok := c.gate.admit(stderr, "alloctrack diff", bin.Shortfall()), c.gate.admit(stderr, "alloctrack diff", nin.Shortfall()); !bok || !nok {
+		return exitInsufficient
 	}
 	d := offline.Compare(bt, nt, bin.Duration, nin.Duration)
 	d.BaseSamples, d.NewSamples = bin.Samples(), nin.Samples()
@@ -126,6 +134,9 @@ func (c *diffCmd) dumps(stdout, stderr io.Writer, base, nw string) int {
 		if err != nil {
 			fmt.Fprintf(stderr, "alloctrack diff: %s: %v\n", []string{"base", "new"}[i], err)
 			return exitFailure
+		}
+		if !c.gate.admit(stderr, "alloctrack diff", offline.DumpShortfall(p, a)) {
+			return exitInsufficient
 		}
 		an[i] = a
 	}

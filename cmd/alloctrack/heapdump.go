@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/alloctrack/alloctrack/alloctrack/heapdump"
+	"github.com/alloctrack/alloctrack/alloctrack/offline"
 )
 
 // dumpSummary is a heap dump's report as JSON.
@@ -63,7 +64,11 @@ func (c *reportCmd) heapDump(w *bufio.Writer, stderr io.Writer, name string) int
 	status := exitOK
 	if c.bud != nil {
 		w.Flush()
-		status = judge(stderr, "alloctrack report: "+name, c.bud.MeasureDump(a))
+		if c.gate.admit(stderr, "alloctrack report", offline.DumpShortfall(name, a)) {
+			status = judge(stderr, "alloctrack report: "+name, c.bud.MeasureDump(a))
+		} else {
+			status = exitInsufficient
+		}
 	}
 	switch *c.format {
 	case "json":

@@ -50,7 +50,7 @@ func newHeapdumpCmd(app *kingpin.Application) *heapdumpCmd {
 	c.timeout = f("timeout", "How long the dump may take, from am dumpheap to the pulled file. The app is frozen while ART writes it.").Default("5m").Duration()
 	c.reqTimeout = f("request.timeout", "Timeout of each lookup request (devices, processes, JDWP handshake).").Default("5s").Duration()
 	c.top = f("top", "Classes per heap and duplicates listed in summary.json.").Default("20").Int()
-	c.budget = f("budget", "Check the dump against a budget file's heap: limits; exit status 3 if it is exceeded.").String()
+	c.budget = f("budget", "Check the dump against a budget file's heap: limits; exit status 3 if it is exceeded, 5 if a rule matched nothing.").String()
 	c.shrink = f("shrink", "Drop every primitive array's values except Strings' and Bitmaps', and keep one copy of equal Bitmap buffers.").Bool()
 	c.standard = f("standard", "Convert Android's JAVA PROFILE 1.0.3 to the standard 1.0.2, byte for byte as hprof-conv.").Bool()
 	c.appOnly = f("app-only", "With --standard: leave out the zygote's and the boot image's objects (hprof-conv -z).").Bool()

@@ -24,12 +24,20 @@ import (
 // errVersionShown ends parsing once --version has printed.
 var errVersionShown = errors.New("version shown")
 
-// Exit statuses.
+// Exit statuses: the one list, also in the usage text (exitStatuses) and
+// docs/offline.md.
 const (
-	exitOK      = 0
-	exitFailure = 1 // runtime failure, including a bad input file
-	exitUsage   = 2 // bad flags or arguments, or a malformed budget file
+	exitOK           = 0
+	exitFailure      = 1 // runtime failure, including a bad input file
+	exitUsage        = 2 // bad flags or arguments, or a malformed budget file
+	exitBudget       = 3 // over budget
+	exitInsufficient = 4 // an input holds less than a whole run: not judged
+	exitUnmatched    = 5 // a budget rule matched nothing (and is not optional)
 )
+
+const exitStatuses = "Exit statuses: 0 ok; 1 runtime failure (a device, a file); 2 bad flags, arguments or budget file; " +
+	"3 over budget; 4 insufficient data: a capture that failed, was interrupted, ran short or holds nothing, not judged " +
+	"(--allow-partial, --allow-empty); 5 a budget rule matched nothing (unless optional: true)."
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -37,7 +45,7 @@ func main() {
 
 // run parses args and runs one subcommand, returning the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
-	app := kingpin.New("alloctrack", "Watches what Android apps allocate on the Java heap, headless and continuously.")
+	app := kingpin.New("alloctrack", "Watches what Android apps allocate on the Java heap, headless and continuously. "+exitStatuses)
 	app.UsageWriter(stderr)
 	app.ErrorWriter(stderr)
 	// --help prints and asks to terminate; kingpin would then go on parsing

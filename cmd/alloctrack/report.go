@@ -9,7 +9,6 @@ import (
 	"io"
 	"maps"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,9 +27,6 @@ import (
 	"github.com/alloctrack/alloctrack/perfetto"
 )
 
-// Exit status of a run whose allocations exceed its budget.
-const exitBudget = 3
-
 type reportCmd struct {
 	cmd    *kingpin.CmdClause
 	inputs *[]string
@@ -43,6 +39,7 @@ type reportCmd struct {
 	budget *string
 	every  *uint64
 	weight *string
+	gate   *gateFlags
 	bud    *offline.Budget // read from --budget
 }
 
@@ -57,31 +54,26 @@ func newReportCmd(app *kingpin.Application) *reportCmd {
 		"format", "text", "text", "jsonl", "json", "csv", "pprof", "folded")
 	c.weight = enum(c.cmd.Flag("weight", "What --format folded counts: allocations (or samples, or estimates) or bytes."), "weight", "allocations", "allocations", "bytes")
 	c.top = c.cmd.Flag("top", "How many classes and sites to list (0: all).").Default("10").Int()
-	c.class = c.cmd.Flag("class", "Only allocations whose class matches this regular expression (anywhere in the dotted name; anchor with ^…$).").String()
-	c.frame = c.cmd.Flag("frame", "Only allocations with a frame (Class.method(File:line)) matching this regular expression.").String()
+	c.class = c.cmd.Flag("class", "Only allocations whose class this regular expression matches, whole (the dotted name: 'byte\\[\\]', 'android\\.os\\..*'), as budgets match names.").String()
+	c.frame = c.cmd.Flag("frame", "Only allocations with a frame this regular expression matches, whole: its method pkg.Class.method, or as shown with (File.java:line).").String()
 	c.thread = c.cmd.Flag("thread", "Only allocations of this thread id.").Default("-1").Int()
 	c.output = c.cmd.Flag("out", "Write to this file instead of standard output.").Short('o').String()
 	c.cmd.Flag("output", "The old name of --out.").Hidden().StringVar(c.output)
-	c.budget = c.cmd.Flag("budget", "Check the allocations, or heap dumps (its heap: limits), against a budget file (YAML); exit status 3 if it is exceeded.").String()
+	c.budget = c.cmd.Flag("budget", "Check the allocations, or heap dumps (its heap: limits), against a budget file (YAML); exit status 3 if it is exceeded, 4 if an input holds less than a whole run, 5 if a rule matched nothing.").String()
 	c.every = agentRateFlag(c.cmd)
+	c.gate = addGateFlags(c.cmd)
 	c.inputs = c.cmd.Arg("input", "Report files, perfetto traces, tiallocsample agent logs, capture directories, or heap dumps (hprof: a class histogram per heap).").Required().Strings()
 	return c
 }
 
 // filters builds the allocation filter of --class, --frame, --thread.
 func filters(class, frame string, thread int) (func(r *allocreport.Report, i int) bool, error) {
-	var cre, fre *regexp.Regexp
-	var err error
-	if class != "" {
-		if cre, err = regexp.Compile(class); err != nil {
-			return nil, fmt.Errorf("--class: %w", err)
+	for flag, expr := range map[string]string{"--class": class, "--frame": frame} {
+		if _, err := offline.CompileName(expr); expr != "" && err != nil {
+			return nil, fmt.Errorf("%s: %w", flag, err)
 		}
 	}
-	if frame != "" {
-		if fre, err = regexp.Compile(frame); err != nil {
-			return nil, fmt.Errorf("--frame: %w", err)
-		}
-	}
+	cre, fre := nameMatcher(class), nameMatcher(frame)
 	if thread > 0xffff || thread < -1 {
 		return nil, fmt.Errorf("--thread %d: thread ids are 0-65535", thread)
 	}
@@ -93,12 +85,12 @@ func filters(class, frame string, thread int) (func(r *allocreport.Report, i int
 		if thread >= 0 && int(a.Thread) != thread {
 			return false
 		}
-		if cre != nil && !cre.MatchString(r.ClassName(a)) {
+		if cre != nil && !cre.Class(r.ClassName(a)) {
 			return false
 		}
 		if fre != nil {
 			for _, f := range r.Stack(a).All() {
-				if fre.MatchString(r.FrameString(f)) {
+				if fre.Frame(r.FrameString(f)) {
 					return true
 				}
 			}
@@ -106,6 +98,19 @@ func filters(class, frame string, thread int) (func(r *allocreport.Report, i int
 		}
 		return true
 	}, nil
+}
+
+// nameMatcher returns the matcher of a name expression that filters has
+// checked; nil for "".
+func nameMatcher(expr string) *offline.NameMatcher {
+	if expr == "" {
+		return nil
+	}
+	m, err := offline.CompileName(expr)
+	if err != nil {
+		panic(err) // checked by filters
+	}
+	return m
 }
 
 func (c *reportCmd) run(stdout, stderr io.Writer) int {
@@ -146,6 +151,7 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 	dumps := 0           // heap dumps, reported on their own
 	var duration time.Duration
 	durationKnown := true
+	insufficient := false // an input the budget may not judge
 	for _, name := range *c.inputs {
 		if dump := offline.HeapDumpPath(name); dump != "" {
 			dumps++
@@ -162,6 +168,9 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 			continue
 		}
 		in.Every = *c.every
+		if !c.admit(w, stderr, in) {
+			insufficient = true
+		}
 		if in.Duration > 0 {
 			duration += in.Duration
 		} else {
@@ -187,10 +196,15 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 			samplesOnly = true
 		}
 		t := alloctrack.NewTally()
+		var addErr error // the first sum past 2^64
 		add := func(win *alloctrack.Window) {
-			t.Add(win)
-			all.Add(win)
-			if *c.format != "pprof" {
+			if addErr != nil {
+				return
+			}
+			if addErr = offline.AddWindow(t, win); addErr == nil {
+				addErr = offline.AddWindow(all, win)
+			}
+			if addErr != nil || *c.format != "pprof" {
 				return
 			}
 			if err := prof.Add(win); err != nil {
@@ -203,7 +217,14 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 			if keep := logFilter(*c.class, *c.frame); keep != nil {
 				in.Log = keep(in.Log)
 			}
-			add(in.LogWindow())
+			win, err := in.LogWindow()
+			if err != nil {
+				w.Flush()
+				fmt.Fprintf(stderr, "alloctrack report: %v\n", err)
+				status = exitFailure
+				continue
+			}
+			add(win)
 		}
 		for _, d := range in.Dumps {
 			if keep := frameFilter(*c.frame); keep != nil {
@@ -230,6 +251,12 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 					w.Write(append(line, '\n'))
 				}
 			}
+		}
+		if addErr != nil {
+			w.Flush()
+			fmt.Fprintf(stderr, "alloctrack report: %s: %v\n", name, addErr)
+			status = exitFailure
+			continue
 		}
 		if *c.format == "text" {
 			writeSummary(w, in, t, overflowed, trailing, *c.top)
@@ -262,14 +289,69 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "alloctrack report: writing output: %v\n", err)
 		return exitFailure
 	}
-	if bud != nil && status == exitOK && samplesOnly {
+	if bud == nil && dumps < len(*c.inputs) && (*c.class != "" || *c.frame != "") && c.emptyTally(all) != nil {
+		fmt.Fprintf(stderr, "alloctrack report: note: --class and --frame kept no allocation (names match whole: see docs/offline.md#matching-names)\n")
+	}
+	// The allocations are judged too when heap dumps were judged (3, 5).
+	if bud == nil || dumps == len(*c.inputs) || (status != exitOK && status != exitBudget && status != exitUnmatched) {
+		return status
+	}
+	return worse(status, c.judgeAllocations(stderr, all, duration, insufficient, samplesOnly))
+}
+
+// judgeAllocations checks the allocations of every input (all, over
+// duration) against the budget, unless an input may not be judged.
+func (c *reportCmd) judgeAllocations(stderr io.Writer, all *alloctrack.Tally, duration time.Duration, insufficient, samplesOnly bool) int {
+	switch {
+	case samplesOnly:
 		fmt.Fprintf(stderr, "alloctrack report: --budget: agent log counts are samples of an unknown rate, not allocations: give --agent.rate to check a budget\n")
 		return exitUsage
+	case insufficient:
+		fmt.Fprintf(stderr, "alloctrack report: the budget was not judged: an input holds less than a whole run\n")
+		return exitInsufficient
+	case !c.gate.admit(stderr, "alloctrack report", c.emptyTally(all)):
+		return exitInsufficient
 	}
-	if bud != nil && status == exitOK && dumps < len(*c.inputs) {
-		return checkBudget(stderr, "alloctrack report", bud, all, duration)
+	return checkBudget(stderr, "alloctrack report", c.bud, all, duration)
+}
+
+// worse returns the exit status that wins of a and b: a failure or a
+// usage error, then 4 (not judged), 3 (over budget), 5 (a rule matched
+// nothing), 0.
+func worse(a, b int) int {
+	rank := map[int]int{exitOK: 0, exitUnmatched: 1, exitBudget: 2, exitInsufficient: 3, exitFailure: 4, exitUsage: 5}
+	if rank[b] > rank[a] {
+		return b
 	}
-	return status
+	return a
+}
+
+// admit tells whether the budget may judge input in (see gateFlags); with
+// no budget, an input that holds less than a run gets a note.
+func (c *reportCmd) admit(w *bufio.Writer, stderr io.Writer, in *offline.Input) bool {
+	sf := in.Shortfall()
+	if sf == nil {
+		return true
+	}
+	w.Flush()
+	if c.bud == nil {
+		fmt.Fprintf(stderr, "alloctrack report: note: %v\n", sf)
+		return true
+	}
+	return c.gate.admit(stderr, "alloctrack report", sf)
+}
+
+// emptyTally says, when t (all the inputs, as the filters kept them) holds
+// no allocation, that there is nothing to judge.
+func (c *reportCmd) emptyTally(t *alloctrack.Tally) *offline.ShortfallError {
+	if t.Total.Allocations > 0 || t.Sampled.Allocations > 0 {
+		return nil
+	}
+	why := "the inputs hold no allocation"
+	if *c.class != "" || *c.frame != "" || *c.thread >= 0 {
+		why = "--class, --frame and --thread keep no allocation of the inputs"
+	}
+	return &offline.ShortfallError{Input: "all inputs", Why: why, Empty: true}
 }
 
 // checkBudget prints every violation and returns exitBudget if any.
@@ -289,8 +371,10 @@ func checkBudget(stderr io.Writer, who string, bud *offline.Budget, t *alloctrac
 	return judge(stderr, who, all)
 }
 
-// judge prints every exceeded measurement and returns exitBudget if any,
-// or says the run is within budget, with each limit's margin.
+// judge prints every exceeded measurement and every rule that matched
+// nothing, and returns exitBudget if a limit is exceeded, else
+// exitUnmatched if a rule that is not optional matched nothing, else says
+// the run is within budget, with each limit's margin.
 func judge(stderr io.Writer, who string, all []offline.Measurement) int {
 	status := exitOK
 	for _, m := range all {
@@ -299,7 +383,29 @@ func judge(stderr io.Writer, who string, all []offline.Measurement) int {
 			status = exitBudget
 		}
 	}
-	if status == exitOK {
+	unmatched := false
+	for i, m := range all {
+		u := m.Unmatched
+		if u == nil || (i > 0 && all[i-1].Rule == m.Rule) {
+			continue // one line per rule
+		}
+		why := "names match whole: see docs/offline.md#matching-names"
+		if u.Why != "" {
+			why = u.Why
+		} else if len(u.Near) > 0 {
+			why += "; it matches part of " + strings.Join(u.Near, ", ")
+		}
+		if u.Optional {
+			fmt.Fprintf(stderr, "%s: warning: budget rule %s matched no %s (%s); optional: true, so not a failure\n", who, m.Rule, u.Names, why)
+			continue
+		}
+		fmt.Fprintf(stderr, "%s: budget rule %s matched no %s (%s); exit status %d unless the rule says optional: true\n", who, m.Rule, u.Names, why, exitUnmatched)
+		unmatched = true
+	}
+	switch {
+	case status == exitOK && unmatched:
+		return exitUnmatched
+	case status == exitOK:
 		fmt.Fprintf(stderr, "%s: within budget (%d limits)\n", who, len(all))
 		for _, m := range all {
 			fmt.Fprintf(stderr, "  %s\n", m.Margin())
@@ -451,13 +557,13 @@ func frameFilter(frame string) func(d *perfetto.Dump) *perfetto.Dump {
 	if frame == "" {
 		return nil
 	}
-	re := regexp.MustCompile(frame) // checked by filters
+	re := nameMatcher(frame)
 	return func(d *perfetto.Dump) *perfetto.Dump {
 		out := *d
 		out.Stacks = nil
 		for _, sd := range d.Stacks {
 			for _, f := range heapprofd.JavaFrames(sd.Stack) {
-				if re.MatchString(f.Function()) {
+				if re.Frame(f.Function()) {
 					out.Stacks = append(out.Stacks, sd)
 					break
 				}
@@ -502,22 +608,16 @@ func logFilter(class, frame string) func(l *tialloc.Log) *tialloc.Log {
 	if class == "" && frame == "" {
 		return nil
 	}
-	var cre, fre *regexp.Regexp
-	if class != "" {
-		cre = regexp.MustCompile(class) // checked by filters
-	}
-	if frame != "" {
-		fre = regexp.MustCompile(frame)
-	}
+	cre, fre := nameMatcher(class), nameMatcher(frame)
 	return func(l *tialloc.Log) *tialloc.Log {
 		out := *l
 		out.Stacks, out.Samples = nil, 0
 		for i := range l.Stacks {
 			st := &l.Stacks[i]
-			if cre != nil && !cre.MatchString(agentlog.Class(&l.Allocs[st.Alloc])) {
+			if cre != nil && !cre.Class(agentlog.Class(&l.Allocs[st.Alloc])) {
 				continue
 			}
-			if fre != nil && !slices.ContainsFunc(agentlog.Frames(l, st), func(f alloctrack.Frame) bool { return fre.MatchString(f.Function()) }) {
+			if fre != nil && !slices.ContainsFunc(agentlog.Frames(l, st), func(f alloctrack.Frame) bool { return fre.Frame(f.Function()) }) {
 				continue
 			}
 			out.Stacks = append(out.Stacks, *st)

@@ -82,9 +82,9 @@ func TestReportTrace(t *testing.T) {
 		t.Errorf("csv:\n%s", out)
 	}
 	// --frame applies to traces; --class does not.
-	out, _, code = runCmd(t, "report", "--format", "json", "--frame", "Baz", tr)
+	out, _, code = runCmd(t, "report", "--format", "json", "--frame", `com\.example\.Baz\..*`, tr)
 	if code != 0 || !strings.Contains(out, `"sampled_allocations": 2,`) {
-		t.Errorf("--frame Baz: exit %d\n%s", code, out)
+		t.Errorf("--frame com.example.Baz.*: exit %d\n%s", code, out)
 	}
 	if _, errOut, code := runCmd(t, "report", "--class", "Foo", tr); code != exitUsage || !strings.Contains(errOut, "no classes") {
 		t.Errorf("--class on a trace: exit %d, %q", code, errOut)
@@ -126,6 +126,31 @@ func TestReportBadTrace(t *testing.T) {
 	os.WriteFile(bad, b[:len(b)-5], 0o644)
 	_, errOut, code := runCmd(t, "report", bad)
 	if code != exitFailure || !strings.Contains(errOut, bad+": perfetto: packet ") || !strings.Contains(errOut, "at byte") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestTraceSumsDoNotWrap: a trace whose samples' bytes sum past 2^64 (two
+// stacks of 2^63 bytes) is an error naming the file, not a total wrapped
+// to 0 bytes and judged within budget.
+func TestTraceSumsDoNotWrap(t *testing.T) {
+	var buf bytes.Buffer
+	w := perfetto.NewWriter(&buf, nil)
+	alloc := perfetto.Frame{RawFunction: "art_quick_alloc_object_resolved_region_tlab", Mapping: "/apex/com.android.art/lib64/libart.so"}
+	f := func(name string) []perfetto.Frame {
+		return []perfetto.Frame{alloc, {RawFunction: name, Mapping: "/data/app/base.odex"}}
+	}
+	if err := w.WriteDumps(perfetto.DumpSpec{PacketTimestamp: 1e9, PID: 42, Heap: perfetto.ArtHeap, Timestamp: 1e9, SamplingInterval: 4096, Samples: []perfetto.SampleSpec{
+		{Frames: f("com.example.A.a"), Values: perfetto.Values{Count: 1, Allocated: 1 << 63}},
+		{Frames: f("com.example.B.b"), Values: perfetto.Values{Count: 1, Allocated: 1 << 63}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	tr := filepath.Join(t.TempDir(), "huge.perfetto-trace")
+	os.WriteFile(tr, buf.Bytes(), 0o644)
+	bud := writeBudget(t, "total: {max_bytes: 1000}\n")
+	_, errOut, code := runCmd(t, "report", "--budget", bud, tr)
+	if code != exitFailure || !strings.Contains(errOut, tr+": the counts sum past 2^64") {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 }
