@@ -187,12 +187,18 @@ type hpTarget struct {
 }
 
 // target returns the target of an app, binding its counters the first
-// time.
+// time, and again once the daemon forgot the app (it exited and stayed
+// away for the retention); targets of other forgotten apps go then.
 func (t *hpTarget) target(name string) *heapprofd.Target {
 	t.tmu.Lock()
 	defer t.tmu.Unlock()
 	tg := t.targets[name]
-	if tg == nil {
+	if tg == nil || !t.d.bound(t.serial, name, tg.Stats) {
+		for n, o := range t.targets {
+			if !t.d.bound(t.serial, n, o.Stats) {
+				delete(t.targets, n)
+			}
+		}
 		counters, stats := t.d.bind(t.serial, name)
 		stats.Update(func(s *alloctrack.AppStatus) {
 			s.Backend = alloctrack.BackendHeapprofd
@@ -221,6 +227,12 @@ func (t *hpTarget) updated() {
 			delete(t.shown, name)
 		}
 	}
+	if t.w.restart != nil && t.staleRunning() {
+		// An app the daemon forgot came back within the running session,
+		// which counts into the forgotten counters: start a new one.
+		close(t.w.restart)
+		t.w.restart = nil
+	}
 	t.w.mu.Unlock()
 	for _, name := range gone {
 		t.tmu.Lock()
@@ -236,6 +248,19 @@ func (t *hpTarget) updated() {
 		tg.Stats.SetState(alloctrack.StateUnprofileable)
 		t.log.Info("the device says this app is neither debuggable nor profileable (track-app): heapprofd cannot sample it", zap.String("package", name))
 	}
+}
+
+// staleRunning tells whether a wanted name of the running session has a
+// target whose app the daemon forgot (w.mu held).
+func (t *hpTarget) staleRunning() bool {
+	t.tmu.Lock()
+	defer t.tmu.Unlock()
+	for name := range t.w.running {
+		if tg := t.targets[name]; tg != nil && t.w.wanted[name] && !t.d.bound(t.serial, name, tg.Stats) {
+			return true
+		}
+	}
+	return false
 }
 
 // followTrackApp follows the device's track-app until ctx ends, or until
