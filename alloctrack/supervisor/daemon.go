@@ -390,7 +390,12 @@ func (d *Daemon) onDevices(ctx context.Context, src Source, list []DeviceState, 
 			prev, done := e.done, make(chan struct{})
 			e.cancel, e.done = cancel, done
 			go func() {
-				defer close(done)
+				defer func() {
+					close(done)
+					d.mu.Lock()
+					d.trimGoneLocked() // the device may now be forgotten
+					d.mu.Unlock()
+				}()
 				if prev != nil {
 					<-prev // the last follower of this device has let go of its apps
 				}

@@ -227,12 +227,6 @@ func (t *hpTarget) updated() {
 			delete(t.shown, name)
 		}
 	}
-	if t.w.restart != nil && t.staleRunning() {
-		// An app the daemon forgot came back within the running session,
-		// which counts into the forgotten counters: start a new one.
-		close(t.w.restart)
-		t.w.restart = nil
-	}
 	t.w.mu.Unlock()
 	for _, name := range gone {
 		t.tmu.Lock()
@@ -248,19 +242,6 @@ func (t *hpTarget) updated() {
 		tg.Stats.SetState(alloctrack.StateUnprofileable)
 		t.log.Info("the device says this app is neither debuggable nor profileable (track-app): heapprofd cannot sample it", zap.String("package", name))
 	}
-}
-
-// staleRunning tells whether a wanted name of the running session has a
-// target whose app the daemon forgot (w.mu held).
-func (t *hpTarget) staleRunning() bool {
-	t.tmu.Lock()
-	defer t.tmu.Unlock()
-	for name := range t.w.running {
-		if tg := t.targets[name]; tg != nil && t.w.wanted[name] && !t.d.bound(t.serial, name, tg.Stats) {
-			return true
-		}
-	}
-	return false
 }
 
 // followTrackApp follows the device's track-app until ctx ends, or until

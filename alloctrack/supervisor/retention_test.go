@@ -156,3 +156,35 @@ func TestDaemonForgetsExitedApps(t *testing.T) {
 		t.Errorf("state %s", a.State)
 	}
 }
+
+// TestDaemonForgetsExitedHeapprofdApp: on an Android 12 device watched
+// through heapprofd, an app that died is forgotten after the retention,
+// and when it starts again its new counters are the ones shown and
+// counted (the device's session binds it anew).
+func TestDaemonForgetsExitedHeapprofdApp(t *testing.T) {
+	farm := newFarm(sim.FarmConfig{Devices: 1, AppsPerDevice: 2, APIs: []int{31}})
+	const serial, gone, kept = "sim-1", "com.example.app1", "com.example.app2"
+	cfg := daemonConfig()
+	cfg.Backend = alloctrack.BackendAuto
+	cfg.Retention = 300 * time.Millisecond
+	r := startDaemon(t, farm, cfg)
+	counted := func(pkg string) bool {
+		a, ok := r.app(serial, pkg)
+		return ok && a.Backend == alloctrack.BackendHeapprofd && a.Counts.Sampled.Allocations > 0
+	}
+	eventually(t, "both apps sampled", func() bool { return counted(gone) && counted(kept) })
+	if err := farm.KillApp(serial, onlyPID(t, farm, serial, gone)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the dead app forgotten", func() bool {
+		_, ok := r.app(serial, gone)
+		return !ok
+	})
+	if _, err := farm.AddApp(serial, sim.AppConfig{Package: gone, Workload: sim.DefaultWorkload()}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the app back, sampled and tracking", func() bool {
+		a, _ := r.app(serial, gone)
+		return counted(gone) && a.State == alloctrack.StateTracking
+	})
+}
