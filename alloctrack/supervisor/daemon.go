@@ -156,9 +156,10 @@ type DaemonConfig struct {
 	// counters, errors and series (default 1 h).
 	Retention time.Duration
 	// MaxGone bounds the gone devices kept within the retention (default
-	// 256): past it the longest gone are forgotten at once, so that
+	// 64): past it the longest gone are forgotten at once, so that
 	// serials which change on every reconnect cannot grow the daemon
-	// however fast they come.
+	// however fast they come. Each keeps its apps' series (up to some
+	// 300 per app with the default top flags).
 	MaxGone int
 }
 
@@ -210,7 +211,7 @@ func (c *DaemonConfig) fill() {
 		c.Retention = time.Hour
 	}
 	if c.MaxGone <= 0 {
-		c.MaxGone = 256
+		c.MaxGone = 64
 	}
 	if c.LogEvery <= 0 {
 		c.LogEvery = time.Minute
