@@ -21,7 +21,8 @@ func (d *Daemon) runDDMDevice(ctx context.Context, src Source, e *deviceEntry, a
 	runs := map[int]*pidRun{}
 	var mu sync.Mutex
 	var jdwpPIDs []int
-	waiting := map[int]string{} // pid -> name: waiting for a debugger, by track-app (Android 15+)
+	waiting := map[int]string{}             // pid -> name: waiting for a debugger, by track-app (Android 15+)
+	shown := map[int]*alloctrack.AppStats{} // pid -> stats shown waiting, until the pid ends
 	// On Android 12+ no process is connected to before track-app has
 	// answered (with its list, or by not being there).
 	appsKnown := api < alloctrack.APIHeapprofd
@@ -45,6 +46,7 @@ func (d *Daemon) runDDMDevice(ctx context.Context, src Source, e *deviceEntry, a
 					_, st := d.bind(e.serial, name)
 					st.Update(func(s *alloctrack.AppStatus) { s.PID = pid })
 					st.SetState(alloctrack.StateWaiting)
+					shown[pid] = st
 				}
 				continue
 			}
@@ -62,6 +64,14 @@ func (d *Daemon) runDDMDevice(ctx context.Context, src Source, e *deviceEntry, a
 			if !alive[pid] {
 				r.cancel(errPIDGone)
 				delete(runs, pid)
+			}
+		}
+		for pid, st := range shown {
+			if !alive[pid] {
+				// It died (waiting, or before its session named it):
+				// exited, and so forgotten in time.
+				st.SetStateIf(pid, alloctrack.StateExited)
+				delete(shown, pid)
 			}
 		}
 	}

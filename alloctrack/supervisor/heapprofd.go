@@ -225,6 +225,9 @@ func (t *hpTarget) updated() {
 	for name := range t.shown {
 		if !t.w.unprofileable[name] {
 			delete(t.shown, name)
+			if !t.w.wanted[name] {
+				gone = append(gone, name) // its process ended: exited, forgotten in time
+			}
 		}
 	}
 	t.w.mu.Unlock()

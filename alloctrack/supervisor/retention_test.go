@@ -188,3 +188,60 @@ func TestDaemonForgetsExitedHeapprofdApp(t *testing.T) {
 		return counted(gone) && a.State == alloctrack.StateTracking
 	})
 }
+
+// TestDaemonForgetsAppDiedWaiting: an app shown waiting for a debugger
+// (Android 15's track-app) that dies is shown exited, and forgotten after
+// the retention; it stayed "waiting" for the life of the daemon.
+func TestDaemonForgetsAppDiedWaiting(t *testing.T) {
+	farm := newFarm(sim.FarmConfig{Devices: 1, AppsPerDevice: 1, APIs: []int{35}})
+	const serial, pkg = "sim-1", "com.example.waits"
+	waits, err := farm.AddApp(serial, sim.AppConfig{Package: pkg, WaitingForDebugger: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := daemonConfig()
+	cfg.Backend = alloctrack.BackendDDM
+	cfg.Retention = 300 * time.Millisecond
+	r := startDaemon(t, farm, cfg)
+	eventually(t, "the app shown waiting", func() bool {
+		a, ok := r.app(serial, pkg)
+		return ok && a.State == alloctrack.StateWaiting
+	})
+	if err := farm.KillApp(serial, waits.PID()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the app that died waiting forgotten", func() bool {
+		_, ok := r.app(serial, pkg)
+		return !ok
+	})
+}
+
+// TestDaemonForgetsUnprofileableAppThatDied: an app --package names that
+// the device says is neither debuggable nor profileable is shown so; once
+// its process ends it is exited, and forgotten after the retention.
+func TestDaemonForgetsUnprofileableAppThatDied(t *testing.T) {
+	farm := newFarm(sim.FarmConfig{Devices: 1, AppsPerDevice: 1, APIs: []int{33}})
+	const serial, pkg = "sim-1", "com.example.release"
+	vm, err := farm.AddApp(serial, sim.AppConfig{Package: pkg, NotDebuggable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := daemonConfig()
+	cfg.Backend = alloctrack.BackendAuto
+	cfg.Retention = 300 * time.Millisecond
+	if cfg.Packages, err = supervisor.NewFilter([]string{pkg, "com.example.app1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r := startDaemon(t, farm, cfg)
+	eventually(t, "the release app shown unprofileable", func() bool {
+		a, ok := r.app(serial, pkg)
+		return ok && a.State == alloctrack.StateUnprofileable
+	})
+	if err := farm.KillApp(serial, vm.PID()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the unprofileable app that died forgotten", func() bool {
+		_, ok := r.app(serial, pkg)
+		return !ok
+	})
+}
