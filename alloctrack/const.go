@@ -48,6 +48,17 @@ const (
 	StateDisconnected = "disconnected" // its device is gone
 )
 
+// Device facts (API level, model, report cap), as the exporter shows
+// them: a device whose facts are unknown is given no backend until they
+// are read; the daemon keeps retrying.
+const (
+	FactsUnknown = "unknown" // not read yet, or the last read failed
+	FactsKnown   = "known"
+)
+
+// StageFacts counts, per device, failed reads of its facts (getprop).
+const StageFacts = "facts"
+
 // Error stages counted per app.
 const (
 	StageConnect = "connect" // opening jdwp:<pid> through adb

@@ -27,8 +27,16 @@ type ServerStatus struct {
 type DeviceStatus struct {
 	Server, Serial, State string
 	API                   int
-	Model                 string            // ro.product.model; "" until read
-	Errors                map[string]uint64 // by stage, before an app is named
+	Model                 string // ro.product.model; "" until read
+	// Facts is FactsUnknown while the device's facts are being read
+	// (no backend runs then), FactsKnown once read, "" for a device
+	// the daemon does not follow.
+	Facts string
+	// FactsError is the last error reading the facts, while unknown.
+	FactsError string
+	// Since is when State last changed (for a gone device: when it left).
+	Since  time.Time
+	Errors map[string]uint64 // by stage, before an app is named
 	// OrphanedTrackers counts apps the package filters exclude whose
 	// allocation tracker was found left on.
 	OrphanedTrackers int

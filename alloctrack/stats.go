@@ -46,6 +46,13 @@ func (a *AppStats) SetStateIf(pid int, state string) {
 	})
 }
 
+// State returns the app's state and since when it holds.
+func (a *AppStats) State() (string, time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.s.State, a.s.Since
+}
+
 // CountError counts an error at a stage.
 func (a *AppStats) CountError(stage string) {
 	a.Update(func(s *AppStatus) { s.Errors[stage]++ })

@@ -62,6 +62,7 @@ var (
 	descServerErrors  = desc("adb_server_errors_total", "Times the connection to the adb server failed or ended.", "server")
 	descDeviceState   = desc("device_state", "Device state as adb reports it: 1 for the current state.", "server", "serial", "state")
 	descDeviceAPI     = desc("device_api_level", "Android API level of the device (ro.build.version.sdk); absent until read.", "server", "serial")
+	descDeviceFacts   = desc("device_facts", "Whether the device's facts (API level, model) are read: 1 for the current value, unknown (being read or retried; no backend runs on the device) or known.", "server", "serial", "facts")
 	descDeviceErrors  = desc("device_errors_total", "Errors on a device before an app was named, by stage.", "serial", "stage")
 	descDeviceOrphans = desc("device_orphaned_trackers", "Apps the package filters exclude whose allocation tracker an earlier, wider run left on, slowing them for nobody (--orphans.turn-off turns such trackers off).", "server", "serial")
 
@@ -133,7 +134,7 @@ var _ prometheus.Collector = (*Collector)(nil)
 // Describe sends every descriptor.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		descServerUp, descServerErrors, descDeviceState, descDeviceAPI, descDeviceErrors, descDeviceOrphans,
+		descServerUp, descServerErrors, descDeviceState, descDeviceAPI, descDeviceFacts, descDeviceErrors, descDeviceOrphans,
 		descAppState, descAppTracking, descAppPID, descWindows, descOverflowed, descWindowSeconds,
 		descRTT, descAnswer, descReportBytes, descLastEntries, descAppErrors, descAppAllocs, descAppBytes,
 		descClassAllocs, descClassBytes, descSiteAllocs, descSiteBytes, descSiteInfo,
@@ -188,6 +189,11 @@ func (c *Collector) collectLight(ch chan<- prometheus.Metric, s alloctrack.Snaps
 		}
 		if d.API > 0 {
 			ch <- m(descDeviceAPI, gauge, float64(d.API), d.Server, d.Serial)
+		}
+		if d.Facts != "" { // followed devices only
+			for _, f := range []string{alloctrack.FactsUnknown, alloctrack.FactsKnown} {
+				ch <- m(descDeviceFacts, gauge, b2f(f == d.Facts), d.Server, d.Serial, f)
+			}
 		}
 		ch <- m(descDeviceOrphans, gauge, float64(d.OrphanedTrackers), d.Server, d.Serial)
 		if !seenDevErr[d.Serial] { // a serial seen through two servers counts once

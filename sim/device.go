@@ -63,6 +63,28 @@ type Device struct {
 	perfettos map[int]*perfettoProc
 	nextBgPID int
 	refused   int // perfetto sessions the tracing service refused
+
+	propStalls int           // getprop commands still to stall
+	propStall  time.Duration // how long each stalls
+}
+
+// StallGetprop makes the device's next n getprop commands answer only
+// after delay each, as a device behind a slow link or proxy does.
+func (d *Device) StallGetprop(n int, delay time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.propStalls, d.propStall = n, delay
+}
+
+// getpropStall returns how long this getprop stalls, counting it.
+func (d *Device) getpropStall() time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.propStalls <= 0 {
+		return 0
+	}
+	d.propStalls--
+	return d.propStall
 }
 
 // NewDevice returns a device with no processes.

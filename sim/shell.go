@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // API levels where a device's shell changes, as AOSP records its shell
@@ -225,6 +226,7 @@ func (d *Device) runCommand(f []string) (out []byte, code int) {
 	case "echo":
 		return []byte(strings.Join(f[1:], " ") + "\n"), 0
 	case "getprop":
+		time.Sleep(d.getpropStall()) // the simulated slow link
 		props := d.Props()
 		if len(f) > 1 {
 			return []byte(props[f[1]] + "\n"), 0

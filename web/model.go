@@ -85,12 +85,16 @@ type Server struct {
 
 // Device is a device on the farm page.
 type Device struct {
-	Server string            `json:"server"`
-	Serial string            `json:"serial"`
-	State  string            `json:"state"`
-	API    int               `json:"api_level,omitempty"`
-	Model  string            `json:"model,omitempty"`
-	Errors map[string]uint64 `json:"errors"`
+	Server string `json:"server"`
+	Serial string `json:"serial"`
+	State  string `json:"state"`
+	API    int    `json:"api_level,omitempty"`
+	Model  string `json:"model,omitempty"`
+	// Facts is "unknown" while the daemon reads the device's facts
+	// (it runs no backend there until then), with the last error.
+	Facts      string            `json:"facts,omitempty"`
+	FactsError string            `json:"facts_error,omitempty"`
+	Errors     map[string]uint64 `json:"errors"`
 }
 
 // Farm is the farm page's data.
@@ -265,7 +269,8 @@ func buildFarm(s alloctrack.Snapshot) Farm {
 		if errs == nil {
 			errs = map[string]uint64{}
 		}
-		f.Devices = append(f.Devices, Device{Server: d.Server, Serial: clean(d.Serial), State: clean(d.State), API: d.API, Model: clean(d.Model), Errors: errs})
+		f.Devices = append(f.Devices, Device{Server: d.Server, Serial: clean(d.Serial), State: clean(d.State), API: d.API, Model: clean(d.Model),
+			Facts: d.Facts, FactsError: clean(d.FactsError), Errors: errs})
 	}
 	for i := range s.Apps {
 		f.Apps = append(f.Apps, summarize(&s.Apps[i]))

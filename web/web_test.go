@@ -310,3 +310,24 @@ func TestGzip(t *testing.T) {
 		}
 	}
 }
+
+// TestDeviceFactsUnknown: a device whose facts the daemon could not read
+// yet shows "unknown" in the API column, with the error, not an empty
+// cell; the JSON says so too.
+func TestDeviceFactsUnknown(t *testing.T) {
+	src := fixture()
+	src.snap.Devices = append(src.snap.Devices, alloctrack.DeviceStatus{Server: "127.0.0.1:5037", Serial: "slow-1", State: "device",
+		Facts: alloctrack.FactsUnknown, FactsError: `getprop ro.build.version.sdk: <context deadline exceeded>`})
+	h, err := web.New(src, web.Config{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, page := get(t, h, "/")
+	if !strings.Contains(page, `title="getprop ro.build.version.sdk: &lt;context deadline exceeded&gt;">unknown</span>`) {
+		t.Errorf("farm page does not show slow-1's facts unknown with the error:\n%s", page)
+	}
+	_, js := get(t, h, "/api/v1/apps")
+	if !strings.Contains(js, `"facts":"unknown"`) {
+		t.Errorf("JSON does not say slow-1's facts are unknown: %s", js)
+	}
+}

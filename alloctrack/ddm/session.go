@@ -98,7 +98,8 @@ type Session struct {
 	// API is the device's API level (0: not known). It decides what a
 	// handshake without echo means (held, from Android 9) and whether a
 	// VM that does not answer REAQ is one without the tracker (Android
-	// 12, or not known) or merely slow.
+	// 12) or merely slow (below, or not known: unsupported only after
+	// UnansweredProbeLimit sessions in a row).
 	API int
 	// ReportCap is how many entries a full report of this VM holds
 	// (0: MaxEntries, 65,535): ART 7 to 9 honour dalvik.vm.allocTrackerMax
@@ -201,7 +202,9 @@ func (s *Session) Run(ctx context.Context) (err error) {
 			// Android 12+ VMs answer REAQ with nothing (or, with libjdwp
 			// loaded, an empty reply). Below that the tracker exists: a
 			// slow answer is retried, unless it keeps happening.
-			if s.API == 0 || s.API >= alloctrack.APIHeapprofd || s.UnansweredProbes+1 >= UnansweredProbeLimit {
+			// An API level not known is no evidence: it is retried as
+			// a slow VM is.
+			if s.API >= alloctrack.APIHeapprofd || s.UnansweredProbes+1 >= UnansweredProbeLimit {
 				stats.SetState(alloctrack.StateUnsupported)
 				return alloctrack.ErrUnsupported
 			}

@@ -322,14 +322,14 @@ func TestSessionHeld(t *testing.T) {
 }
 
 // TestSessionSlowProbe: an unanswered REAQ means "no tracker" at once
-// only on Android 12+ (or an API level not known); on Android 9 to 11 it
-// is a slow VM, an error to retry, unless the sessions before met the
-// same UnansweredProbeLimit-1 times in a row.
+// only on Android 12+; on Android 9 to 11, or an API level not known
+// (no evidence of 12+), it is a slow VM, an error to retry, unless the
+// sessions before met the same UnansweredProbeLimit-1 times in a row.
 func TestSessionSlowProbe(t *testing.T) {
 	for _, c := range []struct {
 		api, before int
 		unsupported bool
-	}{{30, 0, false}, {28, 1, false}, {30, ddm.UnansweredProbeLimit - 1, true}, {31, 0, true}, {0, 0, true}} {
+	}{{30, 0, false}, {28, 1, false}, {30, ddm.UnansweredProbeLimit - 1, true}, {31, 0, true}, {0, 0, false}, {0, ddm.UnansweredProbeLimit - 1, true}} {
 		vmAPI := max(c.api, 30)
 		f := newFixture(t, vmAPI, sim.AppConfig{}, ddm.Config{RequestTimeout: 200 * time.Millisecond})
 		f.session.API, f.session.UnansweredProbes = c.api, c.before

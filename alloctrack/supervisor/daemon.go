@@ -8,7 +8,6 @@ import (
 	"net"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -152,6 +151,16 @@ type DaemonConfig struct {
 	// below API 31 and heapprofd from API 31 (Android 12) on.
 	Backend   string
 	Heapprofd heapprofd.Config
+	// Retention is how long a device gone from its adb server, or an app
+	// exited or disconnected, is kept before it is forgotten with its
+	// counters, errors and series (default 1 h).
+	Retention time.Duration
+	// MaxGone bounds the gone devices kept within the retention (default
+	// 64): past it the longest gone are forgotten at once, so that
+	// serials which change on every reconnect cannot grow the daemon
+	// however fast they come. Each keeps its apps' series (up to some
+	// 300 per app with the default top flags).
+	MaxGone int
 }
 
 // backendFor returns the backend the daemon uses on a device at api
@@ -198,6 +207,12 @@ func (c *DaemonConfig) fill() {
 	if c.WaitingRetry <= 0 {
 		c.WaitingRetry = time.Minute
 	}
+	if c.Retention <= 0 {
+		c.Retention = time.Hour
+	}
+	if c.MaxGone <= 0 {
+		c.MaxGone = 64
+	}
 	if c.LogEvery <= 0 {
 		c.LogEvery = time.Minute
 	}
@@ -218,8 +233,10 @@ type appEntry struct {
 
 type deviceEntry struct {
 	server, serial, state string
+	since                 time.Time // state last changed
 	api                   int
 	model                 string
+	facts, factsErr       string                  // alloctrack.Facts…, and the last read's error while unknown
 	cancel                context.CancelCauseFunc // nil when not followed
 	done                  chan struct{}
 }
@@ -283,6 +300,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.mu.Unlock()
 		wg.Go(func() { d.runServer(ctx, src) })
 	}
+	wg.Go(func() { d.forgetting(ctx) })
 	wg.Wait()
 	return nil
 }
@@ -368,6 +386,7 @@ func (d *Daemon) onDevices(ctx context.Context, src Source, list []DeviceState, 
 		}
 		if e.state != ds.State {
 			log.Info("device state", zap.String("serial", ds.Serial), zap.String("state", ds.State))
+			e.since = time.Now()
 		}
 		e.state = ds.State
 		follow := ds.State == "device" && d.cfg.Serials.Match(ds.Serial)
@@ -377,7 +396,12 @@ func (d *Daemon) onDevices(ctx context.Context, src Source, list []DeviceState, 
 			prev, done := e.done, make(chan struct{})
 			e.cancel, e.done = cancel, done
 			go func() {
-				defer close(done)
+				defer func() {
+					close(done)
+					d.mu.Lock()
+					d.trimGoneLocked() // the device may now be forgotten
+					d.mu.Unlock()
+				}()
 				if prev != nil {
 					<-prev // the last follower of this device has let go of its apps
 				}
@@ -395,11 +419,13 @@ func (d *Daemon) onDevices(ctx context.Context, src Source, list []DeviceState, 
 				e.cancel = nil
 			}
 			if e.state != "gone" {
-				log.Info("device gone", zap.String("serial", e.serial))
+				log.Info("device gone", zap.String("serial", e.serial), zap.Duration("forgotten_after", d.cfg.Retention))
+				e.since = time.Now()
 			}
 			e.state = "gone"
 		}
 	}
+	d.trimGoneLocked()
 }
 
 func (d *Daemon) waitDevices(addr string) {
@@ -429,36 +455,16 @@ type pidRun struct {
 }
 
 func (d *Daemon) runDevice(ctx context.Context, src Source, e *deviceEntry, log *zap.Logger) {
-	pctx, cancel := context.WithTimeout(ctx, d.cfg.Session.RequestTimeout)
-	if v, err := src.Prop(pctx, e.serial, "ro.build.version.sdk"); err == nil {
-		if api, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
-			d.mu.Lock()
-			e.api = api
-			d.mu.Unlock()
-		}
+	defer d.forgetDeviceLogs(e)
+	f, ok := d.readFacts(ctx, src, e, log)
+	if !ok {
+		return // the device left, or the daemon stops, before its facts were read
 	}
-	if v, err := src.Prop(pctx, e.serial, "ro.product.model"); err == nil {
-		d.mu.Lock()
-		e.model = strings.TrimSpace(v)
-		d.mu.Unlock()
-	}
-	d.mu.Lock()
-	api0 := e.api
-	d.mu.Unlock()
-	reportCap := 0
-	if api0 >= 24 && api0 <= 28 {
-		reportCap = d.reportCap(pctx, src, e.serial)
-	}
-	cancel()
-
-	d.mu.Lock()
-	api := e.api
-	d.mu.Unlock()
-	if d.cfg.backendFor(api) == alloctrack.BackendHeapprofd {
-		d.runHeapprofdDevice(ctx, src, e.serial, api, log)
+	if d.cfg.backendFor(f.api) == alloctrack.BackendHeapprofd {
+		d.runHeapprofdDevice(ctx, src, e.serial, f.api, log)
 		return
 	}
-	d.runDDMDevice(ctx, src, e, api, reportCap, log)
+	d.runDDMDevice(ctx, src, e, f.api, f.reportCap, log)
 }
 
 func (d *Daemon) countDeviceError(serial, stage string) {
@@ -494,7 +500,8 @@ func (d *Daemon) Snapshot() alloctrack.Snapshot {
 		s.Servers = append(s.Servers, alloctrack.ServerStatus{Addr: addr, Up: e.up, Errors: e.errors, LastError: e.lastErr})
 	}
 	for _, e := range d.devices {
-		ds := alloctrack.DeviceStatus{Server: e.server, Serial: e.serial, State: e.state, API: e.api, Model: e.model, Errors: map[string]uint64{}, OrphanedTrackers: len(d.orphans[e.serial])}
+		ds := alloctrack.DeviceStatus{Server: e.server, Serial: e.serial, State: e.state, Since: e.since, API: e.api, Model: e.model,
+			Facts: e.facts, FactsError: e.factsErr, Errors: map[string]uint64{}, OrphanedTrackers: len(d.orphans[e.serial])}
 		for k, v := range d.devErrs[e.serial] {
 			ds.Errors[k] = v
 		}
@@ -558,6 +565,18 @@ func (r *rateLog) warn(log *zap.Logger, key, msg string, err error) {
 		fields = append(fields, zap.Int("repeated", n))
 	}
 	log.Warn(msg, fields...)
+}
+
+// prune drops entries older than the interval with nothing suppressed:
+// keys that will not come again (a gone device's) are not kept.
+func (r *rateLog) prune(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, e := range r.seen {
+		if e.suppressed == 0 && now.Sub(e.last) >= r.every {
+			delete(r.seen, k)
+		}
+	}
 }
 
 func (r *rateLog) forget(key string) {

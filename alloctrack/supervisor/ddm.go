@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
 	"github.com/alloctrack/alloctrack/alloctrack/ddm"
-	"github.com/alloctrack/alloctrack/ddms/allocreport"
 	"go.uber.org/zap"
 )
 
@@ -23,7 +21,8 @@ func (d *Daemon) runDDMDevice(ctx context.Context, src Source, e *deviceEntry, a
 	runs := map[int]*pidRun{}
 	var mu sync.Mutex
 	var jdwpPIDs []int
-	waiting := map[int]string{} // pid -> name: waiting for a debugger, by track-app (Android 15+)
+	waiting := map[int]string{}             // pid -> name: waiting for a debugger, by track-app (Android 15+)
+	shown := map[int]*alloctrack.AppStats{} // pid -> stats shown waiting, until the pid ends
 	// On Android 12+ no process is connected to before track-app has
 	// answered (with its list, or by not being there).
 	appsKnown := api < alloctrack.APIHeapprofd
@@ -47,6 +46,7 @@ func (d *Daemon) runDDMDevice(ctx context.Context, src Source, e *deviceEntry, a
 					_, st := d.bind(e.serial, name)
 					st.Update(func(s *alloctrack.AppStatus) { s.PID = pid })
 					st.SetState(alloctrack.StateWaiting)
+					shown[pid] = st
 				}
 				continue
 			}
@@ -64,6 +64,14 @@ func (d *Daemon) runDDMDevice(ctx context.Context, src Source, e *deviceEntry, a
 			if !alive[pid] {
 				r.cancel(errPIDGone)
 				delete(runs, pid)
+			}
+		}
+		for pid, st := range shown {
+			if !alive[pid] {
+				// It died (waiting, or before its session named it):
+				// exited, and so forgotten in time.
+				st.SetStateIf(pid, alloctrack.StateExited)
+				delete(shown, pid)
 			}
 		}
 	}
@@ -337,37 +345,6 @@ func jdwpListMayBeCut(pids []int) bool {
 		n += len(strconv.Itoa(p)) + 1
 	}
 	return n > 1020-8
-}
-
-// reportCap reads how many entries a full report holds on an ART 7–9
-// device: dalvik.vm.allocTrackerMax caps the records kept and
-// dalvik.vm.recentAllocMax (at most that) those reported, as ART's
-// AllocRecordObjectMap::SetProperties reads them (runtime/gc/
-// allocation_record.cc); 0 when neither is set (65,535).
-func (d *Daemon) reportCap(ctx context.Context, src Source, serial string) int {
-	prop := func(name string) int {
-		v, err := src.Prop(ctx, serial, name)
-		if err != nil {
-			return 0
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil || n <= 0 {
-			return 0
-		}
-		return n
-	}
-	allocMax, recent := prop("dalvik.vm.allocTrackerMax"), prop("dalvik.vm.recentAllocMax")
-	c := 0
-	if allocMax > 0 {
-		c = allocMax
-	}
-	if recent > 0 && (allocMax == 0 || recent <= allocMax) {
-		c = recent
-	}
-	if c >= allocreport.MaxEntries {
-		return 0
-	}
-	return c
 }
 
 // setOrphan records (app != "") or forgets a filtered process whose

@@ -187,12 +187,18 @@ type hpTarget struct {
 }
 
 // target returns the target of an app, binding its counters the first
-// time.
+// time, and again once the daemon forgot the app (it exited and stayed
+// away for the retention); targets of other forgotten apps go then.
 func (t *hpTarget) target(name string) *heapprofd.Target {
 	t.tmu.Lock()
 	defer t.tmu.Unlock()
 	tg := t.targets[name]
-	if tg == nil {
+	if tg == nil || !t.d.bound(t.serial, name, tg.Stats) {
+		for n, o := range t.targets {
+			if !t.d.bound(t.serial, n, o.Stats) {
+				delete(t.targets, n)
+			}
+		}
 		counters, stats := t.d.bind(t.serial, name)
 		stats.Update(func(s *alloctrack.AppStatus) {
 			s.Backend = alloctrack.BackendHeapprofd
@@ -219,6 +225,9 @@ func (t *hpTarget) updated() {
 	for name := range t.shown {
 		if !t.w.unprofileable[name] {
 			delete(t.shown, name)
+			if !t.w.wanted[name] {
+				gone = append(gone, name) // its process ended: exited, forgotten in time
+			}
 		}
 	}
 	t.w.mu.Unlock()

@@ -265,8 +265,14 @@ func lookupApp(ctx context.Context, client *adb.Client, addr, wantSerial, pkg st
 	case !slices.Contains(serials, serial):
 		return "", "", 0, 0, exitFailure, fmt.Sprintf("no such device %q at the adb server %s (attached: %s)", serial, addr, strings.Join(serials, ", "))
 	}
-	if v, err := client.Prop(lookup, serial, "ro.build.version.sdk"); err == nil {
-		api, _ = strconv.Atoi(v)
+	// The API level picks the backend and how the app is asked: a failed
+	// read is no level (it once ran Android 12 with DDM as API 0).
+	v, err := client.Prop(lookup, serial, "ro.build.version.sdk")
+	if err == nil {
+		api, err = strconv.Atoi(v)
+	}
+	if err != nil || api <= 0 {
+		return "", "", 0, 0, exitFailure, fmt.Sprintf("reading the API level of %s (getprop ro.build.version.sdk gave %q): %v; nothing was captured, try again (a slow link: raise --request.timeout)", serial, v, err)
 	}
 
 	// The process: the device's JDWP list says which pids can be tracked;

@@ -63,6 +63,8 @@ type serveCmd struct {
 	reprobe         *time.Duration
 	heldRetry       *time.Duration
 	waitingRetry    *time.Duration
+	retention       *time.Duration
+	maxGone         *int
 	turnOffOrphans  *bool
 	shutdownTimeout *time.Duration
 	hpRotate        *time.Duration
@@ -102,6 +104,8 @@ func newServeCmd(app *kingpin.Application) *serveCmd {
 	c.reprobe = f("reprobe.interval", "How often an app without tracking support is probed again.").Default("30m").Duration()
 	c.heldRetry = f("held.retry", "On Android 9 to 13, how long the daemon keeps its connection to an app another debugger (Android Studio) holds waiting: the app's VM leaves it unread and takes it once the debugger lets go, and tracking then starts at once. Every new try would queue one more unread connection in the app, so keep it long.").Default("5m").Duration()
 	c.waitingRetry = f("waiting.retry", "How long an app waiting for a debugger (it sent WAIT) is left alone before it is tried again.").Default("1m").Duration()
+	c.retention = f("devices.retention", "How long a device gone from its adb server, or an app that exited or whose device left, is kept before it is forgotten with its counters, errors and series (serials such as wireless debugging's ip:port change on every reconnect). One that comes back later starts from zero.").Default("1h").Duration()
+	c.maxGone = f("devices.max-gone", "Gone devices kept within --devices.retention, with their apps and series; past this the longest gone are forgotten at once.").Default("64").Int()
 	c.turnOffOrphans = f("orphans.turn-off", "Turn allocation tracking off in apps the package filters exclude when it was found left on (by an earlier run with wider filters; no VM turns it off when its client leaves). Without it such apps are counted in alloctrack_device_orphaned_trackers and left alone.").Bool()
 	c.shutdownTimeout = f("shutdown.timeout", "On SIGINT/SIGTERM, how long to wait while every app's tracking is turned off. A second signal exits at once.").Default("10s").Duration()
 	c.hpRotate = f("heapprofd.rotate", "How long one perfetto session of a device runs before the next replaces it, which bounds its trace file and heapprofd's own memory on the device. The switch leaves a gap of about one stop and start (see docs/heapprofd-devices.md).").Default("30m").Duration()
@@ -126,10 +130,12 @@ func (c *serveCmd) validate() error {
 		return fmt.Errorf("--top.classes and --top.sites must be at least 1")
 	case *c.topExpiry < 0:
 		return fmt.Errorf("--top.expiry must not be negative")
-	case *c.reprobe <= 0 || *c.shutdownTimeout <= 0 || *c.heldRetry <= 0 || *c.waitingRetry <= 0:
+	case *c.reprobe <= 0 || *c.shutdownTimeout <= 0 || *c.heldRetry <= 0 || *c.waitingRetry <= 0 || *c.retention <= 0:
 		return fmt.Errorf("timeouts and intervals must be positive")
 	case *c.reportsPerDev < 1:
 		return fmt.Errorf("--reports.per-device must be at least 1")
+	case *c.maxGone < 1:
+		return fmt.Errorf("--devices.max-gone must be at least 1, got %d", *c.maxGone)
 	case *c.hpRotate < *c.session.window:
 		return fmt.Errorf("--heapprofd.rotate must be at least --window (%v), got %v", *c.session.window, *c.hpRotate)
 	case *c.hpMaxFile < 64<<10:
@@ -403,6 +409,8 @@ func (c *serveCmd) daemonConfig(serials, packages supervisor.Filter) supervisor.
 		Reprobe:          *c.reprobe,
 		HeldRetry:        *c.heldRetry,
 		WaitingRetry:     *c.waitingRetry,
+		Retention:        *c.retention,
+		MaxGone:          *c.maxGone,
 		TurnOffOrphans:   *c.turnOffOrphans,
 		Backend:          *c.session.backend,
 		Heapprofd: heapprofd.Config{
