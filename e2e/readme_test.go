@@ -102,13 +102,13 @@ func TestReadmeCIExample(t *testing.T) {
 // window), at the budget check (exit 4), before the diff.
 func TestReadmeCIExampleFails(t *testing.T) {
 	script := readmeCIScript(t)
-	base := "--package com.example.app1 --duration 10s --out base/"
+	base := "--package com.example.app1 --duration 10s --wait 1m --out base/"
 	newLine := regexp.MustCompile(`(?m)^alloctrack capture .* --out new/$`)
 	if !strings.Contains(script, base) || !newLine.MatchString(script) {
 		t.Fatalf("the README's captures changed; update this test:\n%s", script)
 	}
 	t.Run("capture fails", func(t *testing.T) {
-		_, out, err := runCIScript(t, strings.Replace(script, base, "--package com.example.gone --duration 10s --out base/", 1))
+		_, out, err := runCIScript(t, strings.Replace(script, base, "--package com.example.gone --duration 10s --wait 1s --out base/", 1))
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
 			t.Fatalf("exit %v, want 1:\n%s", err, out)
 		}

@@ -33,6 +33,7 @@ type captureCmd struct {
 	pkg      *string
 	pid      *int
 	duration *time.Duration
+	wait     *time.Duration
 	out      *string
 	top      *int
 	budget   *string
@@ -49,6 +50,7 @@ func newCaptureCmd(app *kingpin.Application) *captureCmd {
 	c.pkg = f("package", "App to record, by package (process) name.").String()
 	c.pid = f("pid", "App to record, by process id (instead of --package).").Int()
 	c.duration = f("duration", "How long to record.").Default("30s").Duration()
+	c.wait = waitFlag(c.cmd)
 	c.out = f("out", "Directory to write into (created; must not hold a capture already).").Short('o').Required().String()
 	c.top = f("top", "Classes and sites listed in summary.json.").Default("20").Int()
 	c.budget = f("budget", "Check the capture against a budget file (YAML); exit status 3 if it is exceeded, 4 if the capture holds less than asked, 5 if a rule matched nothing.").String()
@@ -235,7 +237,35 @@ func (c *captureCmd) outcome(rec offline.Recorder, sum *offline.Summary, runErr 
 // --serial's, and --pid or the debuggable process of --package. A non-zero
 // code comes with a message.
 func (c *captureCmd) lookup(ctx context.Context, client *adb.Client, addr string, stderr io.Writer) (serial, model string, api, pid, code int, msg string) {
-	return lookupApp(ctx, client, addr, *c.serial, *c.pkg, *c.pid, c.session.ddmConfig(), stderr)
+	return lookupWaiting(ctx, *c.wait, func() (string, string, int, int, int, string) {
+		return lookupApp(ctx, client, addr, *c.serial, *c.pkg, *c.pid, c.session.ddmConfig(), stderr)
+	})
+}
+
+// lookupRetry is how long lookupWaiting waits between tries.
+const lookupRetry = 250 * time.Millisecond
+
+// waitFlag is --wait, of the commands that look an app up.
+func waitFlag(cmd *kingpin.CmdClause) *time.Duration {
+	return cmd.Flag("wait", "Keep trying to reach the adb server and find the device and the app for up to this long, for a job that starts them just before (0: try once).").Default("0s").Duration()
+}
+
+// lookupWaiting runs lookup until it finds the app, fails for a reason
+// trying again cannot change (a usage error), or wait has passed; the last
+// try's outcome is returned.
+func lookupWaiting(ctx context.Context, wait time.Duration, lookup func() (string, string, int, int, int, string)) (serial, model string, api, pid, code int, msg string) {
+	deadline := time.Now().Add(wait)
+	for {
+		serial, model, api, pid, code, msg = lookup()
+		if code != exitFailure || !time.Now().Before(deadline) {
+			return serial, model, api, pid, code, msg
+		}
+		select {
+		case <-ctx.Done():
+			return serial, model, api, pid, code, msg
+		case <-time.After(lookupRetry):
+		}
+	}
 }
 
 // lookupApp finds the device (serial, or the only one attached) and the

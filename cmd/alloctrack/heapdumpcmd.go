@@ -33,6 +33,7 @@ type heapdumpCmd struct {
 	gc                   *bool
 	bitmaps              *string
 	timeout, reqTimeout  *time.Duration
+	wait                 *time.Duration
 	budget               *string
 }
 
@@ -45,6 +46,7 @@ func newHeapdumpCmd(app *kingpin.Application) *heapdumpCmd {
 	c.serial = f("serial", "Device serial; may be left out when only one device is attached.").String()
 	c.pkg = f("package", "App to dump, by package (process) name.").String()
 	c.pid = f("pid", "App to dump, by process id (instead of --package).").Int()
+	c.wait = waitFlag(c.cmd)
 	c.gc = f("gc", "Collect garbage before the dump (am dumpheap -g, Android 8.1 and later).").Bool()
 	c.bitmaps = f("bitmaps", "Put every Bitmap's pixels in the dump, compressed as png, jpg or webp (am dumpheap -b, Android 15 and later): duplicate Bitmaps are then found there too.").PlaceHolder("FORMAT").String()
 	c.timeout = f("timeout", "How long the dump may take, from am dumpheap to the pulled file. The app is frozen while ART writes it.").Default("5m").Duration()
@@ -187,7 +189,9 @@ func (c *heapdumpCmd) take(stderr io.Writer) int {
 		}
 	}()
 	cfg := ddm.Config{RequestTimeout: *c.reqTimeout}
-	serial, model, api, pid, code, msg := lookupApp(ctx, client, addr, *c.serial, *c.pkg, *c.pid, cfg, stderr)
+	serial, model, api, pid, code, msg := lookupWaiting(ctx, *c.wait, func() (string, string, int, int, int, string) {
+		return lookupApp(ctx, client, addr, *c.serial, *c.pkg, *c.pid, cfg, stderr)
+	})
 	if code != exitOK {
 		return fail(code, "%s", msg)
 	}
