@@ -16,10 +16,6 @@ import (
 // DefaultPort is the adb server's port when nothing says otherwise.
 const DefaultPort = 5037
 
-// maxReply bounds the length a server may declare for one hex-prefixed
-// reply (device lists, FAIL reasons, pid lists).
-const maxReply = 1 << 20
-
 // Errors callers branch on; FailError wraps them when the reason matches.
 var (
 	// ErrDeviceNotFound: the server does not know the serial.
@@ -155,24 +151,43 @@ func (c *conn) send(req string) error {
 	return fmt.Errorf("%w: %s: status %q", ErrProtocol, req, st[:])
 }
 
-// readHex reads 4 hex digits of length and that many bytes.
+// readHex reads 4 hex digits of length and that many bytes (65,535 at
+// most), into a buffer that grows as they arrive.
 func (c *conn) readHex(what string) ([]byte, error) {
 	var h [4]byte
 	if _, err := io.ReadFull(c.r, h[:]); err != nil {
 		return nil, c.fail("adb: reading length of %s", err, what)
 	}
-	n, err := strconv.ParseUint(string(h[:]), 16, 32)
+	n, err := parseHexLen(h)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: length %q is not 4 hex digits", ErrProtocol, what, h[:])
 	}
-	if n > maxReply {
-		return nil, fmt.Errorf("%w: %s: length %d over %d", ErrProtocol, what, n, maxReply)
-	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(c.r, b); err != nil {
+	b, err := readExactly(c.r, n)
+	if err != nil {
 		return nil, c.fail("adb: reading %d bytes of %s", err, n, what)
 	}
 	return b, nil
+}
+
+// parseHexLen reads the 4 hex digits of a length; anything else (a sign,
+// a space, "0x") is an error, so no length is negative.
+func parseHexLen(h [4]byte) (int, error) {
+	n := 0
+	for _, c := range h {
+		var d byte
+		switch {
+		case c >= '0' && c <= '9':
+			d = c - '0'
+		case c >= 'a' && c <= 'f':
+			d = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return 0, ErrProtocol
+		}
+		n = n<<4 | int(d)
+	}
+	return n, nil
 }
 
 // Version asks the server for its protocol version (41 for adb 29).

@@ -18,20 +18,26 @@ const (
 	shellCloseStdin = 4
 )
 
-// MaxExecOutput bounds what Exec keeps of a command's standard output and
-// error together.
-const MaxExecOutput = 256 << 20
+// MaxExecOutput bounds what Exec reads of a command's standard output and
+// error together (and of packets it skips): what the daemon's commands
+// need, a process list or one window's growth of a heapprofd trace (some
+// hundreds of KB per dump, docs/heapprofd-devices.md), many times over,
+// and small enough that a few devices sending endless output stay within
+// serve's memory limit.
+const MaxExecOutput = 8 << 20
 
-// ErrOutputTooLarge is what Exec returns when a command writes more than
-// MaxExecOutput bytes.
+// ErrOutputTooLarge is what Exec and Shell return when a command writes
+// more than they read.
 var ErrOutputTooLarge = errors.New("adb: command output over the limit")
 
 // Exec runs argv on a device through shell protocol v2 (the
 // "shell,v2,raw:" service, Android 7.0 and later): stdin, if not nil, is
 // sent as the command's standard input, then closed; standard output and
 // error come back apart and byte for byte; code is the command's exit
-// status. Every element of argv is quoted with Quote. The context bounds
-// the whole call; when it ends, the connection is closed.
+// status. Every element of argv is quoted with Quote. Output beyond
+// MaxExecOutput is ErrOutputTooLarge; a packet's declared length sizes
+// nothing, the output grows as its bytes arrive. The context bounds the
+// whole call; when it ends, the connection is closed.
 func (c *Client) Exec(ctx context.Context, serial string, stdin []byte, argv ...string) (stdout, stderr []byte, code int, err error) {
 	if len(argv) == 0 {
 		return nil, nil, 0, fmt.Errorf("adb: %s: exec: no command", serial)
@@ -59,49 +65,76 @@ func (c *Client) Exec(ctx context.Context, serial string, stdin []byte, argv ...
 		}
 		writeShellPacket(cn, shellCloseStdin, nil)
 	}(stdin)
+	var out shellOutput
+	code, err = out.read(cn, MaxExecOutput)
+	if err != nil {
+		err = fmt.Errorf("adb: %s: exec %s: %w", serial, cmd, err)
+	}
+	return out.stdout, out.stderr, code, err
+}
+
+// shellOutput collects the packets of a shell protocol v2 stream.
+type shellOutput struct {
+	stdout, stderr []byte
+	skipped        int64
+}
+
+// read reads packets from cn until the exit packet and returns the exit
+// status. Each packet:
+//
+//	0      1                5
+//	+------+----------------+-------------------+
+//	|  id  | length (LE u32)| length bytes      |
+//	+------+----------------+-------------------+
+//
+// Ids 1 and 2 are standard output and error, 3 the exit status (one
+// byte); others (window-size changes, ids newer than this client) are
+// skipped. More than limit bytes in all is ErrOutputTooLarge.
+func (o *shellOutput) read(cn *conn, limit int) (int, error) {
 	var h [5]byte
 	for {
 		if _, err := io.ReadFull(cn, h[:]); err != nil {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
-			return stdout, stderr, 0, cn.fail("adb: %s: exec %s: reading the output (no exit status came)", err, serial, cmd)
+			return 0, cn.fail("reading the output (no exit status came)", err)
 		}
-		n := binary.LittleEndian.Uint32(h[1:])
-		if uint64(len(stdout)+len(stderr))+uint64(n) > MaxExecOutput {
-			return stdout, stderr, 0, fmt.Errorf("adb: %s: exec %s: %w (%d bytes)", serial, cmd, ErrOutputTooLarge, MaxExecOutput)
+		n := int64(binary.LittleEndian.Uint32(h[1:]))
+		if total := int64(len(o.stdout)+len(o.stderr)) + o.skipped + n; total > int64(limit) {
+			return 0, fmt.Errorf("%w (%d bytes; a packet of %d bytes would make %d)", ErrOutputTooLarge, limit, n, total)
 		}
-		start := len(stdout)
-		dst := &stdout
+		var dst *[]byte
 		switch h[0] {
 		case shellStdout:
+			dst = &o.stdout
 		case shellStderr:
-			start, dst = len(stderr), &stderr
+			dst = &o.stderr
 		case shellExit:
 			if n != 1 {
-				return stdout, stderr, 0, fmt.Errorf("%w: %s: exec %s: exit packet of %d bytes", ErrProtocol, serial, cmd, n)
+				return 0, fmt.Errorf("%w: exit packet of %d bytes", ErrProtocol, n)
 			}
-		default:
-			// Window-size changes and ids newer than this client are
-			// skipped.
-			if _, err := io.CopyN(io.Discard, cn, int64(n)); err != nil {
-				return stdout, stderr, 0, cn.fail("adb: %s: exec %s: reading a packet", err, serial, cmd)
-			}
-			continue
-		}
-		if h[0] == shellExit {
 			var b [1]byte
 			if _, err := io.ReadFull(cn, b[:]); err != nil {
-				return stdout, stderr, 0, cn.fail("adb: %s: exec %s: reading the exit status", err, serial, cmd)
+				return 0, cn.fail("reading the exit status", err)
 			}
 			// A command may end without reading its input; what
 			// became of the rest of it does not matter then.
-			return stdout, stderr, int(b[0]), nil
+			return int(b[0]), nil
+		default:
+			o.skipped += n
+			if _, err := io.CopyN(io.Discard, cn, n); err != nil {
+				return 0, cn.fail("skipping a packet of %d bytes", err, n)
+			}
+			continue
 		}
-		*dst = append(*dst, make([]byte, n)...)
-		if _, err := io.ReadFull(cn, (*dst)[start:]); err != nil {
-			*dst = (*dst)[:start]
-			return stdout, stderr, 0, cn.fail("adb: %s: exec %s: reading %d bytes of output", err, serial, cmd, n)
+		// The output grows as bytes arrive: a declared length sizes
+		// nothing.
+		var err error
+		if *dst, err = readMore(*dst, cn, int(n), limit); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return 0, cn.fail("reading a packet of %d bytes", err, n)
 		}
 	}
 }
