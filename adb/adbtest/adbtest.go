@@ -22,6 +22,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Mode is how the server answers a request.
@@ -73,6 +74,13 @@ type Device struct {
 type Config struct {
 	Host    Mode // how host services answer; "" is Honest
 	Devices []Device
+	// Listen is the address to listen on, "127.0.0.1:0" (a free port)
+	// when empty; a measurement restarts a server on its old address.
+	Listen string
+	// Pace is a pause between two 32 KiB writes of an endless reply (0:
+	// as fast as the client reads), so that a long measurement does not
+	// take the machine's CPU from everything else.
+	Pace time.Duration
 }
 
 // Server is a running fake adb server.
@@ -88,12 +96,16 @@ type Server struct {
 	done  bool
 }
 
-// NewServer starts a server on a free 127.0.0.1 port. It panics if it
-// cannot listen, as httptest.NewServer does.
+// NewServer starts a server on a free 127.0.0.1 port (or cfg.Listen). It
+// panics if it cannot listen, as httptest.NewServer does.
 func NewServer(cfg Config) *Server {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr := cfg.Listen
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		panic(fmt.Sprintf("adbtest: listening: %v", err))
+		panic(fmt.Sprintf("adbtest: listening on %s: %v", addr, err))
 	}
 	s := &Server{cfg: cfg, ln: ln, conns: map[net.Conn]bool{}}
 	s.wg.Add(1)
@@ -219,7 +231,7 @@ func (s *Server) serve(c net.Conn) {
 	d, ok := s.device(serial)
 	switch {
 	case host != Honest:
-		answerLength(c, host, "FAIL") // transport has no reply of its own
+		s.answerLength(c, host, "FAIL") // transport has no reply of its own
 		return
 	case !ok:
 		write(c, "FAIL"+hex4("device '"+serial+"' not found"))
@@ -256,7 +268,7 @@ func (s *Server) host(c net.Conn, m Mode, req string) {
 		payload = s.list(false)
 		if m == Endless {
 			write(c, "OKAY")
-			flood(c, hex4(payload))
+			s.flood(c, hex4(payload))
 			return
 		}
 	default:
@@ -268,13 +280,13 @@ func (s *Server) host(c net.Conn, m Mode, req string) {
 		hold(c)
 		return
 	}
-	answerLength(c, m, "OKAY")
+	s.answerLength(c, m, "OKAY")
 }
 
 // answerLength answers in a hostile mode where a status and a 4-hex-digit
 // length are due; status is OKAY, or FAIL for a request whose OKAY has no
 // length after it.
-func answerLength(c net.Conn, m Mode, status string) {
+func (s *Server) answerLength(c net.Conn, m Mode, status string) {
 	switch m {
 	case NegativeLength:
 		write(c, status+"-001")
@@ -286,7 +298,7 @@ func answerLength(c net.Conn, m Mode, status string) {
 		write(c, status+"ffff"+strings.Repeat("x", 16))
 	case Endless:
 		write(c, status+"ffff")
-		flood(c, "endless ")
+		s.flood(c, "endless ")
 		return
 	}
 	hold(c)
@@ -306,11 +318,14 @@ func hold(c net.Conn) { io.Copy(io.Discard, c) }
 
 // flood writes chunk again and again until the client closes the
 // connection (or Close does).
-func flood(c net.Conn, chunk string) {
+func (s *Server) flood(c net.Conn, chunk string) {
 	b := []byte(strings.Repeat(chunk, max(1, (32<<10)/len(chunk))))
 	for {
 		if _, err := c.Write(b); err != nil {
 			return
+		}
+		if s.cfg.Pace > 0 {
+			time.Sleep(s.cfg.Pace)
 		}
 	}
 }

@@ -21,15 +21,15 @@ func (s *Server) service(c net.Conn, d Device, req string) {
 		write(c, "FAIL-001")
 		hold(c)
 	case strings.HasPrefix(req, "shell:"):
-		shell(c, d, m, strings.TrimPrefix(req, "shell:"))
+		s.shell(c, d, m, strings.TrimPrefix(req, "shell:"))
 	case strings.HasPrefix(req, "shell,v2,"):
-		shellV2(c, d, m, req[strings.IndexByte(req, ':')+1:])
+		s.shellV2(c, d, m, req[strings.IndexByte(req, ':')+1:])
 	case req == "track-jdwp", req == "track-app":
-		track(c, m, req)
+		s.track(c, m, req)
 	case req == "sync:":
-		syncService(c, m)
+		s.syncService(c, m)
 	case strings.HasPrefix(req, "jdwp:"):
-		jdwpService(c, m)
+		s.jdwpService(c, m)
 	default:
 		write(c, "FAIL"+hex4("closed"))
 		hold(c)
@@ -54,17 +54,17 @@ func output(d Device, cmd string) string {
 }
 
 // shell answers shell: (output with no length, then the close).
-func shell(c net.Conn, d Device, m Mode, cmd string) {
+func (s *Server) shell(c net.Conn, d Device, m Mode, cmd string) {
 	switch m {
 	case Honest:
 		write(c, "OKAY"+output(d, cmd))
 		return
 	case Endless:
 		write(c, "OKAY")
-		flood(c, "endless output\n")
+		s.flood(c, "endless output\n")
 		return
 	}
-	answerLength(c, m, "FAIL")
+	s.answerLength(c, m, "FAIL")
 }
 
 // shellPacket frames data as a shell protocol v2 packet with length n.
@@ -75,7 +75,7 @@ func shellPacket(id byte, n uint32, data string) string {
 }
 
 // shellV2 answers shell,v2,raw: (packets: id, LE uint32 length, bytes).
-func shellV2(c net.Conn, d Device, m Mode, cmd string) {
+func (s *Server) shellV2(c net.Conn, d Device, m Mode, cmd string) {
 	switch m {
 	case Honest:
 		out := output(d, cmd)
@@ -89,14 +89,14 @@ func shellV2(c net.Conn, d Device, m Mode, cmd string) {
 	case Endless:
 		write(c, "OKAY")
 		chunk := strings.Repeat("endless ", 512)
-		flood(c, shellPacket(1, uint32(len(chunk)), chunk))
+		s.flood(c, shellPacket(1, uint32(len(chunk)), chunk))
 		return
 	}
 	hold(c)
 }
 
 // track answers track-jdwp and track-app (framed lists).
-func track(c net.Conn, m Mode, req string) {
+func (s *Server) track(c net.Conn, m Mode, req string) {
 	switch m {
 	case Honest:
 		write(c, "OKAY0000") // no process
@@ -107,15 +107,15 @@ func track(c net.Conn, m Mode, req string) {
 		if req == "track-jdwp" {
 			list = hex4("1234\n")
 		}
-		flood(c, list)
+		s.flood(c, list)
 	default:
-		answerLength(c, m, "OKAY")
+		s.answerLength(c, m, "OKAY")
 	}
 }
 
 // syncService answers sync: STAT with a file, RECV with DATA per the
 // mode (sync packets: 4-byte id, LE uint32 length or value).
-func syncService(c net.Conn, m Mode) {
+func (s *Server) syncService(c net.Conn, m Mode) {
 	write(c, "OKAY")
 	for {
 		var h [8]byte
@@ -128,11 +128,11 @@ func syncService(c net.Conn, m Mode) {
 		}
 		switch string(h[:4]) {
 		case "STAT":
-			if !stat(c, m) {
+			if !s.stat(c, m) {
 				return
 			}
 		case "RECV":
-			recv(c, m)
+			s.recv(c, m)
 			return
 		default:
 			return
@@ -143,7 +143,7 @@ func syncService(c net.Conn, m Mode) {
 // stat answers STAT (id, mode, size, mtime; no length): honestly with an
 // empty file, with a file of 1 MiB before a hostile RECV, or with an
 // unknown id (BadHex). It tells whether the client may go on.
-func stat(c net.Conn, m Mode) bool {
+func (s *Server) stat(c net.Conn, m Mode) bool {
 	switch m {
 	case Honest:
 		return write(c, syncPacket("STAT", 0o100644)+le32(0)+le32(0))
@@ -162,7 +162,7 @@ func le32(v uint32) string {
 func syncPacket(id string, n uint32) string { return id + le32(n) }
 
 // recv answers RECV in a mode.
-func recv(c net.Conn, m Mode) {
+func (s *Server) recv(c net.Conn, m Mode) {
 	switch m {
 	case Honest:
 		write(c, syncPacket("DONE", 0))
@@ -174,26 +174,26 @@ func recv(c net.Conn, m Mode) {
 		write(c, syncPacket("ZZZZ", 0xfffffff0))
 	case Endless:
 		chunk := strings.Repeat("endless ", 8<<10)
-		flood(c, syncPacket("DATA", uint32(len(chunk)))+chunk)
+		s.flood(c, syncPacket("DATA", uint32(len(chunk)))+chunk)
 		return
 	}
 	hold(c)
 }
 
 // jdwpService answers jdwp:<pid>: the stream has no length of its own.
-func jdwpService(c net.Conn, m Mode) {
+func (s *Server) jdwpService(c net.Conn, m Mode) {
 	switch m {
 	case Honest:
 		write(c, "FAIL"+hex4("closed"))
 		hold(c)
 	case Endless:
 		write(c, "OKAY")
-		flood(c, "JDWP-Handshake")
+		s.flood(c, "JDWP-Handshake")
 	case HugeLength:
 		// The handshake, then a JDWP packet header of the largest length.
 		write(c, "OKAYJDWP-Handshake\xff\xff\xff\xff\x00\x00\x00\x01\x80\x00\x00")
 		hold(c)
 	default:
-		answerLength(c, m, "FAIL")
+		s.answerLength(c, m, "FAIL")
 	}
 }
