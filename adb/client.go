@@ -134,6 +134,12 @@ func (c *conn) send(req string) error {
 	if _, err := c.Conn.Write([]byte(fmt.Sprintf("%04x%s", len(req), req))); err != nil {
 		return c.fail("adb: sending %s", err, req)
 	}
+	return c.readStatus(req)
+}
+
+// readStatus reads the answer to req: OKAY, or FAIL and a reason framed
+// as 4 hex digits of length and that many bytes.
+func (c *conn) readStatus(req string) error {
 	var st [4]byte
 	if _, err := io.ReadFull(c.r, st[:]); err != nil {
 		return c.fail("adb: reading status of %s", err, req)
