@@ -10,9 +10,9 @@ import (
 
 // service answers a device service after host:transport.
 func (s *Server) service(c net.Conn, d Device, req string) {
-	m := s.mode(d.Mode)
-	if d.HonestProps && strings.HasPrefix(req, "shell:getprop ") {
-		m = Honest
+	m := Honest
+	if !d.HonestProps || !strings.HasPrefix(req, "shell:getprop ") {
+		m = s.mode(d.Mode)
 	}
 	switch {
 	case m == Stall:
