@@ -19,12 +19,13 @@ const (
 )
 
 // MaxExecOutput bounds what Exec reads of a command's standard output and
-// error together (and of packets it skips): what the daemon's commands
-// need, a process list or one window's growth of a heapprofd trace (some
-// hundreds of KB per dump, docs/heapprofd-devices.md), many times over,
-// and small enough that a few devices sending endless output stay within
-// serve's memory limit.
-const MaxExecOutput = 8 << 20
+// error together (and of packets it skips). The largest reader is a
+// heapprofd session taking what its trace file gained since the last
+// window: perfetto drains its trace buffer (16 MiB, `buffers.size_kb`)
+// into the file, so one full drain fits; a dump is some hundreds of KB
+// (docs/heapprofd-devices.md). Everything else reads messages and
+// process lists.
+const MaxExecOutput = 16 << 20
 
 // ErrOutputTooLarge is what Exec and Shell return when a command writes
 // more than they read.
