@@ -66,7 +66,8 @@ func (c *Client) Exec(ctx context.Context, serial string, stdin []byte, argv ...
 		}
 		writeShellPacket(cn, shellCloseStdin, nil)
 	}(stdin)
-	var out shellOutput
+	out := shellOutput{big: largeOutputs}
+	defer out.release()
 	code, err = out.read(cn, MaxExecOutput)
 	if err != nil {
 		err = fmt.Errorf("adb: %s: exec %s: %w", serial, cmd, err)
@@ -74,10 +75,43 @@ func (c *Client) Exec(ctx context.Context, serial string, stdin []byte, argv ...
 	return out.stdout, out.stderr, code, err
 }
 
+// smallExecOutput is what an Exec output may grow to without a turn of
+// largeOutputs: a process list, a command's messages.
+const smallExecOutput = 1 << 20
+
+// largeOutputs lets one Exec output at a time in the process grow past
+// smallExecOutput, so that devices sending endless output (or large
+// traces at once) cost at most 1 MiB each and MaxExecOutput for one of
+// them. Another waits for its turn, or for its context.
+var largeOutputs = make(chan struct{}, 1)
+
 // shellOutput collects the packets of a shell protocol v2 stream.
 type shellOutput struct {
 	stdout, stderr []byte
 	skipped        int64
+	big            chan struct{} // largeOutputs; nil: no turn needed
+	holding        bool          // this output holds big's turn
+}
+
+// grant waits for the turn to grow past smallExecOutput if total needs it.
+func (o *shellOutput) grant(cn *conn, total int64) error {
+	if o.big == nil || o.holding || total <= smallExecOutput {
+		return nil
+	}
+	select {
+	case o.big <- struct{}{}:
+		o.holding = true
+		return nil
+	case <-cn.ctx.Done():
+		return fmt.Errorf("waiting to read more than %d bytes of output: %w", smallExecOutput, cn.ctx.Err())
+	}
+}
+
+func (o *shellOutput) release() {
+	if o.holding {
+		<-o.big
+		o.holding = false
+	}
 }
 
 // read reads packets from cn until the exit packet and returns the exit
@@ -101,8 +135,12 @@ func (o *shellOutput) read(cn *conn, limit int) (int, error) {
 			return 0, cn.fail("reading the output (no exit status came)", err)
 		}
 		n := int64(binary.LittleEndian.Uint32(h[1:]))
-		if total := int64(len(o.stdout)+len(o.stderr)) + o.skipped + n; total > int64(limit) {
+		total := int64(len(o.stdout)+len(o.stderr)) + o.skipped + n
+		if total > int64(limit) {
 			return 0, fmt.Errorf("%w (%d bytes; a packet of %d bytes would make %d)", ErrOutputTooLarge, limit, n, total)
+		}
+		if err := o.grant(cn, total); err != nil {
+			return 0, err
 		}
 		var dst *[]byte
 		switch h[0] {
