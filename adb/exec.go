@@ -36,7 +36,7 @@ var ErrOutputTooLarge = errors.New("adb: command output over the limit")
 // sent as the command's standard input, then closed; standard output and
 // error come back apart and byte for byte; code is the command's exit
 // status. Every element of argv is quoted with Quote. Output beyond
-// MaxExecOutput is ErrOutputTooLarge; a packet's declared length sizes
+// MaxExecOutput is ErrOutputTooLarge, with no output; a packet's declared length sizes
 // nothing, the output grows as its bytes arrive. The context bounds the
 // whole call; when it ends, the connection is closed.
 func (c *Client) Exec(ctx context.Context, serial string, stdin []byte, argv ...string) (stdout, stderr []byte, code int, err error) {
@@ -69,10 +69,15 @@ func (c *Client) Exec(ctx context.Context, serial string, stdin []byte, argv ...
 	out := shellOutput{big: largeOutputs}
 	defer out.release()
 	code, err = out.read(cn, MaxExecOutput)
+	if errors.Is(err, ErrOutputTooLarge) {
+		// Nothing of an output over the limit is kept: a caller that
+		// quoted it in a message would copy it whole.
+		return nil, nil, 0, fmt.Errorf("adb: %s: exec %s: %w", serial, cmd, err)
+	}
 	if err != nil {
 		err = fmt.Errorf("adb: %s: exec %s: %w", serial, cmd, err)
 	}
-	return out.stdout, out.stderr, code, err
+	return out.stdout.bytes(), out.stderr.bytes(), code, err
 }
 
 // smallExecOutput is what an Exec output may grow to without a turn of
@@ -87,7 +92,7 @@ var largeOutputs = make(chan struct{}, 1)
 
 // shellOutput collects the packets of a shell protocol v2 stream.
 type shellOutput struct {
-	stdout, stderr []byte
+	stdout, stderr chunks
 	skipped        int64
 	big            chan struct{} // largeOutputs; nil: no turn needed
 	holding        bool          // this output holds big's turn
@@ -135,14 +140,14 @@ func (o *shellOutput) read(cn *conn, limit int) (int, error) {
 			return 0, cn.fail("reading the output (no exit status came)", err)
 		}
 		n := int64(binary.LittleEndian.Uint32(h[1:]))
-		total := int64(len(o.stdout)+len(o.stderr)) + o.skipped + n
+		total := int64(o.stdout.n+o.stderr.n) + o.skipped + n
 		if total > int64(limit) {
 			return 0, fmt.Errorf("%w (%d bytes; a packet of %d bytes would make %d)", ErrOutputTooLarge, limit, n, total)
 		}
 		if err := o.grant(cn, total); err != nil {
 			return 0, err
 		}
-		var dst *[]byte
+		var dst *chunks
 		switch h[0] {
 		case shellStdout:
 			dst = &o.stdout
@@ -168,14 +173,57 @@ func (o *shellOutput) read(cn *conn, limit int) (int, error) {
 		}
 		// The output grows as bytes arrive: a declared length sizes
 		// nothing.
-		var err error
-		if *dst, err = readMore(*dst, cn, int(n), limit); err != nil {
+		if err := dst.readFrom(cn, int(n)); err != nil {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
 			return 0, cn.fail("reading a packet of %d bytes", err, n)
 		}
 	}
+}
+
+// chunks is an output read in pieces that double from 4 KiB up to 1 MiB,
+// so that it holds what came and never a copy of it, until bytes joins
+// them.
+type chunks struct {
+	bufs [][]byte
+	n    int
+}
+
+// readFrom appends n bytes of r, as they arrive.
+func (c *chunks) readFrom(r io.Reader, n int) error {
+	for n > 0 {
+		last := len(c.bufs) - 1
+		if last < 0 || len(c.bufs[last]) == cap(c.bufs[last]) {
+			size := 4 << 10
+			if last >= 0 {
+				size = min(2*cap(c.bufs[last]), 1<<20)
+			}
+			c.bufs, last = append(c.bufs, make([]byte, 0, size)), last+1
+		}
+		b := c.bufs[last]
+		k, err := r.Read(b[len(b):min(cap(b), len(b)+n)])
+		c.bufs[last], c.n, n = b[:len(b)+k], c.n+k, n-k
+		if err != nil && n > 0 {
+			return err
+		}
+	}
+	return nil
+}
+
+// bytes joins the pieces (nil when there are none).
+func (c *chunks) bytes() []byte {
+	switch len(c.bufs) {
+	case 0:
+		return nil
+	case 1:
+		return c.bufs[0]
+	}
+	out := make([]byte, 0, c.n)
+	for _, b := range c.bufs {
+		out = append(out, b...)
+	}
+	return out
 }
 
 func writeShellPacket(w io.Writer, id byte, data []byte) error {

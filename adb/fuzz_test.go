@@ -130,8 +130,8 @@ func FuzzShellV2(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var o shellOutput
 		o.read(replay(data), 1<<20)
-		if len(o.stdout)+len(o.stderr) > len(data) {
-			t.Fatalf("%d bytes of output from %d", len(o.stdout)+len(o.stderr), len(data))
+		if o.stdout.n+o.stderr.n > len(data) {
+			t.Fatalf("%d bytes of output from %d", o.stdout.n+o.stderr.n, len(data))
 		}
 	})
 }

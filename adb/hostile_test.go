@@ -201,9 +201,9 @@ func TestExecEndlessBounded(t *testing.T) {
 	s := adbtest.NewServer(adbtest.Config{Devices: []adbtest.Device{{Serial: "d", Mode: adbtest.Endless}}})
 	defer s.Close()
 	allocated := allocatedBy(func() {
-		_, _, _, err := adb.NewClient(s.Addr()).Exec(ctxLong(t), "d", nil, "cat")
-		if !errors.Is(err, adb.ErrOutputTooLarge) {
-			t.Errorf("Exec on an endless stream = %v, want ErrOutputTooLarge", err)
+		out, _, _, err := adb.NewClient(s.Addr()).Exec(ctxLong(t), "d", nil, "cat")
+		if !errors.Is(err, adb.ErrOutputTooLarge) || out != nil {
+			t.Errorf("Exec on an endless stream = %d bytes, %v; want none and ErrOutputTooLarge", len(out), err)
 		}
 	})
 	if allocated > 2*adb.MaxExecOutput+allocSlack {

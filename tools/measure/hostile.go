@@ -36,9 +36,20 @@ func hostile(args []string) error {
 	port := fs.Int("port", 19855, "daemon's port on 127.0.0.1")
 	logPath := fs.String("log", filepath.Join(os.TempDir(), "alloctrack-hostile.log"), "where the daemon's log goes")
 	daemonFlags := fs.String("daemon.flags", "", "more flags for alloctrack serve")
+	modes := fs.String("modes", "", "comma-separated modes of the devices (default: rotate and every hostile mode)")
+	host := fs.String("host", string(adbtest.Rotate), "mode of the second server's host services")
+	variants := fs.String("variants", "30,31,props", "devices per mode: honest getprop on API 30 and 31, hostile getprop")
 	fs.Parse(args)
 
-	cfgs := []adbtest.Config{{Devices: hostileDevices()}, {Host: adbtest.Rotate, Devices: hostileDevices()[:3]}}
+	ms := append([]adbtest.Mode{adbtest.Rotate}, adbtest.Hostile...)
+	if *modes != "" {
+		ms = nil
+		for _, m := range strings.Split(*modes, ",") {
+			ms = append(ms, adbtest.Mode(m))
+		}
+	}
+	devs := hostileDevices(ms, strings.Split(*variants, ","))
+	cfgs := []adbtest.Config{{Devices: devs}, {Host: adbtest.Mode(*host), Devices: devs[:min(3, len(devs))]}}
 	servers := make([]*adbtest.Server, len(cfgs))
 	var addrs []string
 	for i := range cfgs {
@@ -69,20 +80,24 @@ func hostile(args []string) error {
 	case <-time.After(30 * time.Second):
 		return fmt.Errorf("no memory_limit in the daemon's start log (%s)", *logPath)
 	}
-	fmt.Printf("hostile: %d devices in modes %v (and rotating), host services rotating, endless replies paced %v, servers restarted every %v, for %v; daemon pid %d, memory limit %d MiB, log %s\n",
-		len(cfgs[0].Devices), adbtest.Hostile, *pace, *restart, *duration, d.pid(), limit>>20, *logPath)
+	fmt.Printf("hostile: %d devices in modes %v, host services %s, endless replies paced %v, servers restarted every %v, for %v; daemon pid %d, memory limit %d MiB, log %s\n",
+		len(cfgs[0].Devices), ms, *host, *pace, *restart, *duration, d.pid(), limit>>20, *logPath)
 	return sampleHostile(d, servers, cfgs, listen, limit, *duration, *restart)
 }
 
-// hostileDevices is a device per hostile mode and Rotate: with getprop
-// answered honestly on API 30 (DDM) and 31 (heapprofd), and in the mode.
-func hostileDevices() []adbtest.Device {
+// hostileDevices is a device per mode and variant: getprop answered
+// honestly with an API level (30: DDM, 31: heapprofd), or in the mode
+// ("props").
+func hostileDevices(modes []adbtest.Mode, variants []string) []adbtest.Device {
 	var out []adbtest.Device
-	for _, m := range append([]adbtest.Mode{adbtest.Rotate}, adbtest.Hostile...) {
-		out = append(out,
-			adbtest.Device{Serial: "h-" + string(m) + "-30", Mode: m, HonestProps: true, API: 30},
-			adbtest.Device{Serial: "h-" + string(m) + "-31", Mode: m, HonestProps: true, API: 31},
-			adbtest.Device{Serial: "h-" + string(m), Mode: m})
+	for _, m := range modes {
+		for _, v := range variants {
+			d := adbtest.Device{Serial: "h-" + string(m) + "-" + v, Mode: m}
+			if api, err := strconv.Atoi(v); err == nil {
+				d.HonestProps, d.API = true, api
+			}
+			out = append(out, d)
+		}
 	}
 	return out
 }
