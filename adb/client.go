@@ -2,6 +2,7 @@ package adb
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -240,8 +241,9 @@ func ParseDevices(b []byte) ([]DeviceState, error) {
 	return out, nil
 }
 
-// TrackDevices follows host:track-devices, calling fn with each new list,
-// until ctx ends or the connection breaks; it returns the reason.
+// TrackDevices follows host:track-devices, calling fn with each new list
+// (one equal to the last is dropped), until ctx ends or the connection
+// breaks; it returns the reason.
 func (c *Client) TrackDevices(ctx context.Context, fn func([]DeviceState)) error {
 	cn, err := c.dial(ctx, true) // a list comes only on change
 	if err != nil {
@@ -251,12 +253,10 @@ func (c *Client) TrackDevices(ctx context.Context, fn func([]DeviceState)) error
 	if err := cn.send("host:track-devices"); err != nil {
 		return err
 	}
+	var last lastList
 	for {
-		b, err := cn.readHex("device list")
+		b, err := cn.nextList("device list", &last)
 		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
 			return err
 		}
 		list, err := ParseDevices(b)
@@ -264,6 +264,32 @@ func (c *Client) TrackDevices(ctx context.Context, fn func([]DeviceState)) error
 			return err
 		}
 		fn(list)
+	}
+}
+
+// lastList is the last list a tracking connection delivered.
+type lastList struct {
+	b    []byte
+	seen bool
+}
+
+// nextList reads framed lists until one differs from the last it returned
+// (the context's error once it has ended): the server sends a list at once
+// and on every change, so a repeat tells nothing, and a flood of repeats
+// costs only their reading, not a caller's work on each.
+func (c *conn) nextList(what string, last *lastList) ([]byte, error) {
+	for {
+		b, err := c.readHex(what)
+		if err != nil {
+			if c.ctx.Err() != nil {
+				return nil, c.ctx.Err()
+			}
+			return nil, err
+		}
+		if !last.seen || !bytes.Equal(b, last.b) {
+			last.b, last.seen = b, true
+			return b, nil
+		}
 	}
 }
 
@@ -297,7 +323,8 @@ func ParsePIDs(b []byte) ([]int, error) {
 }
 
 // TrackJDWP follows track-jdwp on a device, calling fn with each list of
-// debuggable pids, until ctx ends or the stream breaks.
+// debuggable pids (one equal to the last is dropped), until ctx ends or
+// the stream breaks.
 func (c *Client) TrackJDWP(ctx context.Context, serial string, fn func([]int)) error {
 	cn, err := c.transport(ctx, serial, true)
 	if err != nil {
@@ -307,12 +334,10 @@ func (c *Client) TrackJDWP(ctx context.Context, serial string, fn func([]int)) e
 	if err := cn.send("track-jdwp"); err != nil {
 		return err
 	}
+	var last lastList
 	for {
-		b, err := cn.readHex("pid list")
+		b, err := cn.nextList("pid list", &last)
 		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
 			return err
 		}
 		pids, err := ParsePIDs(b)
