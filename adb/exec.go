@@ -36,9 +36,9 @@ var ErrOutputTooLarge = errors.New("adb: command output over the limit")
 // sent as the command's standard input, then closed; standard output and
 // error come back apart and byte for byte; code is the command's exit
 // status. Every element of argv is quoted with Quote. Output beyond
-// MaxExecOutput is ErrOutputTooLarge, with no output; a packet's declared length sizes
-// nothing, the output grows as its bytes arrive. The context bounds the
-// whole call; when it ends, the connection is closed.
+// MaxExecOutput is ErrOutputTooLarge, with no output; a packet's declared
+// length sizes nothing, the output grows as its bytes arrive. The context
+// bounds the whole call; when it ends, the connection is closed.
 func (c *Client) Exec(ctx context.Context, serial string, stdin []byte, argv ...string) (stdout, stderr []byte, code int, err error) {
 	if len(argv) == 0 {
 		return nil, nil, 0, fmt.Errorf("adb: %s: exec: no command", serial)
