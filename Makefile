@@ -47,6 +47,13 @@ fuzz:
 	$(GO) test ./ddms/hprof -run '^$$' -fuzz '^FuzzReader$$'         -fuzztime $(FUZZTIME)
 	$(GO) test ./ddms/hprof -run '^$$' -fuzz '^FuzzConvertStandard$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./adb        -run '^$$' -fuzz '^FuzzParseAppProcesses$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./adb        -run '^$$' -fuzz '^FuzzReadStatusAndLength$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./adb        -run '^$$' -fuzz '^FuzzParseDevices$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./adb        -run '^$$' -fuzz '^FuzzParseDevicesLong$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./adb        -run '^$$' -fuzz '^FuzzParsePIDs$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./adb        -run '^$$' -fuzz '^FuzzParsePS$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./adb        -run '^$$' -fuzz '^FuzzShellV2$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./adb        -run '^$$' -fuzz '^FuzzSyncReplies$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./tialloc    -run '^$$' -fuzz '^FuzzParse$$'          -fuzztime $(FUZZTIME)
 
 # The benchmarks that hold the speed and memory targets: Parse on the three

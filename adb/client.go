@@ -2,6 +2,7 @@ package adb
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,10 +16,6 @@ import (
 
 // DefaultPort is the adb server's port when nothing says otherwise.
 const DefaultPort = 5037
-
-// maxReply bounds the length a server may declare for one hex-prefixed
-// reply (device lists, FAIL reasons, pid lists).
-const maxReply = 1 << 20
 
 // Errors callers branch on; FailError wraps them when the reason matches.
 var (
@@ -138,6 +135,12 @@ func (c *conn) send(req string) error {
 	if _, err := c.Conn.Write([]byte(fmt.Sprintf("%04x%s", len(req), req))); err != nil {
 		return c.fail("adb: sending %s", err, req)
 	}
+	return c.readStatus(req)
+}
+
+// readStatus reads the answer to req: OKAY, or FAIL and a reason framed
+// as 4 hex digits of length and that many bytes.
+func (c *conn) readStatus(req string) error {
 	var st [4]byte
 	if _, err := io.ReadFull(c.r, st[:]); err != nil {
 		return c.fail("adb: reading status of %s", err, req)
@@ -155,24 +158,43 @@ func (c *conn) send(req string) error {
 	return fmt.Errorf("%w: %s: status %q", ErrProtocol, req, st[:])
 }
 
-// readHex reads 4 hex digits of length and that many bytes.
+// readHex reads 4 hex digits of length and that many bytes (65,535 at
+// most), into a buffer that grows as they arrive.
 func (c *conn) readHex(what string) ([]byte, error) {
 	var h [4]byte
 	if _, err := io.ReadFull(c.r, h[:]); err != nil {
 		return nil, c.fail("adb: reading length of %s", err, what)
 	}
-	n, err := strconv.ParseUint(string(h[:]), 16, 32)
+	n, err := parseHexLen(h)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: length %q is not 4 hex digits", ErrProtocol, what, h[:])
 	}
-	if n > maxReply {
-		return nil, fmt.Errorf("%w: %s: length %d over %d", ErrProtocol, what, n, maxReply)
-	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(c.r, b); err != nil {
+	b, err := readExactly(c.r, n)
+	if err != nil {
 		return nil, c.fail("adb: reading %d bytes of %s", err, n, what)
 	}
 	return b, nil
+}
+
+// parseHexLen reads the 4 hex digits of a length; anything else (a sign,
+// a space, "0x") is an error, so no length is negative.
+func parseHexLen(h [4]byte) (int, error) {
+	n := 0
+	for _, c := range h {
+		var d byte
+		switch {
+		case c >= '0' && c <= '9':
+			d = c - '0'
+		case c >= 'a' && c <= 'f':
+			d = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return 0, ErrProtocol
+		}
+		n = n<<4 | int(d)
+	}
+	return n, nil
 }
 
 // Version asks the server for its protocol version (41 for adb 29).
@@ -219,8 +241,9 @@ func ParseDevices(b []byte) ([]DeviceState, error) {
 	return out, nil
 }
 
-// TrackDevices follows host:track-devices, calling fn with each new list,
-// until ctx ends or the connection breaks; it returns the reason.
+// TrackDevices follows host:track-devices, calling fn with each new list
+// (one equal to the last is dropped), until ctx ends or the connection
+// breaks; it returns the reason.
 func (c *Client) TrackDevices(ctx context.Context, fn func([]DeviceState)) error {
 	cn, err := c.dial(ctx, true) // a list comes only on change
 	if err != nil {
@@ -230,12 +253,10 @@ func (c *Client) TrackDevices(ctx context.Context, fn func([]DeviceState)) error
 	if err := cn.send("host:track-devices"); err != nil {
 		return err
 	}
+	var last lastList
 	for {
-		b, err := cn.readHex("device list")
+		b, err := cn.nextList("device list", &last)
 		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
 			return err
 		}
 		list, err := ParseDevices(b)
@@ -243,6 +264,32 @@ func (c *Client) TrackDevices(ctx context.Context, fn func([]DeviceState)) error
 			return err
 		}
 		fn(list)
+	}
+}
+
+// lastList is the last list a tracking connection delivered.
+type lastList struct {
+	b    []byte
+	seen bool
+}
+
+// nextList reads framed lists until one differs from the last it returned
+// (the context's error once it has ended): the server sends a list at once
+// and on every change, so a repeat tells nothing, and a flood of repeats
+// costs only their reading, not a caller's work on each.
+func (c *conn) nextList(what string, last *lastList) ([]byte, error) {
+	for {
+		b, err := c.readHex(what)
+		if err != nil {
+			if c.ctx.Err() != nil {
+				return nil, c.ctx.Err()
+			}
+			return nil, err
+		}
+		if !last.seen || !bytes.Equal(b, last.b) {
+			last.b, last.seen = b, true
+			return b, nil
+		}
 	}
 }
 
@@ -276,7 +323,8 @@ func ParsePIDs(b []byte) ([]int, error) {
 }
 
 // TrackJDWP follows track-jdwp on a device, calling fn with each list of
-// debuggable pids, until ctx ends or the stream breaks.
+// debuggable pids (one equal to the last is dropped), until ctx ends or
+// the stream breaks.
 func (c *Client) TrackJDWP(ctx context.Context, serial string, fn func([]int)) error {
 	cn, err := c.transport(ctx, serial, true)
 	if err != nil {
@@ -286,12 +334,10 @@ func (c *Client) TrackJDWP(ctx context.Context, serial string, fn func([]int)) e
 	if err := cn.send("track-jdwp"); err != nil {
 		return err
 	}
+	var last lastList
 	for {
-		b, err := cn.readHex("pid list")
+		b, err := cn.nextList("pid list", &last)
 		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
 			return err
 		}
 		pids, err := ParsePIDs(b)

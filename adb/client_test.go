@@ -433,3 +433,38 @@ func setenv(t *testing.T, k, v string) {
 	}
 	os.Setenv(k, v)
 }
+
+// A list equal to the last one delivered tells nothing (the server sends a
+// list at once and on every change): it is read and dropped, so that a
+// flood of repeats costs no caller's work.
+func TestTrackRepeatsDropped(t *testing.T) {
+	same := hexs("emu-1\tdevice\n")
+	pids := hexs("1234\n")
+	s := newFakeServer(t,
+		steps(expect("host:track-devices"), send("OKAY"+same+same+same+hexs("")+hexs("")+same), waitClose),
+		steps(expect("host:transport:x"), send("OKAY"), expect("track-jdwp"), send("OKAY"+pids+pids+hexs("")+hexs("")+pids), waitClose),
+	)
+	c := adb.NewClient(s.addr())
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	var lists [][]adb.DeviceState
+	err := c.TrackDevices(ctx, func(l []adb.DeviceState) {
+		if lists = append(lists, l); len(lists) == 3 {
+			cancel()
+		}
+	})
+	if !errors.Is(err, context.Canceled) || len(lists) != 3 || len(lists[0]) != 1 || len(lists[1]) != 0 || len(lists[2]) != 1 {
+		t.Fatalf("TrackDevices delivered %v (%v), want the list, the empty list, the list", lists, err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	var got [][]int
+	err = c.TrackJDWP(ctx, "x", func(p []int) {
+		if got = append(got, p); len(got) == 3 {
+			cancel()
+		}
+	})
+	if !errors.Is(err, context.Canceled) || len(got) != 3 || len(got[1]) != 0 {
+		t.Fatalf("TrackJDWP delivered %v (%v), want [1234] [] [1234]", got, err)
+	}
+}

@@ -40,6 +40,16 @@ func syncStat(cn *conn, remote string) (mode, size uint32, err error) {
 	if _, err := cn.Conn.Write(append(b, remote...)); err != nil {
 		return 0, 0, cn.fail("adb: stat %s", err, remote)
 	}
+	return readStat(cn, remote)
+}
+
+// readStat reads a STAT answer (version 1), 16 bytes with no length:
+//
+//	0      4            8            12           16
+//	+------+------------+------------+------------+
+//	| STAT | mode LE u32| size LE u32| mtime LE u32|
+//	+------+------------+------------+------------+
+func readStat(cn *conn, remote string) (mode, size uint32, err error) {
 	var h [16]byte
 	if _, err := io.ReadFull(cn.r, h[:]); err != nil {
 		return 0, 0, cn.fail("adb: stat %s: reading STAT", err, remote)
@@ -74,7 +84,6 @@ func (c *Client) Pull(ctx context.Context, serial, remote string, w io.Writer) (
 		}
 		return nil
 	}
-	var h [16]byte
 	mode, size, err := syncStat(cn, remote)
 	if err != nil {
 		return 0, err
@@ -85,10 +94,23 @@ func (c *Client) Pull(ctx context.Context, serial, remote string, w io.Writer) (
 	if err := req("RECV"); err != nil {
 		return 0, err
 	}
+	return recvData(cn, serial, remote, size, w)
+}
+
+// recvData copies the answer to RECV to w and returns its size. Each
+// packet is an id and a little-endian uint32:
+//
+//	DATA len <len bytes, at most 64 KiB>   part of the file
+//	DONE mtime                              the end
+//	FAIL len <len bytes>                    the reason (the first KiB kept)
+//
+// size is STAT's (the low 32 bits of the file's), checked at DONE.
+func recvData(cn *conn, serial, remote string, size uint32, w io.Writer) (int64, error) {
 	var n int64
+	var h [8]byte
 	buf := make([]byte, maxSyncData)
 	for {
-		if _, err := io.ReadFull(cn.r, h[:8]); err != nil {
+		if _, err := io.ReadFull(cn.r, h[:]); err != nil {
 			return n, cn.fail("adb: pull %s: after %d bytes", err, remote, n)
 		}
 		k := binary.LittleEndian.Uint32(h[4:8])
@@ -111,8 +133,7 @@ func (c *Client) Pull(ctx context.Context, serial, remote string, w io.Writer) (
 			}
 			return n, nil
 		case "FAIL":
-			msg := make([]byte, min(k, 1024))
-			io.ReadFull(cn.r, msg)
+			msg, _ := readExactly(cn.r, int(min(k, 1024)))
 			return n, fmt.Errorf("adb: pull %s from %s: %s", remote, serial, msg)
 		default:
 			return n, fmt.Errorf("%w: pull %s: sync answered %q", ErrProtocol, remote, h[:4])

@@ -241,8 +241,9 @@ func fieldName(num protowire.Number) string {
 // fn with each list of the processes that are debuggable or profileable,
 // until ctx ends or the stream breaks. adbd sends the list at once and
 // again whenever such a process starts or ends (Android 15 also when one's
-// details change). A device that does not offer the service ends the call
-// with ErrTrackAppUnsupported; a list it cannot decode, with ErrProtocol.
+// details change); a list equal to the last is dropped. A device that
+// does not offer the service ends the call with ErrTrackAppUnsupported; a
+// list it cannot decode, with ErrProtocol.
 func (c *Client) TrackApp(ctx context.Context, serial string, fn func([]AppProcess)) error {
 	cn, err := c.transport(ctx, serial, true)
 	if err != nil {
@@ -255,12 +256,10 @@ func (c *Client) TrackApp(ctx context.Context, serial string, fn func([]AppProce
 		}
 		return err
 	}
+	var last lastList
 	for {
-		b, err := cn.readHex("app process list")
+		b, err := cn.nextList("app process list", &last)
 		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
 			return err
 		}
 		list, err := ParseAppProcesses(b)

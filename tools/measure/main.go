@@ -7,6 +7,7 @@
 //	go run ./tools/measure coverage -duration 2m -window 10s -latency 20ms
 //	go run ./tools/measure load -devices 16 -apps 4 -duration 3m
 //	go run ./tools/measure soak -duration 35m
+//	go run ./tools/measure hostile -duration 10m
 package main
 
 import (
@@ -33,7 +34,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: measure coverage|load|heapprofd|soak|heapdump [flags]")
+		fmt.Fprintln(os.Stderr, "usage: measure coverage|load|heapprofd|soak|heapdump|hostile [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -48,6 +49,8 @@ func main() {
 		err = soak(os.Args[2:])
 	case "heapdump":
 		err = heapdumpCmd(os.Args[2:])
+	case "hostile":
+		err = hostile(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown measurement %q", os.Args[1])
 	}
