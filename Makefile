@@ -48,6 +48,7 @@ fuzz:
 	$(GO) test ./ddms/hprof -run '^$$' -fuzz '^FuzzConvertStandard$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./adb        -run '^$$' -fuzz '^FuzzParseAppProcesses$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./tialloc    -run '^$$' -fuzz '^FuzzParse$$'          -fuzztime $(FUZZTIME)
+	$(GO) test ./instrument -run '^$$' -fuzz '^FuzzParseInstrument$$' -fuzztime $(FUZZTIME)
 
 # The benchmarks that hold the speed and memory targets: Parse on the three
 # report shapes, Counters.Add on a worst-case maximum report, and /metrics
