@@ -48,7 +48,7 @@ func (l *lines) errorf(format string, args ...any) error {
 }
 
 // next returns the next line, or io.EOF. A last line without "\n" is
-// returned as a line.
+// returned as a line. Every "\r" before the "\n" goes: a PTY may add one.
 func (l *lines) next() (string, error) {
 	var long []byte
 	for {
@@ -71,7 +71,7 @@ func (l *lines) next() (string, error) {
 			return "", io.EOF
 		}
 		l.n++
-		b = bytes.TrimSuffix(bytes.TrimSuffix(b, []byte{'\n'}), []byte{'\r'})
+		b = bytes.TrimRight(bytes.TrimSuffix(b, []byte{'\n'}), "\r")
 		if len(b) > MaxLine {
 			return "", l.errorf("line longer than %d bytes", MaxLine)
 		}

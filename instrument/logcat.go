@@ -52,7 +52,7 @@ type Entry struct {
 }
 
 const (
-	prio    = `([VDIWEFAS])`
+	prio    = `([VDIWEFAS?])`
 	zone    = `(?: ([+-]\d{4}))?`
 	clockRe = `^(?:(\d{4})-)?(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{9}|\d{6}|\d{3})` + zone
 	secsRe  = `^ *(\d+)\.(\d{9}|\d{6}|\d{3})` + zone
@@ -99,9 +99,10 @@ func fraction(f string) (nanos, digits int) {
 	return n, len(f)
 }
 
-// parseEntry reads one line of brief, time or threadtime, or a long
-// header (its message comes on the next lines).
-func parseEntry(line string) (Entry, bool) {
+// ParseLine reads one logcat line of brief, time or threadtime, or the
+// header of a long entry (whose message comes on the next lines and is
+// left empty here). It reports false for a line in no layout.
+func ParseLine(line string) (Entry, bool) {
 	if e, ok := parseBrief(line); ok {
 		e.Layout = Brief
 		return e, true

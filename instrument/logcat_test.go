@@ -110,6 +110,7 @@ func TestParseEntry(t *testing.T) {
 	}{
 		{"I/TestRunner( 4321): started: a(b.C)", Entry{Layout: Brief, PID: 4321, Priority: 'I', Tag: "TestRunner", Message: "started: a(b.C)"}},
 		{"D/art     (  612): ", Entry{Layout: Brief, PID: 612, Priority: 'D', Tag: "art"}},
+		{"?/x( 1): m", Entry{Layout: Brief, PID: 1, Priority: '?', Tag: "x", Message: "m"}},
 		{"I/TestRunner(10123: 4321): x", Entry{Layout: Brief, UID: "10123", PID: 4321, Priority: 'I', Tag: "TestRunner", Message: "x"}},
 		{"11-27 06:44:53.123 E/TestRunner( 4321): y", Entry{Layout: Time, Stamp: ms, PID: 4321, Priority: 'E', Tag: "TestRunner", Message: "y"}},
 		{"11-27 06:44:53.123  4321  4340 I TestRunner: a: b", Entry{Layout: ThreadTime, Stamp: ms, PID: 4321, TID: 4340, Priority: 'I', Tag: "TestRunner", Message: "a: b"}},
@@ -124,14 +125,14 @@ func TestParseEntry(t *testing.T) {
 		{"[ 11-27 06:44:53.123 10123: 4321: 4340 D/ab       ]", Entry{Layout: Long, Stamp: ms, UID: "10123", PID: 4321, TID: 4340, Priority: 'D', Tag: "ab"}},
 	}
 	for _, tt := range tests {
-		got, ok := parseEntry(tt.line)
+		got, ok := ParseLine(tt.line)
 		if !ok || !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%q:\n got %+v %v\nwant %+v", tt.line, got, ok, tt.want)
 		}
 	}
 	for _, bad := range []string{"", "- waiting for device -", "11-27 06:44:53.12  4321  4340 I T: m",
-		"X/Tag( 1): m", "11-27 06:44:53.123  4321 I T: m", "[ 11-27 06:44:53.123 4321 I/T ]"} {
-		if e, ok := parseEntry(bad); ok {
+		"X/Tag( 1): m", "\x1b[38;5;40mI/T( 1): m", "11-27 06:44:53.123  4321 I T: m", "[ 11-27 06:44:53.123 4321 I/T ]"} {
+		if e, ok := ParseLine(bad); ok {
 			t.Errorf("%q read as %+v", bad, e)
 		}
 	}
@@ -188,16 +189,20 @@ func TestLogReaderUnterminatedException(t *testing.T) {
 		"E/TestRunner( 1): ----- begin exception -----\n" +
 		"E/TestRunner( 1): java.lang.Error\n" +
 		"I/TestRunner( 1): started: b(pkg.C)\n"
+	in += "E/TestRunner( 1): ----- begin exception -----\n" +
+		"E/TestRunner( 1): java.lang.Error: second\n" +
+		"E/TestRunner( 1): failed: c(pkg.C)\n"
 	got, _ := readLog(t, NewLogReader(strings.NewReader(in)))
 	want := []string{"failed pkg.C#a", "in exception #", "in exception #",
-		`exception pkg.C#a "java.lang.Error" true`, "started pkg.C#b"}
+		`exception pkg.C#a "java.lang.Error" true`, "started pkg.C#b",
+		"in exception #", "in exception #", `exception # "java.lang.Error: second" true`, "failed pkg.C#c"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
 
 func TestLogReaderNotLogcat(t *testing.T) {
-	in := "- waiting for device -\r\nerror: device offline\n"
+	in := "- waiting for device -\r\r\nerror: device offline\n"
 	got, errs := readLog(t, NewLogReader(strings.NewReader(in)))
 	if want := []string{"text - waiting for device -", "text error: device offline"}; errs != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("got %q %v, want %q", got, errs, want)

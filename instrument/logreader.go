@@ -96,7 +96,7 @@ func (r *LogReader) line(line string) error {
 		return nil
 	}
 	if strings.HasPrefix(line, "[ ") {
-		if e, ok := parseEntry(line); ok {
+		if e, ok := ParseLine(line); ok {
 			r.finishLong()
 			e.Line = r.l.n
 			r.long, r.msg = &e, nil
@@ -106,7 +106,7 @@ func (r *LogReader) line(line string) error {
 	if r.long != nil {
 		return r.longLine(line)
 	}
-	e, ok := parseEntry(line)
+	e, ok := ParseLine(line)
 	if !ok {
 		r.push(Record{Kind: NotLogcat, Text: line, Line: r.l.n})
 		return nil
@@ -205,15 +205,16 @@ func (b *openBlock) add(s string) {
 }
 
 // inBlock takes a runner line of a process inside an exception block; it
-// reports false when the line is no part of the block (then the block is
-// closed as unterminated and the line read as usual).
+// reports false when the line is no part of the block: not an E line, a
+// new begin marker, or a runner message such as the next "failed:" (then
+// the block is closed as unterminated and the line read as usual).
 func (r *LogReader) inBlock(b *openBlock, rec Record) bool {
 	e := rec.Entry
 	switch {
 	case e.Message == endException:
 		rec.Runner = b.close(false)
 		delete(r.blocks, e.PID)
-	case e.Priority == 'E' && !strings.HasPrefix(e.Message, beginException):
+	case e.Priority == 'E' && !strings.HasPrefix(e.Message, beginException) && !isRunnerMessage(e.Message):
 		b.add(e.Message)
 		rec.Runner = RunnerEvent{Kind: InException}
 	default:
@@ -223,6 +224,12 @@ func (r *LogReader) inBlock(b *openBlock, rec Record) bool {
 	}
 	r.push(rec)
 	return true
+}
+
+// isRunnerMessage tells whether msg is one of the runner's own messages.
+func isRunnerMessage(msg string) bool {
+	ev, bad := parseRunner(msg)
+	return ev.Kind != NotRunner && bad == ""
 }
 
 func (b *openBlock) close(unterminated bool) RunnerEvent {
