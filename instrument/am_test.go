@@ -140,6 +140,7 @@ func TestParseAmRejects(t *testing.T) {
 
 func TestAmReaderStream(t *testing.T) {
 	pr, pw := io.Pipe()
+	t.Cleanup(func() { pr.Close() }) // unblocks the writer if the test stops early
 	a := NewAmReader(pr)
 	go func() {
 		io.WriteString(pw, amSorted[:strings.Index(amSorted, "INSTRUMENTATION_STATUS_CODE: 0")+len("INSTRUMENTATION_STATUS_CODE: 1\n")])
