@@ -55,6 +55,8 @@ fuzz:
 	$(GO) test ./adb        -run '^$$' -fuzz '^FuzzShellV2$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./adb        -run '^$$' -fuzz '^FuzzSyncReplies$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./tialloc    -run '^$$' -fuzz '^FuzzParse$$'          -fuzztime $(FUZZTIME)
+	$(GO) test ./instrument -run '^$$' -fuzz '^FuzzParseInstrument$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./instrument -run '^$$' -fuzz '^FuzzParseLogcat$$'     -fuzztime $(FUZZTIME)
 
 # The benchmarks that hold the speed and memory targets: Parse on the three
 # report shapes, Counters.Add on a worst-case maximum report, and /metrics
