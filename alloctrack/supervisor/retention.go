@@ -11,9 +11,11 @@ import (
 )
 
 // forgetting runs the sweep that forgets gone devices and ended apps,
-// until ctx ends.
+// every quarter of the retention (30 s at most, 1 ms at least: a
+// retention under 4 ns would make a ticker of 0, which panics), until
+// ctx ends.
 func (d *Daemon) forgetting(ctx context.Context) {
-	t := time.NewTicker(min(d.cfg.Retention/4, 30*time.Second))
+	t := time.NewTicker(max(min(d.cfg.Retention/4, 30*time.Second), time.Millisecond))
 	defer t.Stop()
 	for {
 		select {

@@ -245,3 +245,23 @@ func TestDaemonForgetsUnprofileableAppThatDied(t *testing.T) {
 		return !ok
 	})
 }
+
+// TestDaemonTinyRetention: a retention of a nanosecond (serve takes any
+// positive --devices.retention) forgets what ends at once, and does not
+// take the daemon down (a sweep every quarter of it was a ticker of 0,
+// which panics).
+func TestDaemonTinyRetention(t *testing.T) {
+	farm := newFarm(sim.FarmConfig{Devices: 1, AppsPerDevice: 1})
+	const serial, pkg = "sim-1", "com.example.app1"
+	cfg := daemonConfig()
+	cfg.Retention = time.Nanosecond
+	r := startDaemon(t, farm, cfg)
+	eventually(t, "the app tracking", func() bool { return r.tracking(serial, pkg, 1) })
+	if err := farm.KillApp(serial, onlyPID(t, farm, serial, pkg)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the dead app forgotten", func() bool {
+		_, ok := r.app(serial, pkg)
+		return !ok
+	})
+}
