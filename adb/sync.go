@@ -102,7 +102,7 @@ func (c *Client) Pull(ctx context.Context, serial, remote string, w io.Writer) (
 //
 //	DATA len <len bytes, at most 64 KiB>   part of the file
 //	DONE mtime                              the end
-//	FAIL len <len bytes>                    the reason (the first KiB kept)
+//	FAIL len <len bytes, at most 64 KiB>    the reason (the first KiB kept)
 //
 // size is STAT's (the low 32 bits of the file's), checked at DONE.
 func recvData(cn *conn, serial, remote string, size uint32, w io.Writer) (int64, error) {
@@ -133,10 +133,24 @@ func recvData(cn *conn, serial, remote string, size uint32, w io.Writer) (int64,
 			}
 			return n, nil
 		case "FAIL":
-			msg, _ := readExactly(cn.r, int(min(k, 1024)))
-			return n, fmt.Errorf("adb: pull %s from %s: %s", remote, serial, msg)
+			return n, recvFail(cn, serial, remote, k)
 		default:
 			return n, fmt.Errorf("%w: pull %s: sync answered %q", ErrProtocol, remote, h[:4])
 		}
 	}
+}
+
+// recvFail reads the reason of a FAIL answer to RECV, of k bytes, and
+// returns it as the error, its first KiB quoted. A reason longer than a
+// DATA packet is a protocol error, and one cut short is an error of its
+// own, which says what came.
+func recvFail(cn *conn, serial, remote string, k uint32) error {
+	if k > maxSyncData {
+		return fmt.Errorf("%w: pull %s: FAIL reason of %d bytes (at most %d)", ErrProtocol, remote, k, maxSyncData)
+	}
+	msg, err := readExactly(cn.r, int(k))
+	if err != nil {
+		return cn.fail("adb: pull %s: reading a FAIL reason of %d bytes (%q came)", err, remote, k, msg[:min(len(msg), 1024)])
+	}
+	return fmt.Errorf("adb: pull %s from %s: %s", remote, serial, msg[:min(len(msg), 1024)])
 }
