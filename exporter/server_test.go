@@ -32,18 +32,21 @@ func serve(t *testing.T, srv *http.Server) string {
 // request on the same connection and after reading a request body: the
 // timeouts bound the client, not the work.
 func TestServerLongHandlerOutlivesTimeouts(t *testing.T) {
-	const timeout = 100 * time.Millisecond
+	// Long enough that a loaded machine sends a request's headers and
+	// body within it (a new connection's first request is timed from the
+	// accept); the work is a few times longer.
+	const timeout = 500 * time.Millisecond
 	mux := http.NewServeMux()
 	mux.HandleFunc("/quick", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "quick") })
 	mux.HandleFunc("/slow-empty", func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(10 * timeout) // work, then an empty answer
+		time.Sleep(4 * timeout) // work, then an empty answer
 	})
 	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
 		io.ReadAll(r.Body)
 		select {
 		case <-r.Context().Done():
 			http.Error(w, "cancelled", http.StatusServiceUnavailable)
-		case <-time.After(10 * timeout): // the work itself, not a wait for an event
+		case <-time.After(4 * timeout): // the work itself, not a wait for an event
 			io.WriteString(w, "done")
 		}
 	})
