@@ -151,10 +151,13 @@ func dial(t *testing.T, u, send string) net.Conn {
 // one whose request body stalls (on the web port and the control address).
 func TestServeCutsIdleAndSlowConnections(t *testing.T) {
 	base, stop, errOut := startServe(t, "--simulate", "--simulate.devices", "1", "--simulate.apps", "0",
-		"--web.read-header-timeout", "200ms", "--web.read-timeout", "300ms", "--web.idle-timeout", "300ms")
+		"--web.read-header-timeout", "1s", "--web.read-timeout", "1s", "--web.idle-timeout", "1s")
 	defer stop()
 	ctl := controlURL(t, errOut)
-	const bound = 30 * time.Second // the machine may be loaded; the server's bounds are far shorter
+	// The server's bounds are long enough for a loaded machine to send a
+	// whole request at once (the idle connection's GET must be answered),
+	// and far shorter than the test's.
+	const bound = 30 * time.Second
 	body := "POST /devices/sim-1/apps HTTP/1.1\r\nHost: x\r\nX-Alloctrack-Request: 1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"pack"
 	conns := map[string]net.Conn{
 		"silent":            dial(t, base, ""),
