@@ -49,8 +49,8 @@ func TestDaemonFactsSlowGetprop(t *testing.T) {
 }
 
 // TestDaemonFactsNoBackendOnUnknownAPI: with --backend ddm too, a device
-// whose API level is unknown gets no session, and an Android 12 device is
-// shown unsupported only once its level is read (REAQ unanswered there).
+// whose API level is unknown gets no session; once its level is read, it
+// gets one.
 func TestDaemonFactsNoBackendOnUnknownAPI(t *testing.T) {
 	farm := newFarm(sim.FarmConfig{Devices: 1, AppsPerDevice: 1, APIs: []int{30}})
 	const serial, pkg = "sim-1", "com.example.app1"
@@ -68,5 +68,34 @@ func TestDaemonFactsNoBackendOnUnknownAPI(t *testing.T) {
 	eventually(t, "API 30 read and the app tracking", func() bool {
 		dv, _ := r.device(serial)
 		return dv.Facts == alloctrack.FactsKnown && dv.API == 30 && r.tracking(serial, pkg, 1)
+	})
+}
+
+// TestDaemonFactsUnsupportedOnlyOnceRead: with --backend ddm, an Android
+// 12 device whose API level cannot be read yet has no app shown, let
+// alone unsupported, and no JDWP connection; once the level is read, its
+// app is shown unsupported (REAQ unanswered on a known 12+ device: the
+// evidence issue 33 asks for).
+func TestDaemonFactsUnsupportedOnlyOnceRead(t *testing.T) {
+	farm := newFarm(sim.FarmConfig{Devices: 1, AppsPerDevice: 1, APIs: []int{31}})
+	const serial, pkg = "sim-1", "com.example.app1"
+	farm.Device(serial).StallGetprop(2, 3*time.Second)
+	r := startDaemon(t, farm, daemonConfig()) // --backend ddm
+	eventually(t, "facts unknown", func() bool {
+		dv, _ := r.device(serial)
+		return dv.Facts == alloctrack.FactsUnknown && dv.Errors[alloctrack.StageFacts] > 0
+	})
+	if apps := r.d.Snapshot().Apps; len(apps) != 0 {
+		t.Errorf("facts unknown, yet apps shown: %+v", apps)
+	}
+	for _, vm := range farm.Device(serial).VMs() {
+		if n := vm.Stats().Connections; n != 0 {
+			t.Errorf("%s: %d JDWP connections while the device's facts are unknown", vm.ProcessName(), n)
+		}
+	}
+	eventually(t, "API 31 read and the app shown unsupported", func() bool {
+		dv, _ := r.device(serial)
+		a, ok := r.app(serial, pkg)
+		return dv.Facts == alloctrack.FactsKnown && dv.API == 31 && ok && a.State == alloctrack.StateUnsupported
 	})
 }
