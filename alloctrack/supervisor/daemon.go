@@ -392,21 +392,7 @@ func (d *Daemon) onDevices(ctx context.Context, src Source, list []DeviceState, 
 		follow := ds.State == "device" && d.cfg.Serials.Match(ds.Serial)
 		switch {
 		case follow && e.cancel == nil:
-			dctx, cancel := context.WithCancelCause(ctx)
-			prev, done := e.done, make(chan struct{})
-			e.cancel, e.done = cancel, done
-			go func() {
-				defer func() {
-					close(done)
-					d.mu.Lock()
-					d.trimGoneLocked() // the device may now be forgotten
-					d.mu.Unlock()
-				}()
-				if prev != nil {
-					<-prev // the last follower of this device has let go of its apps
-				}
-				d.runDevice(dctx, src, e, log.With(zap.String("serial", e.serial)))
-			}()
+			d.followLocked(ctx, src, e, log)
 		case !follow && e.cancel != nil:
 			e.cancel(errDeviceGone)
 			e.cancel = nil
@@ -426,6 +412,26 @@ func (d *Daemon) onDevices(ctx context.Context, src Source, list []DeviceState, 
 		}
 	}
 	d.trimGoneLocked()
+}
+
+// followLocked starts a follower of device e (d.mu held), once the last
+// one has let go of the device's apps.
+func (d *Daemon) followLocked(ctx context.Context, src Source, e *deviceEntry, log *zap.Logger) {
+	dctx, cancel := context.WithCancelCause(ctx)
+	prev, done := e.done, make(chan struct{})
+	e.cancel, e.done = cancel, done
+	go func() {
+		defer func() {
+			close(done)
+			d.mu.Lock()
+			d.trimGoneLocked() // the device may now be forgotten
+			d.mu.Unlock()
+		}()
+		if prev != nil {
+			<-prev // the last follower of this device has let go of its apps
+		}
+		d.runDevice(dctx, src, e, log.With(zap.String("serial", e.serial)))
+	}()
 }
 
 func (d *Daemon) waitDevices(addr string) {
