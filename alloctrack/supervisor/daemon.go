@@ -229,6 +229,7 @@ type appKey struct{ serial, app string }
 type appEntry struct {
 	counters *alloctrack.Counters
 	stats    *alloctrack.AppStats
+	bound    time.Time // last handed out by bind: a session may be starting with it
 }
 
 type deviceEntry struct {
@@ -495,6 +496,7 @@ func (d *Daemon) bind(serial, app string) (*alloctrack.Counters, *alloctrack.App
 		e.stats.Update(func(s *alloctrack.AppStatus) { s.Package, s.AppName = app, app })
 		d.apps[k] = e
 	}
+	e.bound = time.Now()
 	return e.counters, e.stats
 }
 

@@ -79,10 +79,17 @@ func (d *Daemon) forgetDeviceLocked(now time.Time, key, why string) {
 	}
 }
 
-// forgetAppsLocked forgets the apps drop picks.
+// forgetAppsLocked forgets the apps drop picks. An app's state counts
+// from its last change or its last bind, whichever came later: a process
+// that started again binds the old entry, still exited, before its
+// session sets a state, and the entry it took must not be forgotten
+// meanwhile (the session would count into counters nobody shows).
 func (d *Daemon) forgetAppsLocked(now time.Time, drop func(k appKey, state string, since time.Time) bool) {
 	for k, a := range d.apps {
 		state, since := a.stats.State()
+		if a.bound.After(since) {
+			since = a.bound
+		}
 		if drop(k, state, since) {
 			delete(d.apps, k)
 			d.log.Info("app forgotten", zap.String("serial", k.serial), zap.String("package", k.app),
