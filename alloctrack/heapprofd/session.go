@@ -792,13 +792,18 @@ func Clean(ctx context.Context, exec ExecFunc, poll time.Duration) (stopped, rem
 	return stopped, len(files), len(busy), errors.Join(errs...)
 }
 
-// firstLine is the first non-empty line of a or else b, for messages.
+// firstLine is the first non-empty line of a or else b, for messages: of
+// at most 200 bytes, looked for in the first 64 KiB of each, and nothing
+// else of them copied (an output may be megabytes).
 func firstLine(a, b []byte) string {
 	for _, s := range [][]byte{a, b} {
-		for _, line := range strings.Split(string(s), "\n") {
-			if line = strings.TrimSpace(line); line != "" {
-				return truncateBytes([]byte(line), 200)
+		s = s[:min(len(s), 64<<10)]
+		for len(s) > 0 {
+			line, rest, _ := bytes.Cut(s, []byte("\n"))
+			if line = bytes.TrimSpace(line); len(line) > 0 {
+				return truncateBytes(line, 200)
 			}
+			s = rest
 		}
 	}
 	return "(no message)"
