@@ -1,6 +1,7 @@
 package jdwp
 
 import (
+	"io"
 	"slices"
 	"sync"
 	"time"
@@ -191,26 +192,80 @@ func (b *Buffers) release(n int) {
 // soak, whose reads seldom overlap.) Below MinPooledPacket (or from a
 // nil Buffers) it returns Go memory of its own, which Put ignores.
 func (b *Buffers) get(n int) []byte {
+	if p := b.take(n); p != nil {
+		return p
+	}
+	return b.grow(nil, n)
+}
+
+// take lends a free buffer for n bytes as get does, or returns nil if
+// none fits (or n is below MinPooledPacket, or b is nil).
+func (b *Buffers) take(n int) []byte {
 	if b == nil || n < MinPooledPacket {
-		return make([]byte, n)
+		return nil
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.trimLocked()
-	b.out++
 	for i := len(b.free) - 1; i >= 0; i-- {
 		if f := b.free[i].b; cap(f) >= n && !oversized(cap(f), n) {
 			b.free = slices.Delete(b.free, i, i+1)
+			b.out++
 			return f[:n]
 		}
+	}
+	return nil
+}
+
+// grow lends a new buffer of length n holding a copy of old, and forgets
+// old (nil, or a buffer grow lent and nothing else refers to), whose
+// memory goes back at once rather than to the free ones. Below
+// MinPooledPacket (or from a nil Buffers) it returns Go memory of its
+// own, which Put ignores.
+func (b *Buffers) grow(old []byte, n int) []byte {
+	if b == nil || n < MinPooledPacket {
+		p := make([]byte, n)
+		copy(p, old)
+		return p
 	}
 	size, huge := bufferSize(n)
 	p, mapped := allocMemory(size, huge)
 	if !mapped {
 		p = make([]byte, size) // no map to be had: Go heap, as without maps
 	}
+	copy(p, old)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.trimLocked()
 	b.lent[key(p)] = buffer{p, mapped}
+	if cap(old) > 0 && b.lent[key(old)].b != nil {
+		b.dropLocked(old)
+	} else {
+		b.out++
+	}
 	return p[:n]
+}
+
+// read reads n bytes from r into a buffer lent by b (see get): a free one
+// if one fits, else a new one that grows as bytes arrive, from
+// MinPooledPacket and doubling, so that a peer that declares more than it
+// sends costs only about what it sent. It returns the buffer (of length
+// n once all arrived) and how many bytes arrived; on error the caller
+// gives the buffer back with Put.
+func (b *Buffers) read(r io.Reader, n int) (p []byte, got int, err error) {
+	p = b.take(n)
+	if p == nil {
+		p = b.grow(nil, min(n, MinPooledPacket))
+	}
+	for {
+		p = p[:min(cap(p), n)]
+		m, err := io.ReadFull(r, p[got:])
+		got += m
+		if err != nil || got == n {
+			return p, got, err
+		}
+		p = b.grow(p[:got], min(n, 2*cap(p)))
+	}
 }
 
 // Put gives back a buffer b lent (or any part of it from any offset to

@@ -138,7 +138,9 @@ func readHeader(r io.Reader, max int) (Packet, int, error) {
 }
 
 // readData reads the n data bytes of packet p into p.Data: a buffer lent
-// by bufs if lend, else a new one. A large packet is read only in its
+// by bufs if lend, else Go memory of its own; either grows as bytes
+// arrive (see Buffers.read), so that a header that declares more than
+// follows costs only what follows. A large packet is read only in its
 // turn (see Buffers); readData gives up with ErrClosed when stop closes
 // while it waits. On error, a lent buffer is given back.
 func readData(r io.Reader, p *Packet, n int, bufs *Buffers, lend bool, stop <-chan struct{}) error {
@@ -146,21 +148,18 @@ func readData(r io.Reader, p *Packet, n int, bufs *Buffers, lend bool, stop <-ch
 		return ErrClosed
 	}
 	defer bufs.release(n)
-	if lend {
-		p.Data = bufs.get(n)
-	} else {
-		p.Data = make([]byte, n)
+	if !lend {
+		bufs = nil
 	}
-	if _, err := io.ReadFull(r, p.Data); err != nil {
-		if lend {
-			bufs.Put(p.Data)
-		}
-		p.Data = nil
+	data, got, err := bufs.read(r, n)
+	if err != nil {
+		bufs.Put(data)
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return fmt.Errorf("jdwp: reading %d data bytes of packet %#x: %w", n, p.ID, err)
+		return fmt.Errorf("jdwp: packet %#x declares %d data bytes, %d arrived: %w", p.ID, n, got, err)
 	}
+	p.Data = data
 	return nil
 }
 

@@ -136,3 +136,80 @@ func FuzzReadPacket(f *testing.F) {
 		}
 	})
 }
+
+// TestReadDataGrowsAsBytesArrive: a header that declares 100 MiB followed
+// by 10 bytes and the end of the stream costs about what arrived, in Go
+// memory and in lent buffers, and the error says what was declared and
+// what arrived (issue 33 item 8).
+func TestReadDataGrowsAsBytesArrive(t *testing.T) {
+	const declared = 100 << 20
+	stream := append(largeReply(declared)[:HeaderLen], "0123456789"...)
+	const bound = 1 << 20
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := ReadPacket(bytes.NewReader(stream), 0)
+	runtime.ReadMemStats(&after)
+	if d := after.TotalAlloc - before.TotalAlloc; d > bound {
+		t.Errorf("ReadPacket allocated %d bytes for 10 bytes of a packet declaring %d", d, declared)
+	}
+	want := "jdwp: packet 0x1 declares 104857600 data bytes, 10 arrived: unexpected EOF"
+	if !errors.Is(err, io.ErrUnexpectedEOF) || err.Error() != want {
+		t.Errorf("err = %v, want %q", err, want)
+	}
+
+	bufs := NewBuffers(2, 1)
+	p, n, err := readHeader(bytes.NewReader(stream), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var most int64
+	err = readData(&watchBuffers{bytes.NewReader(stream[HeaderLen:]), bufs, &most}, &p, n, bufs, true, nil)
+	if !errors.Is(err, io.ErrUnexpectedEOF) || err.Error() != want {
+		t.Errorf("lent: err = %v, want %q", err, want)
+	}
+	if most > bound {
+		t.Errorf("lent: %d bytes of buffers while reading 10 bytes of a packet declaring %d", most, declared)
+	}
+	if bufs.Lent() != 0 {
+		t.Errorf("%d buffers still lent after the error", bufs.Lent())
+	}
+}
+
+// watchBuffers is a reader that notes the most memory bufs holds (lent or
+// free) whenever it is read.
+type watchBuffers struct {
+	r    io.Reader
+	bufs *Buffers
+	most *int64
+}
+
+func (w *watchBuffers) Read(p []byte) (int, error) {
+	inUse, free := w.bufs.Bytes()
+	*w.most = max(*w.most, inUse+free)
+	return w.r.Read(p)
+}
+
+// TestReadDataGrowsToFullPacket: a packet read through every size of new
+// buffer, a byte at a time and lent or not, arrives whole and intact, and
+// a buffer that fits is lent again at once.
+func TestReadDataGrowsToFullPacket(t *testing.T) {
+	const n = 5*MinPooledPacket + 123
+	raw := largeReply(n)
+	for i := range n {
+		raw[HeaderLen+i] = byte(i * 7)
+	}
+	bufs := NewBuffers(2, 1)
+	for _, lend := range []bool{false, true, true} {
+		p, _, _ := readHeader(bytes.NewReader(raw), 0)
+		err := readData(iotest.HalfReader(bytes.NewReader(raw[HeaderLen:])), &p, n, bufs, lend, nil)
+		if err != nil || !bytes.Equal(p.Data, raw[HeaderLen:]) {
+			t.Fatalf("lend %v: %d bytes, err %v", lend, len(p.Data), err)
+		}
+		if lend {
+			bufs.Put(p.Data)
+		}
+	}
+	if inUse, free := bufs.Bytes(); bufs.Len() != 1 || inUse != 0 || free > 2*n {
+		t.Errorf("after reading twice: %d free buffers of %d bytes, %d in use", bufs.Len(), free, inUse)
+	}
+}

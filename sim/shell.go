@@ -29,15 +29,34 @@ const (
 // errShellSyntax is a command line the simulated shell cannot parse.
 var errShellSyntax = errors.New("syntax error")
 
-// parseShell splits a command line as sh does, as far as the simulator
+// parseShell splits a command line into the words of its commands (see
+// splitShell).
+func parseShell(line string) ([][]string, error) {
+	cmds, err := splitShell(line)
+	var argvs [][]string
+	for _, c := range cmds {
+		argvs = append(argvs, c.argv)
+	}
+	return argvs, err
+}
+
+// shellCmd is one command of a line: its words, and whether its output
+// goes to the next command's input ('|').
+type shellCmd struct {
+	argv []string
+	pipe bool
+}
+
+// splitShell splits a command line as sh does, as far as the simulator
 // needs: commands are separated by an unquoted ';', '&', '|', '&&', '||'
 // or newline (and run one after the other: enough to show that a word
-// meant as an argument ran as a command); words are split at unquoted
+// meant as an argument ran as a command), and a single '|' sends a
+// command's output to the next one's input; words are split at unquoted
 // blanks; '…' keeps everything literally, "…" everything but a
 // backslash before \ " $ or `, and a backslash outside quotes escapes the
 // next character.
-func parseShell(line string) ([][]string, error) {
-	var cmds [][]string
+func splitShell(line string) ([]shellCmd, error) {
+	var cmds []shellCmd
 	var words []string
 	var w strings.Builder
 	inWord := false
@@ -48,10 +67,10 @@ func parseShell(line string) ([][]string, error) {
 			inWord = false
 		}
 	}
-	endCmd := func() {
+	endCmd := func(pipe bool) {
 		endWord()
 		if len(words) > 0 {
-			cmds = append(cmds, words)
+			cmds = append(cmds, shellCmd{words, pipe})
 			words = nil
 		}
 	}
@@ -60,8 +79,14 @@ func parseShell(line string) ([][]string, error) {
 		switch c {
 		case ' ', '\t':
 			endWord()
-		case ';', '&', '|', '\n':
-			endCmd()
+		case '|':
+			pipe := i+1 >= len(line) || line[i+1] != '|'
+			if !pipe {
+				i++ // ||
+			}
+			endCmd(pipe)
+		case ';', '&', '\n':
+			endCmd(false)
 		case '\\':
 			if i+1 < len(line) {
 				i++
@@ -97,7 +122,7 @@ func parseShell(line string) ([][]string, error) {
 			inWord = true
 		}
 	}
-	endCmd()
+	endCmd(false)
 	return cmds, nil
 }
 
@@ -177,21 +202,31 @@ func (d *Device) runShell(line string) (out []byte, code int) {
 // runShellIO runs a command line as runShell does, with standard input
 // (read only by the commands that need it) and errors apart.
 func (d *Device) runShellIO(line string, in *shellInput) (out, errOut []byte, code int) {
-	cmds, err := parseShell(line)
+	cmds, err := splitShell(line)
 	if err != nil {
 		return nil, []byte(fmt.Sprintf("/system/bin/sh: %v\n", err)), 1
 	}
-	for _, argv := range cmds {
+	var piped *shellInput // the output of the command before, through '|'
+	for _, c := range cmds {
 		d.mu.Lock()
 		if len(d.shellLog) == maxTrace {
 			d.shellLog = slices.Delete(d.shellLog, 0, 1)
 		}
-		d.shellLog = append(d.shellLog, argv)
+		d.shellLog = append(d.shellLog, c.argv)
 		d.mu.Unlock()
-		var o, e []byte
-		o, e, code = d.runCommandIO(argv, in)
-		out = append(out, o...)
+		cin := in
+		if piped != nil {
+			cin = piped
+		}
+		o, e, status := d.runCommandIO(c.argv, cin)
+		code = status
 		errOut = append(errOut, e...)
+		piped = nil
+		if c.pipe {
+			piped = &shellInput{done: true, data: o}
+			continue
+		}
+		out = append(out, o...)
 	}
 	return out, errOut, code
 }
@@ -207,6 +242,14 @@ func (d *Device) runCommandIO(f []string, in *shellInput) (out, errOut []byte, c
 	case "tail", "cat", "ls":
 		if d.cfg.API >= apiPerfetto {
 			return d.fileCommand(f)
+		}
+	case "head":
+		if d.cfg.API >= apiPerfetto {
+			return headCommand(f, in)
+		}
+	case "sh":
+		if len(f) == 3 && f[1] == "-c" { // mksh runs its argument as a line
+			return d.runShellIO(f[2], in)
 		}
 	case "rm":
 		return d.fileCommand(f)
@@ -373,4 +416,22 @@ func (d *Device) toyboxPS(args []string) ([]byte, int) {
 		fmt.Fprintf(&b, "%-10s %5d %5d %7d %6d %-16s %10s %s %s\n", p.user, p.pid, p.ppid, 1234567, 45678, "SyS_epoll_wait", "0", "S", p.name)
 	}
 	return []byte(b.String()), 0
+}
+
+// headCommand runs head -c N on its input, as toybox's head does (-c
+// takes a number of at least 0; toybox toys/posix/head.c): only that
+// form, which the heapprofd trace read uses.
+func headCommand(argv []string, in *shellInput) (out, errOut []byte, code int) {
+	if len(argv) != 3 || argv[1] != "-c" {
+		return nil, []byte("head: sim: only head -c N, reading its input\n"), 1
+	}
+	n, err := strconv.ParseInt(argv[2], 10, 64)
+	if err != nil || n < 0 {
+		return nil, []byte(fmt.Sprintf("head: -c %s: not a number of at least 0\n", argv[2])), 1
+	}
+	var b []byte
+	if in != nil {
+		b = in.read()
+	}
+	return slices.Clone(b[:min(int64(len(b)), n)]), nil, 0
 }

@@ -30,6 +30,10 @@ func TestParseShell(t *testing.T) {
 			t.Errorf("parseShell(%q) = %q, %v; want %q", tc.line, got, err, tc.want)
 		}
 	}
+	cmds, _ := splitShell("a | b || c|d")
+	if pipes := []bool{cmds[0].pipe, cmds[1].pipe, cmds[2].pipe, cmds[3].pipe}; !slices.Equal(pipes, []bool{true, false, true, false}) {
+		t.Errorf("splitShell: pipes %v, want [true false true false]", pipes)
+	}
 	for _, line := range []string{"echo 'a", `echo "a`} {
 		if _, err := parseShell(line); !errors.Is(err, errShellSyntax) {
 			t.Errorf("parseShell(%q) = %v, want a syntax error", line, err)
@@ -132,5 +136,50 @@ func TestShellByAPI(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestShellTailPipedToHead: the simulated shell answers the bounded trace
+// read (tail -c +N FILE | head -c LIMIT) as toybox does, and refuses the
+// counts toybox's head refuses (-c takes a number of at least 0).
+func TestShellTailPipedToHead(t *testing.T) {
+	d := NewDevice(DeviceConfig{Serial: "sim-head", API: 31})
+	t.Cleanup(d.Close)
+	path := PerfettoTraceDir + "/t"
+	d.mu.Lock()
+	d.files[path] = []byte("0123456789")
+	d.mu.Unlock()
+	for _, tc := range []struct{ line, out string }{
+		{"tail -c +3 " + path + " | head -c 4", "2345"},
+		{"tail -c +9 " + path + " | head -c 4", "89"},
+		{"tail -c +11 " + path + " | head -c 4", ""},
+		{"tail -c +1 " + path + " | head -c 0", ""},
+		{"tail -c +1 " + path + " || head -c 4", "0123456789"},
+	} {
+		out, errOut, code := d.runShellIO(tc.line, nil)
+		if string(out) != tc.out || len(errOut) != 0 || code != 0 {
+			t.Errorf("%s: %q, %q, exit %d; want %q", tc.line, out, errOut, code, tc.out)
+		}
+	}
+	for _, bad := range []string{"head -c -1", "head -c x", "head -c"} {
+		if out, errOut, code := d.runShellIO("tail -c +1 "+path+" | "+bad, nil); code == 0 || len(out) != 0 || len(errOut) == 0 {
+			t.Errorf("%s: %q, %q, exit %d; want refused", bad, out, errOut, code)
+		}
+	}
+	// A missing file: tail says so on stderr, head exits 0 with nothing.
+	out, errOut, code := d.runShellIO("tail -c +1 "+path+"x | head -c 4", nil)
+	if len(out) != 0 || !strings.Contains(string(errOut), "No such file") || code != 0 {
+		t.Errorf("missing file: %q, %q, exit %d", out, errOut, code)
+	}
+}
+
+// TestShellDashC: sh -c LINE runs LINE as the device's shell does, pipes
+// included.
+func TestShellDashC(t *testing.T) {
+	d := NewDevice(DeviceConfig{Serial: "sim-sh", API: 31})
+	t.Cleanup(d.Close)
+	out, errOut, code := d.runShellIO(`sh -c 'echo abcdef | head -c 3; echo x'`, nil)
+	if string(out) != "abcx\n" || len(errOut) != 0 || code != 0 {
+		t.Errorf("sh -c: %q, %q, exit %d", out, errOut, code)
 	}
 }

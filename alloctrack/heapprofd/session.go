@@ -68,6 +68,9 @@ type Config struct {
 	// session counts as stalled (default 4; heapprofd writes ProfilePackets
 	// every dump for each connected process, even an idle one).
 	StallWindows int
+	// ReadLimit bounds what one command reads of the trace file (default
+	// TraceReadLimit): a window's growth is read in pieces of this size.
+	ReadLimit int
 }
 
 // Fill sets every unset field to its default.
@@ -98,6 +101,9 @@ func (c *Config) Fill(window time.Duration) {
 	}
 	if c.StallWindows <= 0 {
 		c.StallWindows = 4
+	}
+	if c.ReadLimit <= 0 {
+		c.ReadLimit = TraceReadLimit
 	}
 }
 
@@ -445,41 +451,33 @@ func (s *Session) findOurs(ctx context.Context) (int, error) {
 	return 0, nil
 }
 
-// read takes what the trace file gained and counts the dumps it ends.
+// TraceReadLimit is the default Config.ReadLimit: what one command
+// reads of the trace file. A window's growth is read in pieces of at
+// most this size, each from where the last stopped, so that no output
+// comes near adb.MaxExecOutput (16 MiB), and each is small enough for
+// adb's client to read without waiting for its turn at large outputs
+// (1 MiB).
+const TraceReadLimit = 1 << 20
+
+// read takes what the trace file gained, in pieces of at most
+// Config.ReadLimit, and counts the dumps it ends. It reads no more than
+// the file may hold (MaxFileBytes), so that a device that answers every
+// read in full cannot keep it for ever.
 func (s *Session) read(ctx context.Context) (grew bool, err error) {
-	out, errOut, code, err := s.Exec(ctx, nil, "tail", "-c", "+"+strconv.FormatInt(s.offset+1, 10), s.path)
-	if err == nil && code != 0 {
-		err = fmt.Errorf("tail exited %d: %s", code, firstLine(errOut, out))
-	}
-	if err != nil {
-		s.countAll(alloctrack.StagePerfettoRead)
-		return false, alloctrack.StageErrorf(alloctrack.StagePerfettoRead, "reading %s: %w", s.path, err)
-	}
-	s.offset += int64(len(out))
-	if s.Raw != nil && len(out) > 0 {
-		if _, err := s.Raw.Write(out); err != nil {
-			return false, fmt.Errorf("writing the trace copy: %w", err)
-		}
-	}
-	s.feed.Write(out)
 	before := s.dec.Stats().ProfilePackets
-	unattributed := len(out) // the read's bytes go with its first dump
-	for {
-		d, err := s.dec.Next()
-		if err == io.EOF {
+	unattributed := 0 // the read's bytes go with its first dump
+	for total := uint64(0); total < max(s.Config.MaxFileBytes, 1); {
+		out, err := s.readPiece(ctx)
+		if err != nil {
+			return grew, err
+		}
+		grew, total = grew || len(out) > 0, total+uint64(len(out))
+		if unattributed, err = s.decode(ctx, out, unattributed+len(out)); err != nil {
+			return grew, err
+		}
+		if len(out) < s.Config.ReadLimit {
 			break
 		}
-		if err != nil {
-			s.countAll(alloctrack.StagePerfettoRead)
-			return false, alloctrack.StageErrorf(alloctrack.StagePerfettoRead, "%s: %w", s.path, err)
-		}
-		t := s.target(ctx, d.PID)
-		if t == nil {
-			continue
-		}
-		n := unattributed
-		unattributed = 0
-		s.count(t, d, n)
 	}
 	if s.dec.Stats().ProfilePackets > before {
 		// heapprofd writes for this session: every target whose process
@@ -493,7 +491,56 @@ func (s *Session) read(ctx context.Context) (grew bool, err error) {
 	if unattributed > 0 && len(s.all) > 0 {
 		CountDump(s.all[0].Stats, nil, unattributed)
 	}
-	return len(out) > 0, nil
+	return grew, nil
+}
+
+// readPiece reads at most Config.ReadLimit bytes of the trace file from
+// s.offset (toybox tail -c +N and head -c; docs/heapprofd-devices.md),
+// and copies them to s.Raw. s.path holds only characters the shell takes
+// literally (see sanitize).
+func (s *Session) readPiece(ctx context.Context) ([]byte, error) {
+	from := "+" + strconv.FormatInt(s.offset+1, 10)
+	line := "tail -c " + from + " " + s.path + " | head -c " + strconv.Itoa(s.Config.ReadLimit)
+	out, errOut, code, err := s.Exec(ctx, nil, "sh", "-c", line)
+	if err == nil && (code != 0 || len(errOut) > 0) {
+		// A pipeline's status is head's: tail's complaints are on stderr.
+		err = fmt.Errorf("tail | head exited %d: %s", code, firstLine(errOut, out))
+	}
+	if err != nil {
+		s.countAll(alloctrack.StagePerfettoRead)
+		return nil, alloctrack.StageErrorf(alloctrack.StagePerfettoRead, "reading %s: %w", s.path, err)
+	}
+	s.offset += int64(len(out))
+	if s.Raw != nil && len(out) > 0 {
+		if _, err := s.Raw.Write(out); err != nil {
+			return nil, fmt.Errorf("writing the trace copy: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// decode feeds out to the decoder and counts the dumps it ends; the
+// first takes unattributed bytes, and what no dump took is returned.
+func (s *Session) decode(ctx context.Context, out []byte, unattributed int) (int, error) {
+	s.feed.Write(out)
+	for {
+		d, err := s.dec.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			s.countAll(alloctrack.StagePerfettoRead)
+			return 0, alloctrack.StageErrorf(alloctrack.StagePerfettoRead, "%s: %w", s.path, err)
+		}
+		t := s.target(ctx, d.PID)
+		if t == nil {
+			continue
+		}
+		n := unattributed
+		unattributed = 0
+		s.count(t, d, n)
+	}
+	return unattributed, nil
 }
 
 // target returns the target of pid's dumps, resolving it the first time.
@@ -745,13 +792,18 @@ func Clean(ctx context.Context, exec ExecFunc, poll time.Duration) (stopped, rem
 	return stopped, len(files), len(busy), errors.Join(errs...)
 }
 
-// firstLine is the first non-empty line of a or else b, for messages.
+// firstLine is the first non-empty line of a or else b, for messages: of
+// at most 200 bytes, looked for in the first 64 KiB of each, and nothing
+// else of them copied (an output may be megabytes).
 func firstLine(a, b []byte) string {
 	for _, s := range [][]byte{a, b} {
-		for _, line := range strings.Split(string(s), "\n") {
-			if line = strings.TrimSpace(line); line != "" {
-				return truncateBytes([]byte(line), 200)
+		s = s[:min(len(s), 64<<10)]
+		for len(s) > 0 {
+			line, rest, _ := bytes.Cut(s, []byte("\n"))
+			if line = bytes.TrimSpace(line); len(line) > 0 {
+				return truncateBytes(line, 200)
 			}
+			s = rest
 		}
 	}
 	return "(no message)"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -416,6 +417,61 @@ func TestHeapprofdSessionStartLog(t *testing.T) {
 		}
 		if v, ok := fields[not]; ok {
 			t.Errorf("by pid %v: a %s field, %v", byPID, not, v)
+		}
+	}
+}
+
+// TestHeapprofdSessionReadsInPieces: the trace file is read in pieces of
+// at most Config.ReadLimit, each command from where the last stopped,
+// however much it gained in a window, and the samples counted still
+// equal the simulator's truth exactly (issue 33 item 8, sibling).
+func TestHeapprofdSessionReadsInPieces(t *testing.T) {
+	const limit = 1 << 10
+	h := newHPDevice(t, 31, 3, 3000, nil)
+	var mu sync.Mutex
+	var largest, full int
+	exec := h.exec
+	h.exec = func(ctx context.Context, stdin []byte, argv ...string) ([]byte, []byte, int, error) {
+		out, errOut, code, err := exec(ctx, stdin, argv...)
+		if strings.Contains(strings.Join(argv, " "), "tail -c +") {
+			mu.Lock()
+			largest = max(largest, len(out))
+			if len(out) == limit {
+				full++
+			}
+			mu.Unlock()
+		}
+		return out, errOut, code, err
+	}
+	s, byPID := h.session(300 * time.Millisecond)
+	s.Config.ReadLimit = limit
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		mu.Lock()
+		n := full
+		mu.Unlock()
+		if n >= 4 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition, bounded generously
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if largest > limit || full < 4 {
+		t.Fatalf("largest trace read %d bytes (limit %d); %d full pieces, want 4 or more", largest, limit, full)
+	}
+	for _, vm := range h.dev.VMs() {
+		tr := vm.HeapprofdTruth()
+		st := byPID[vm.PID()].Stats.Snapshot()
+		if tr.Sampled.Total.Allocations == 0 || st.Heapprofd.Samples != tr.Sampled.Total.Allocations || st.Heapprofd.SampledBytes != tr.Sampled.Total.Bytes {
+			t.Errorf("pid %d: counted %d samples %d bytes, the VM sampled %+v", vm.PID(), st.Heapprofd.Samples, st.Heapprofd.SampledBytes, tr.Sampled.Total)
 		}
 	}
 }
