@@ -155,9 +155,7 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 	for _, name := range *c.inputs {
 		if dump := offline.HeapDumpPath(name); dump != "" {
 			dumps++
-			if code := c.heapDump(w, stderr, dump); code != exitOK {
-				status = code
-			}
+			status = worse(status, c.heapDump(w, stderr, dump))
 			continue
 		}
 		in, err := offline.ReadInput(name)
