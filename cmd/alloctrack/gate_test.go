@@ -226,3 +226,18 @@ func TestReportKeepsWorstDumpVerdict(t *testing.T) {
 		}
 	}
 }
+
+// TestDiffOfEmptyDumpsSaysBoth: diff of two heap dumps that hold no
+// object says why for each, as a diff of two short captures does, not for
+// the first alone.
+func TestDiffOfEmptyDumpsSaysBoth(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.hprof"), filepath.Join(dir, "b.hprof")
+	for _, p := range []string{a, b} {
+		os.WriteFile(p, hproftest.NewBuilder("JAVA PROFILE 1.0.3").Bytes(), 0o644)
+	}
+	_, errOut, code := runCmd(t, "diff", a, b)
+	if code != exitInsufficient || !strings.Contains(errOut, a+": the heap dump holds no object") || !strings.Contains(errOut, b+": the heap dump holds no object") {
+		t.Errorf("exit %d, want %d naming both; stderr:\n%s", code, exitInsufficient, errOut)
+	}
+}
