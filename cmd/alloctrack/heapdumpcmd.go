@@ -75,8 +75,8 @@ func (c *heapdumpCmd) run(stderr io.Writer) int {
 	switch {
 	case !*c.shrink && !*c.standard:
 		return fail(exitUsage, "give --shrink, --standard or both")
-	case *c.pkg != "" || *c.pid != 0 || *c.serial != "" || *c.gc || *c.bitmaps != "" || *c.budget != "":
-		return fail(exitUsage, "--in converts a file: --serial, --package, --pid, --gc, --bitmaps and --budget are for taking a dump")
+	case *c.pkg != "" || *c.pid != 0 || *c.serial != "" || *c.gc || *c.bitmaps != "" || *c.budget != "" || *c.gate.empty:
+		return fail(exitUsage, "--in converts a file: --serial, --package, --pid, --gc, --bitmaps, --budget and --allow-empty are for taking a dump")
 	}
 	if a, b := filepath.Clean(*c.in), filepath.Clean(*c.out); a == b {
 		return fail(exitUsage, "--out %s is the input", *c.out)
