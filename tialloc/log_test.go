@@ -201,10 +201,10 @@ func FuzzParse(f *testing.F) {
 		var n, bytes uint64
 		for _, st := range l.Stacks {
 			n += st.Samples
-			bytes += st.Samples * l.Allocs[st.Alloc].Size
 			if st.Alloc < 0 || st.Alloc >= len(l.Allocs) {
 				t.Fatalf("stack alloc %d of %d", st.Alloc, len(l.Allocs))
 			}
+			bytes += st.Samples * l.Allocs[st.Alloc].Size
 			for _, fr := range st.Frames {
 				if fr < 0 || int(fr) >= len(l.Frames) {
 					t.Fatalf("frame %d of %d", fr, len(l.Frames))

@@ -3,7 +3,10 @@ package offline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -117,6 +120,7 @@ type HeapprofdRecorder struct {
 
 // Record implements Recorder; the app's name must be set in w already.
 func (r *HeapprofdRecorder) Record(ctx context.Context, stop <-chan struct{}, w *CaptureWriter) error {
+	outer := ctx // not ended by stop: the app is looked at after
 	raw, err := w.Trace()
 	if err != nil {
 		return err
@@ -167,5 +171,21 @@ func (r *HeapprofdRecorder) Record(ctx context.Context, stop <-chan struct{}, w 
 	if writeErr != nil {
 		return writeErr
 	}
+	if runErr == nil && processGone(outer, r.Exec, r.PID) {
+		// heapprofd goes on with a dead process as with an idle one.
+		return fmt.Errorf("%w: pid %d on %s is gone: the capture holds what it allocated before, less than asked", ErrAppGone, r.PID, r.Serial)
+	}
 	return runErr
+}
+
+// ErrAppGone is a capture whose app's process ended before the capture.
+var ErrAppGone = errors.New("the app's process ended during the capture")
+
+// processGone tells whether the device says process pid no longer exists
+// (its /proc entry is gone); false when it cannot tell.
+func processGone(ctx context.Context, exec heapprofd.ExecFunc, pid int) bool {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, errOut, code, err := exec(ctx, nil, "cat", "/proc/"+strconv.Itoa(pid)+"/cmdline")
+	return err == nil && code != 0 && strings.Contains(string(errOut), "No such file")
 }

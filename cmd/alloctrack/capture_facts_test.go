@@ -14,11 +14,14 @@ import (
 // (which took an Android 12 device for DDM).
 func TestCaptureAPIUnreadable(t *testing.T) {
 	f := newCaptureFarm(t, sim.FarmConfig{Devices: 1, APIs: []int{31}, AppsPerDevice: 1, Workload: quietCaptureWorkload()})
-	f.Device("sim-1").StallGetprop(1, 5*time.Second)
+	// The stall is far past the request timeout, and the timeout far past
+	// what the other lookup requests take on a loaded machine (300 ms was
+	// near enough to them that a slow devices list could fail the test).
+	f.Device("sim-1").StallGetprop(1, 10*time.Second)
 	addr, _ := serveSimHost(t, f)
 	out := filepath.Join(t.TempDir(), "capture")
 	stdout, stderr, code := runCmd(t, "capture", "--adb.address", addr, "--serial", "sim-1", "--package", "com.example.app1",
-		"--duration", "2s", "--request.timeout", "300ms", "--out", out)
+		"--duration", "2s", "--request.timeout", "2s", "--out", out)
 	if code != exitFailure {
 		t.Fatalf("exit %d, want %d; stdout %q, stderr:\n%s", code, exitFailure, stdout, stderr)
 	}

@@ -135,10 +135,11 @@ func (c *diffCmd) dumps(stdout, stderr io.Writer, base, nw string) int {
 			fmt.Fprintf(stderr, "alloctrack diff: %s: %v\n", []string{"base", "new"}[i], err)
 			return exitFailure
 		}
-		if !c.gate.admit(stderr, "alloctrack diff", offline.DumpShortfall(p, a)) {
-			return exitInsufficient
-		}
 		an[i] = a
+	}
+	// Both, so that every reason is said at once.
+	if bok, nok := c.gate.admit(stderr, "alloctrack diff", offline.DumpShortfall(base, an[0])), c.gate.admit(stderr, "alloctrack diff", offline.DumpShortfall(nw, an[1])); !bok || !nok {
+		return exitInsufficient
 	}
 	d := offline.CompareDumps(an[0], an[1])
 	classes := shownOf(*c.top, len(d.Classes), "classes")

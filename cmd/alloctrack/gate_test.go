@@ -199,3 +199,45 @@ func TestHeapCaptureWithoutDump(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 }
+
+// TestReportKeepsWorstDumpVerdict: report --budget of several heap dumps
+// exits with the worst verdict of them all, whatever their order: an input
+// that could not be read (1) or not be judged (4) is not hidden by a later
+// dump's "over budget" (3).
+func TestReportKeepsWorstDumpVerdict(t *testing.T) {
+	dir := t.TempDir()
+	empty, leaky, bad := filepath.Join(dir, "empty.hprof"), filepath.Join(dir, "leaky.hprof"), filepath.Join(dir, "bad.hprof")
+	os.WriteFile(empty, hproftest.NewBuilder("JAVA PROFILE 1.0.3").Bytes(), 0o644)
+	os.WriteFile(leaky, hproftest.LeakyDump(), 0o644)
+	os.WriteFile(bad, []byte("JAVA PROFILE 1.0.3\x00garbage"), 0o644)
+	bud := writeBudget(t, "heap: {max_leaked_activities: 0}\n")
+	for _, c := range []struct {
+		inputs []string
+		want   int
+	}{
+		{[]string{empty, leaky}, exitInsufficient},
+		{[]string{leaky, empty}, exitInsufficient},
+		{[]string{bad, leaky}, exitFailure},
+		{[]string{leaky, bad}, exitFailure},
+	} {
+		_, errOut, code := runCmd(t, append([]string{"report", "--budget", bud}, c.inputs...)...)
+		if code != c.want {
+			t.Errorf("%v: exit %d, want %d; stderr:\n%s", c.inputs, code, c.want, errOut)
+		}
+	}
+}
+
+// TestDiffOfEmptyDumpsSaysBoth: diff of two heap dumps that hold no
+// object says why for each, as a diff of two short captures does, not for
+// the first alone.
+func TestDiffOfEmptyDumpsSaysBoth(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.hprof"), filepath.Join(dir, "b.hprof")
+	for _, p := range []string{a, b} {
+		os.WriteFile(p, hproftest.NewBuilder("JAVA PROFILE 1.0.3").Bytes(), 0o644)
+	}
+	_, errOut, code := runCmd(t, "diff", a, b)
+	if code != exitInsufficient || !strings.Contains(errOut, a+": the heap dump holds no object") || !strings.Contains(errOut, b+": the heap dump holds no object") {
+		t.Errorf("exit %d, want %d naming both; stderr:\n%s", code, exitInsufficient, errOut)
+	}
+}

@@ -35,6 +35,7 @@ type heapdumpCmd struct {
 	timeout, reqTimeout  *time.Duration
 	wait                 *time.Duration
 	budget               *string
+	gate                 *gateFlags // --allow-empty only: a dump is whole or fails
 }
 
 func newHeapdumpCmd(app *kingpin.Application) *heapdumpCmd {
@@ -52,7 +53,8 @@ func newHeapdumpCmd(app *kingpin.Application) *heapdumpCmd {
 	c.timeout = f("timeout", "How long the dump may take, from am dumpheap to the pulled file. The app is frozen while ART writes it.").Default("5m").Duration()
 	c.reqTimeout = f("request.timeout", "Timeout of each lookup request (devices, processes, JDWP handshake).").Default("5s").Duration()
 	c.top = f("top", "Classes per heap and duplicates listed in summary.json.").Default("20").Int()
-	c.budget = f("budget", "Check the dump against a budget file's heap: limits; exit status 3 if it is exceeded, 5 if a rule matched nothing.").String()
+	c.budget = f("budget", "Check the dump against a budget file's heap: limits; exit status 3 if it is exceeded, 4 if the dump holds no object, 5 if a rule matched nothing.").String()
+	c.gate = &gateFlags{partial: new(bool), empty: f("allow-empty", "With --budget: judge a dump that holds no object, instead of exiting with status 4.").Bool()}
 	c.shrink = f("shrink", "Drop every primitive array's values except Strings' and Bitmaps', and keep one copy of equal Bitmap buffers.").Bool()
 	c.standard = f("standard", "Convert Android's JAVA PROFILE 1.0.3 to the standard 1.0.2, byte for byte as hprof-conv.").Bool()
 	c.appOnly = f("app-only", "With --standard: leave out the zygote's and the boot image's objects (hprof-conv -z).").Bool()
@@ -73,8 +75,8 @@ func (c *heapdumpCmd) run(stderr io.Writer) int {
 	switch {
 	case !*c.shrink && !*c.standard:
 		return fail(exitUsage, "give --shrink, --standard or both")
-	case *c.pkg != "" || *c.pid != 0 || *c.serial != "" || *c.gc || *c.bitmaps != "" || *c.budget != "":
-		return fail(exitUsage, "--in converts a file: --serial, --package, --pid, --gc, --bitmaps and --budget are for taking a dump")
+	case *c.pkg != "" || *c.pid != 0 || *c.serial != "" || *c.gc || *c.bitmaps != "" || *c.budget != "" || *c.gate.empty:
+		return fail(exitUsage, "--in converts a file: --serial, --package, --pid, --gc, --bitmaps, --budget and --allow-empty are for taking a dump")
 	}
 	if a, b := filepath.Clean(*c.in), filepath.Clean(*c.out); a == b {
 		return fail(exitUsage, "--out %s is the input", *c.out)
@@ -249,10 +251,13 @@ func (c *heapdumpCmd) dumpTo(ctx context.Context, dev offline.DumpDevice, req of
 	done = true
 	fmt.Fprintf(stderr, "alloctrack heapdump: %s: %d bytes dumped in %.1fs; %d objects, %d leaked Activities and Fragments, %d groups of duplicate Strings, %d of Bitmaps\n",
 		*c.out, taken.Bytes, taken.Took.Seconds(), a.Histogram.Objects, len(a.Leaks), len(a.DuplicateStrings), len(a.DuplicateBitmaps))
-	if bud != nil {
-		return judge(stderr, "alloctrack heapdump", bud.MeasureDump(a))
+	switch {
+	case bud == nil:
+		return exitOK
+	case !c.gate.admit(stderr, "alloctrack heapdump", offline.DumpShortfall(*c.out, a)):
+		return exitInsufficient
 	}
-	return exitOK
+	return judge(stderr, "alloctrack heapdump", bud.MeasureDump(a))
 }
 
 // analyseAndKeep analyses the pulled dump, keeps it at dst as asked

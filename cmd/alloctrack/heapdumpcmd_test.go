@@ -137,3 +137,31 @@ func TestHeapdumpInInterrupted(t *testing.T) {
 		t.Errorf("left: %s", left)
 	}
 }
+
+// TestHeapdumpBudgetOfEmptyDump: heapdump --budget of a dump that holds no
+// object exits 4, as report --budget of it does, instead of judging it
+// within budget; --allow-empty judges it.
+func TestHeapdumpBudgetOfEmptyDump(t *testing.T) {
+	end := []byte{0x2C, 0, 0, 0, 0, 0, 0, 0, 0} // HEAP DUMP END
+	empty := append(hproftest.NewBuilder("JAVA PROFILE 1.0.3").Bytes(), end...)
+	req := offline.DumpRequest{PID: 123, API: 30, Remote: "/data/local/tmp/x.hprof"}
+	meta := offline.CaptureMeta{Serial: "emulator-5554", API: 30, PID: 123}
+	bud, err := offline.ParseBudget("b.yaml", []byte("heap: {max_leaked_activities: 0}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		flags []string
+		want  int
+		says  string
+	}{
+		{nil, exitInsufficient, "the heap dump holds no object; not judged (exit status 4; --allow-empty judges it anyway)"},
+		{[]string{"--allow-empty"}, exitOK, "judged anyway (--allow-empty)"},
+	} {
+		cmd := parsedHeapdumpCmd(t, append([]string{"--out", filepath.Join(t.TempDir(), "d")}, c.flags...)...)
+		var stderr bytes.Buffer
+		if code := cmd.dumpTo(context.Background(), scriptedDumpDevice{pull: empty}, req, meta, bud, &stderr); code != c.want || !strings.Contains(stderr.String(), c.says) {
+			t.Errorf("%v: exit %d, want %d saying %q; stderr:\n%s", c.flags, code, c.want, c.says, stderr.String())
+		}
+	}
+}

@@ -143,126 +143,18 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 	w := bufio.NewWriterSize(out, 64<<10)
 	defer w.Flush()
 
-	status := exitOK
-	all := alloctrack.NewTally()
-	var prof *alloctrack.ProfileBuilder
-	var profKind string
-	samplesOnly := false // an input counted samples of unknown rate
-	dumps := 0           // heap dumps, reported on their own
-	var duration time.Duration
-	durationKnown := true
-	insufficient := false // an input the budget may not judge
+	st := &reportState{all: alloctrack.NewTally(), durationKnown: true}
+	dumps := 0 // heap dumps, reported on their own
 	for _, name := range *c.inputs {
 		if dump := offline.HeapDumpPath(name); dump != "" {
 			dumps++
-			if code := c.heapDump(w, stderr, dump); code != exitOK {
-				status = code
-			}
+			st.status = worse(st.status, c.heapDump(w, stderr, dump))
 			continue
 		}
-		in, err := offline.ReadInput(name)
-		if err != nil {
-			w.Flush()
-			fmt.Fprintf(stderr, "alloctrack report: %v\n", err)
-			status = exitFailure
-			continue
-		}
-		in.Every = *c.every
-		if !c.admit(w, stderr, in) {
-			insufficient = true
-		}
-		if in.Duration > 0 {
-			duration += in.Duration
-		} else {
-			durationKnown = false
-		}
-		if msg := c.refuse(in); msg != "" {
-			w.Flush()
-			fmt.Fprintf(stderr, "alloctrack report: %s: %s\n", name, msg)
-			status = exitUsage
-			continue
-		}
-		if *c.format == "pprof" {
-			if prof == nil {
-				prof, profKind = newProfileBuilder(in), in.Kind()
-			} else if profKind != in.Kind() {
-				w.Flush()
-				fmt.Fprintf(stderr, "alloctrack report: %s: --format pprof cannot mix inputs whose counts differ in kind (%s, %s) in one profile\n", name, profKind, in.Kind())
-				status = exitUsage
-				continue
-			}
-		}
-		if in.Samples() {
-			samplesOnly = true
-		}
-		t := alloctrack.NewTally()
-		var addErr error // the first sum past 2^64
-		add := func(win *alloctrack.Window) {
-			if addErr != nil {
-				return
-			}
-			if addErr = offline.AddWindow(t, win); addErr == nil {
-				addErr = offline.AddWindow(all, win)
-			}
-			if addErr != nil || *c.format != "pprof" {
-				return
-			}
-			if err := prof.Add(win); err != nil {
-				fmt.Fprintf(stderr, "alloctrack report: %s: %v\n", name, err)
-				status = exitUsage
-			}
-		}
-		var overflowed, trailing int
-		if in.Log != nil {
-			if keep := logFilter(*c.class, *c.frame); keep != nil {
-				in.Log = keep(in.Log)
-			}
-			win, err := in.LogWindow()
-			if err != nil {
-				w.Flush()
-				fmt.Fprintf(stderr, "alloctrack report: %v\n", err)
-				status = exitFailure
-				continue
-			}
-			add(win)
-		}
-		for _, d := range in.Dumps {
-			if keep := frameFilter(*c.frame); keep != nil {
-				d = keep(d)
-			}
-			add(heapprofd.WindowOfDump(d, time.Time{}, time.Time{}))
-		}
-		for _, r := range in.Reports {
-			if keep != nil {
-				r = r.Filter(keep)
-			}
-			win := ddm.WindowOfReport(r, time.Time{}, time.Time{})
-			add(win)
-			win.Release()
-			if r.Overflowed() {
-				overflowed++
-			}
-			trailing += r.TrailingBytes
-			switch *c.format {
-			case "jsonl":
-				var line []byte
-				for i := range r.Allocations {
-					line = r.AppendJSON(line[:0], i)
-					w.Write(append(line, '\n'))
-				}
-			}
-		}
-		if addErr != nil {
-			w.Flush()
-			fmt.Fprintf(stderr, "alloctrack report: %s: %v\n", name, addErr)
-			status = exitFailure
-			continue
-		}
-		if *c.format == "text" {
-			writeSummary(w, in, t, overflowed, trailing, *c.top)
-		}
+		c.allocInput(st, w, stderr, name, keep)
 	}
-	if !durationKnown {
+	status, all, prof, samplesOnly, duration := st.status, st.all, st.prof, st.samplesOnly, st.duration
+	if !st.durationKnown {
 		duration = 0
 	}
 	format := *c.format
@@ -296,7 +188,133 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 	if bud == nil || dumps == len(*c.inputs) || (status != exitOK && status != exitBudget && status != exitUnmatched) {
 		return status
 	}
-	return worse(status, c.judgeAllocations(stderr, all, duration, insufficient, samplesOnly))
+	return worse(status, c.judgeAllocations(stderr, all, duration, st.insufficient, samplesOnly))
+}
+
+// reportState is what report's inputs add up to.
+type reportState struct {
+	status        int
+	all           *alloctrack.Tally
+	prof          *alloctrack.ProfileBuilder
+	profKind      string
+	samplesOnly   bool // an input counted samples of unknown rate
+	duration      time.Duration
+	durationKnown bool
+	insufficient  bool // an input the budget may not judge
+}
+
+// allocInput reports the allocations of input name (not a heap dump) as
+// the format asks, with the filter keep, and adds them to st.
+func (c *reportCmd) allocInput(st *reportState, w *bufio.Writer, stderr io.Writer, name string, keep func(r *allocreport.Report, i int) bool) {
+	in, err := offline.ReadInput(name)
+	if err != nil {
+		w.Flush()
+		fmt.Fprintf(stderr, "alloctrack report: %v\n", err)
+		st.status = exitFailure
+		return
+	}
+	in.Every = *c.every
+	if !c.admit(w, stderr, in) {
+		st.insufficient = true
+	}
+	if in.Duration > 0 {
+		st.duration += in.Duration
+	} else {
+		st.durationKnown = false
+	}
+	if msg := c.refuse(in); msg != "" {
+		w.Flush()
+		fmt.Fprintf(stderr, "alloctrack report: %s: %s\n", name, msg)
+		st.status = exitUsage
+		return
+	}
+	if *c.format == "pprof" {
+		if st.prof == nil {
+			st.prof, st.profKind = newProfileBuilder(in), in.Kind()
+		} else if st.profKind != in.Kind() {
+			w.Flush()
+			fmt.Fprintf(stderr, "alloctrack report: %s: --format pprof cannot mix inputs whose counts differ in kind (%s, %s) in one profile\n", name, st.profKind, in.Kind())
+			st.status = exitUsage
+			return
+		}
+	}
+	if in.Samples() {
+		st.samplesOnly = true
+	}
+	t, overflowed, trailing, err := c.count(st, w, stderr, in, keep)
+	if err != nil {
+		w.Flush()
+		fmt.Fprintf(stderr, "alloctrack report: %v\n", err)
+		st.status = exitFailure
+		return
+	}
+	if *c.format == "text" {
+		writeSummary(w, in, t, overflowed, trailing, *c.top)
+	}
+}
+
+// count counts input in (filtered by keep and the flags) into a tally of
+// its own and st's, writing its allocations as jsonl asks; overflowed and
+// trailing are its reports' windows that overflowed and bytes after their
+// data. A sum past 2^64 or a log whose estimates do not fit is an error.
+func (c *reportCmd) count(st *reportState, w *bufio.Writer, stderr io.Writer, in *offline.Input, keep func(r *allocreport.Report, i int) bool) (t *alloctrack.Tally, overflowed, trailing int, err error) {
+	t = alloctrack.NewTally()
+	var addErr error // the first sum past 2^64
+	add := func(win *alloctrack.Window) {
+		if addErr != nil {
+			return
+		}
+		if addErr = offline.AddWindow(t, win); addErr == nil {
+			addErr = offline.AddWindow(st.all, win)
+		}
+		if addErr != nil || *c.format != "pprof" {
+			return
+		}
+		if err := st.prof.Add(win); err != nil {
+			fmt.Fprintf(stderr, "alloctrack report: %s: %v\n", in.Name, err)
+			st.status = exitUsage
+		}
+	}
+	if in.Log != nil {
+		if keep := logFilter(*c.class, *c.frame); keep != nil {
+			in.Log = keep(in.Log)
+		}
+		win, err := in.LogWindow()
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		add(win)
+	}
+	for _, d := range in.Dumps {
+		if keep := frameFilter(*c.frame); keep != nil {
+			d = keep(d)
+		}
+		add(heapprofd.WindowOfDump(d, time.Time{}, time.Time{}))
+	}
+	for _, r := range in.Reports {
+		if keep != nil {
+			r = r.Filter(keep)
+		}
+		win := ddm.WindowOfReport(r, time.Time{}, time.Time{})
+		add(win)
+		win.Release()
+		if r.Overflowed() {
+			overflowed++
+		}
+		trailing += r.TrailingBytes
+		switch *c.format {
+		case "jsonl":
+			var line []byte
+			for i := range r.Allocations {
+				line = r.AppendJSON(line[:0], i)
+				w.Write(append(line, '\n'))
+			}
+		}
+	}
+	if addErr != nil {
+		return nil, 0, 0, fmt.Errorf("%s: %w", in.Name, addErr)
+	}
+	return t, overflowed, trailing, nil
 }
 
 // judgeAllocations checks the allocations of every input (all, over

@@ -323,6 +323,7 @@ func TestHeapdumpFileCommands(t *testing.T) {
 		{[]string{"--in", realReport, "--out", filepath.Join(dir, "x"), "--shrink"}, exitFailure, "not a heap dump"},
 		{[]string{"--in", filepath.Join(dir, "nope.hprof"), "--out", filepath.Join(dir, "x"), "--shrink"}, exitFailure, filepath.Join(dir, "nope.hprof") + ": no such file or directory"},
 		{[]string{"--in", in, "--out", mine, "--shrink"}, exitUsage, mine + " already exists; choose another --out"},
+		{[]string{"--in", in, "--out", filepath.Join(dir, "x"), "--shrink", "--allow-empty"}, exitUsage, "--allow-empty are for taking a dump"},
 		{[]string{"--in", truncated, "--out", filepath.Join(dir, "x"), "--standard"}, exitFailure, truncated + ": "},
 	} {
 		_, errOut, code := runCmd(t, append([]string{"heapdump"}, c.args...)...)
