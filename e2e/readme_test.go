@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/alloctrack/alloctrack/internal/adbtest"
+	"github.com/alloctrack/alloctrack/internal/testwait"
 	"github.com/alloctrack/alloctrack/sim"
 )
 
@@ -165,7 +166,7 @@ func TestReadmeFirstCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Wait()
-	for stop := time.Now().Add(15 * time.Second); ; {
+	for stop := time.Now().Add(testwait.Bound); ; {
 		if _, err := http.Get("http://" + addr + "/metrics"); err != nil {
 			break
 		}
