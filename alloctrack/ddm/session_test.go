@@ -17,6 +17,7 @@ import (
 	"github.com/alloctrack/alloctrack/alloctrack"
 	"github.com/alloctrack/alloctrack/alloctrack/ddm"
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
+	"github.com/alloctrack/alloctrack/internal/testwait"
 	"github.com/alloctrack/alloctrack/jdwp"
 	"github.com/alloctrack/alloctrack/sim"
 )
@@ -72,8 +73,8 @@ func (f *fixture) run(t *testing.T) (stop func() error, done <-chan error) {
 			cancel()
 			select {
 			case err = <-errc:
-			case <-time.After(10 * time.Second):
-				t.Fatal("session did not end within 10 s of cancel")
+			case <-time.After(testwait.Bound):
+				t.Fatalf("session did not end within %v of cancel", testwait.Bound)
 			}
 		}
 		return err
@@ -82,9 +83,14 @@ func (f *fixture) run(t *testing.T) (stop func() error, done <-chan error) {
 	return stop, errc
 }
 
+// hungAfter is the request timeout of tests whose VM leaves a request
+// unanswered: a healthy reply (handshake, HELO) comes well within it on a
+// loaded machine, and the hung one is waited out in a few seconds.
+const hungAfter = 2 * time.Second
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testwait.Bound)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -160,7 +166,7 @@ func TestSessionOverflowShrinksWindow(t *testing.T) {
 }
 
 func TestSessionUnsupportedOnAPI31(t *testing.T) {
-	f := newFixture(t, 31, sim.AppConfig{}, ddm.Config{RequestTimeout: 200 * time.Millisecond})
+	f := newFixture(t, 31, sim.AppConfig{}, ddm.Config{RequestTimeout: hungAfter})
 	err := f.session.Run(context.Background())
 	if !errors.Is(err, alloctrack.ErrUnsupported) {
 		t.Fatalf("err = %v, want ErrUnsupported", err)
@@ -201,10 +207,10 @@ func TestSessionRestartsTrackingLeftOn(t *testing.T) {
 	waitFor(t, "the dead client gone from the VM", func() bool { return !f.vm.Connected() })
 	n := len(f.vm.Trace())
 	stop, _ := f.run(t)
-	for deadline := time.Now().Add(10 * time.Second); f.windows() < 1; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(testwait.Bound); f.windows() < 1; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			err := stop()
-			t.Fatalf("no window in 10 s; the session ended with %v; the VM was sent %q; stats %+v", err, f.vm.Trace()[n:], f.vm.Stats())
+			t.Fatalf("no window in %v; the session ended with %v; the VM was sent %q; stats %+v", testwait.Bound, err, f.vm.Trace()[n:], f.vm.Stats())
 		}
 	}
 	stop()
@@ -263,12 +269,12 @@ func TestSessionWaitingAppIsLeftFree(t *testing.T) {
 		}
 		// The VM sees the session's stream close a moment later.
 		var err error
-		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for deadline := time.Now().Add(testwait.Bound); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 			var c net.Conn
 			if c, err = f.dev.OpenService("jdwp:321"); err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			var conn *jdwp.Conn
 			conn, err = jdwp.Open(ctx, c, jdwp.Options{})
 			cancel()
@@ -301,7 +307,7 @@ func TestSessionHeld(t *testing.T) {
 		if vmAPI == 0 {
 			vmAPI = 30 // a device that did not say its API level
 		}
-		f := newFixture(t, vmAPI, sim.AppConfig{}, ddm.Config{RequestTimeout: 300 * time.Millisecond})
+		f := newFixture(t, vmAPI, sim.AppConfig{}, ddm.Config{RequestTimeout: hungAfter})
 		f.session.API = api
 		f.vm.SetFaults(sim.Faults{DebuggerAttached: true})
 		if err := f.session.Run(context.Background()); !errors.Is(err, alloctrack.ErrHeld) {
@@ -309,7 +315,7 @@ func TestSessionHeld(t *testing.T) {
 		}
 	}
 	// Below Android 9 a handshake without echo is no sign of a holder.
-	f := newFixture(t, 27, sim.AppConfig{}, ddm.Config{RequestTimeout: 300 * time.Millisecond})
+	f := newFixture(t, 27, sim.AppConfig{}, ddm.Config{RequestTimeout: hungAfter})
 	f.session.Open = func(ctx context.Context) (io.ReadWriteCloser, error) {
 		a, b := net.Pipe()
 		go io.Copy(io.Discard, b)
@@ -331,7 +337,7 @@ func TestSessionSlowProbe(t *testing.T) {
 		unsupported bool
 	}{{30, 0, false}, {28, 1, false}, {30, ddm.UnansweredProbeLimit - 1, true}, {31, 0, true}, {0, 0, true}} {
 		vmAPI := max(c.api, 30)
-		f := newFixture(t, vmAPI, sim.AppConfig{}, ddm.Config{RequestTimeout: 200 * time.Millisecond})
+		f := newFixture(t, vmAPI, sim.AppConfig{}, ddm.Config{RequestTimeout: hungAfter})
 		f.session.API, f.session.UnansweredProbes = c.api, c.before
 		f.vm.SetFaults(sim.Faults{HangREAQ: 1})
 		err := f.session.Run(context.Background())
@@ -453,7 +459,7 @@ func TestSessionCorruptReportIsCountedAndSkipped(t *testing.T) {
 }
 
 func TestSessionHungReportEndsSessionAndDisables(t *testing.T) {
-	f := newFixture(t, 30, sim.AppConfig{}, ddm.Config{Window: 20 * time.Millisecond, ReportTimeout: 200 * time.Millisecond})
+	f := newFixture(t, 30, sim.AppConfig{}, ddm.Config{Window: 20 * time.Millisecond, ReportTimeout: hungAfter})
 	f.vm.SetFaults(sim.Faults{HangREAL: 1})
 	err := f.session.Run(context.Background())
 	if err == nil || !strings.HasPrefix(err.Error(), alloctrack.StageReport) {
