@@ -13,6 +13,7 @@ import (
 
 	"github.com/alloctrack/alloctrack/alloctrack"
 	"github.com/alloctrack/alloctrack/ddms"
+	"github.com/alloctrack/alloctrack/internal/testwait"
 	"github.com/alloctrack/alloctrack/jdwp"
 )
 
@@ -57,11 +58,7 @@ func itoa(i int) string {
 	return itoa(i/10) + string(rune('0'+i%10))
 }
 
-func ctx5(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctx5(t *testing.T) context.Context { return testwait.Context(t) }
 
 // trackedWindow runs one window on an open client: a few untracked
 // allocations, REAE 1 confirmed with REAQ, n tracked allocations, REAL. It
@@ -695,9 +692,9 @@ func (s *stallConn) Close() error {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); {
+	for deadline := time.Now().Add(testwait.Bound); !cond(); {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5 s")
+			t.Fatalf("condition not met within %v", testwait.Bound)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
