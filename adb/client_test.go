@@ -12,12 +12,13 @@ import (
 	"time"
 
 	"github.com/alloctrack/alloctrack/adb"
+	"github.com/alloctrack/alloctrack/internal/testwait"
 	"github.com/alloctrack/alloctrack/jdwp"
 )
 
 // callTimeout bounds every call in these tests; a call that needs it has
 // hung.
-const callTimeout = 5 * time.Second
+const callTimeout = testwait.Bound
 
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
