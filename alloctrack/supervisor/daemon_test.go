@@ -27,10 +27,18 @@ import (
 func daemonConfig() supervisor.DaemonConfig {
 	return supervisor.DaemonConfig{
 		Session: ddm.Config{
-			Window:         100 * time.Millisecond,
-			MinWindow:      50 * time.Millisecond,
-			RequestTimeout: 300 * time.Millisecond,
-			ReportTimeout:  2 * time.Second,
+			Window:    100 * time.Millisecond,
+			MinWindow: 50 * time.Millisecond,
+			// Long enough for a HELO on a loaded machine (300 ms was
+			// not: sessions never got back to a VM left tracking by a
+			// cut stream, to turn it off), short enough to wait out
+			// the unanswered requests of held and Android 12+ apps.
+			RequestTimeout: 2 * time.Second,
+			ReportTimeout:  10 * time.Second,
+			// Turning tracking off on the way out: REAE 0 and REAQ
+			// behind a report being built (2 s, the default, was not
+			// always enough on a loaded machine).
+			DisableTimeout: 10 * time.Second,
 		},
 		BackoffMin:   50 * time.Millisecond,
 		BackoffMax:   500 * time.Millisecond,
@@ -559,8 +567,20 @@ func TestDaemonReportBuffers(t *testing.T) {
 	if _, err := farm.RestartApp(serial, onlyPID(t, farm, serial, "com.example.app1")); err != nil {
 		t.Fatal(err)
 	}
+	// The cut streams leave the second device's VMs tracking: the
+	// daemon turns them off once it is back on them, so the test waits
+	// for that before it stops the daemon and checks.
+	cut := farm.Devices()[1].Serial()
+	before := map[string]uint64{}
+	for _, pkg := range []string{"com.example.app1", "com.example.app2"} {
+		a, _ := r.app(cut, pkg)
+		before[pkg] = a.Windows
+	}
 	farm.Devices()[1].Disconnect()
-	eventually(t, "windows after the restart", func() bool { return r.tracking(serial, "com.example.app1", 2) })
+	eventually(t, "windows after the restart and the cut", func() bool {
+		return r.tracking(serial, "com.example.app1", 2) &&
+			r.tracking(cut, "com.example.app1", before["com.example.app1"]+1) && r.tracking(cut, "com.example.app2", before["com.example.app2"]+1)
+	})
 	r.stop()
 	if b := r.d.Snapshot().ReportBuffers; b.InUse != 0 {
 		t.Fatalf("%d bytes of report buffers still in use after the daemon stopped", b.InUse)
