@@ -153,8 +153,10 @@ func TestSessionOverflowShrinksWindow(t *testing.T) {
 	wl.Rate = 0 // the test allocates, as fast as the machine lets it
 	f := newFixture(t, 30, sim.AppConfig{Workload: wl},
 		// A floor of one round trip: the window may shrink well below
-		// 20 of them here, where a 65,535-entry round trip is long.
-		ddm.Config{Window: 400 * time.Millisecond, MinWindow: 50 * time.Millisecond, RTTFloor: 1})
+		// 20 of them here, where a 65,535-entry round trip is long (on a
+		// loaded machine with the race detector, longer than 400 ms: a
+		// 4 s window leaves room to shrink).
+		ddm.Config{Window: 4 * time.Second, MinWindow: 50 * time.Millisecond, RTTFloor: 1})
 	f.run(t)
 	// 70,000 allocations in every window: each report overflows, however
 	// slowly a loaded machine runs the app.
@@ -165,10 +167,10 @@ func TestSessionOverflowShrinksWindow(t *testing.T) {
 			last = max(st.Windows, 1)
 			f.vm.Allocate(70000)
 		}
-		return st.Overflowed > 0 && st.Window < 400*time.Millisecond
+		return st.Overflowed > 0 && st.Window < 4*time.Second
 	})
 	// The app calms down: windows grow back.
-	waitFor(t, "window back at 400 ms", func() bool { return f.stats.Snapshot().Window == 400*time.Millisecond })
+	waitFor(t, "window back at 4 s", func() bool { return f.stats.Snapshot().Window == 4*time.Second })
 }
 
 func TestSessionUnsupportedOnAPI31(t *testing.T) {
