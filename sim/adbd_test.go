@@ -693,7 +693,8 @@ func TestAdbdWireSlowStream(t *testing.T) {
 	p.expect(cmdWRTE, fast, 2, "hi\n")
 	p.send(cmdOKAY, 2, fast, "")
 	p.expect(cmdCLSE, fast, 2, "")
-	if el := time.Since(start); el > 2*time.Second {
+	// Held up, it would wait for the blocked stream (for ever here).
+	if el := time.Since(start); el > testwait.Bound/2 {
 		t.Fatalf("a blocked stream held up another for %v", el)
 	}
 }
