@@ -143,7 +143,7 @@ func TestReadmeFirstCommand(t *testing.T) {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		http.DefaultClient.CloseIdleConnections()
 	})
-	deadline := time.Now().Add(90 * time.Second) // go run compiles first
+	deadline := time.Now().Add(3 * testwait.Bound) // go run compiles first
 	for {
 		res, err := http.Get("http://" + addr + "/metrics")
 		if err == nil {
@@ -154,7 +154,7 @@ func TestReadmeFirstCommand(t *testing.T) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no tracking app at %s/metrics in 90 s; go run's stderr:\n%s", addr, stderr.String())
+			t.Fatalf("no tracking app at %s/metrics in %v; go run's stderr:\n%s", addr, 3*testwait.Bound, stderr.String())
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
