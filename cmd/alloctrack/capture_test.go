@@ -628,7 +628,9 @@ func TestCaptureErrors(t *testing.T) {
 					if out == "" {
 						out = filepath.Join(t.TempDir(), "capture")
 					}
-					args := append([]string{"capture", "--adb.address", addr, "--duration", "2s", "--window", "500ms", "--window.min", "250ms", "--out", out}, tc.args...)
+					// A capture that went on instead of failing would run
+					// for its duration, well past testwait.Bound.
+					args := append([]string{"capture", "--adb.address", addr, "--duration", "3m", "--window", "500ms", "--window.min", "250ms", "--out", out}, tc.args...)
 					start := time.Now()
 					stdout, stderr, code := runCmd(t, args...)
 					if code != tc.code {
@@ -639,7 +641,7 @@ func TestCaptureErrors(t *testing.T) {
 							t.Errorf("stderr does not mention %q:\n%s", w, stderr)
 						}
 					}
-					if d := time.Since(start); d > 5*time.Second {
+					if d := time.Since(start); d > testwait.Bound {
 						t.Errorf("took %v to fail", d)
 					}
 				})
