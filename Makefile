@@ -35,8 +35,11 @@ test: vet unit fuzz
 vet:
 	$(GO) vet $(PKGS)
 
+# tools/testsum prints each package's result, the output of failed tests
+# only, and each skipped test with its reason; it exits as go test did.
 unit:
-	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+	$(GO) build -o bin/testsum ./tools/testsum
+	bin/testsum $(GO) test -json -race -count=1 -timeout 15m $(PKGS)
 
 fuzz:
 	$(GO) test ./jdwp       -run '^$$' -fuzz '^FuzzReadPacket$$'     -fuzztime $(FUZZTIME)

@@ -4,12 +4,13 @@ import (
 	"context"
 	"net"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/alloctrack/alloctrack/ddms"
 	"github.com/alloctrack/alloctrack/jdwp"
+
+	"github.com/alloctrack/alloctrack/internal/testwait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -71,7 +72,7 @@ func TestOverJDWP(t *testing.T) {
 	}
 	defer conn.Close()
 	c := ddms.NewClient(conn)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Bound)
 	defer cancel()
 	h, err := c.Hello(ctx)
 	if err != nil || h.PID != 77 || h.Optional != 5 {

@@ -57,12 +57,10 @@ func TestDDMAsDevicesBehave(t *testing.T) {
 	late := tracked{r.app("sim-2", "com.example.late"), "sim-2"}
 	r.d.waitState(t, []app{late.app}, "tracking", 30*time.Second)
 
-	// A debugger for the waiting app is answered at once.
-	start := time.Now()
+	// A debugger for the waiting app is answered: the daemon leaves the
+	// app free (one it held would refuse the handshake or never answer
+	// it, and attachDebugger fails the test).
 	dbg := attachDebugger(t, r.adb, r.serial["sim-3"], r.vm(t, "sim-3", "com.example.waits").PID())
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("a debugger's handshake with the waiting app took %v", d)
-	}
 	dbg.Close()
 	if st := r.vm(t, "sim-3", "com.example.waits").Stats(); st.Enables != 0 {
 		t.Errorf("tracking was turned on in the app waiting for a debugger (%d REAE 1)", st.Enables)

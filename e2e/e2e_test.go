@@ -124,8 +124,15 @@ func TestDaemonEndToEnd(t *testing.T) {
 		}
 	}
 	t.Logf("device %s: the daemon saw it leave after %v; its apps are now %v", serial, took.Round(time.Millisecond), states)
+	// Two more windows of the apps still there: none of the gone apps'.
 	offWindows := r.d.windows(t, goneApps)
-	time.Sleep(2 * window)
+	var stayed []app
+	for _, a := range apps {
+		if a.farmSerial != gone {
+			stayed = append(stayed, a.app)
+		}
+	}
+	r.d.waitWindows(t, stayed, 2, 0)
 	now := r.d.windows(t, goneApps)
 	for _, a := range goneApps {
 		if now[a] != offWindows[a] {

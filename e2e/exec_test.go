@@ -1,12 +1,11 @@
 package e2e
 
 import (
-	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/alloctrack/alloctrack/adb"
+	"github.com/alloctrack/alloctrack/internal/testwait"
 	"github.com/alloctrack/alloctrack/sim"
 )
 
@@ -17,8 +16,7 @@ func TestExecThroughADB(t *testing.T) {
 	r := attachFarm(t, sim.FarmConfig{Devices: 1, AppsPerDevice: 1, APIs: []int{31}, Workload: quietWorkload()}, nil)
 	c := adb.NewClient(r.adb.Addr())
 	serial := r.serial["sim-1"]
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	ctx := testwait.Context(t)
 
 	out, errOut, code, err := c.Exec(ctx, serial, []byte("input the command does not read\n"), "getprop", "ro.build.version.sdk")
 	if err != nil || string(out) != "31\n" || len(errOut) != 0 || code != 0 {

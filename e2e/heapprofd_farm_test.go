@@ -89,8 +89,23 @@ func TestHeapprofdFarmThroughADB(t *testing.T) {
 		st := sc.value("alloctrack_app_state", held.labels("state", "rejected")...)
 		return st == 1, fmt.Sprintf("rejected %v", st)
 	})
+	// 20 dumps of a busy app of the idle app's device, each read after the
+	// one before: the idle app lives through them without a sample.
+	var neighbour tracked
+	for _, a := range busy {
+		if a.farmSerial == idleApp.farmSerial {
+			neighbour = a
+		}
+	}
+	dumps := func() float64 {
+		return r.d.metrics(t).value("alloctrack_heapprofd_dumps_total", neighbour.labels()...)
+	}
 	for range 20 {
-		time.Sleep(window)
+		last := dumps()
+		waitFor(t, 0, "one more dump of "+neighbour.pkg, func() (bool, string) {
+			n := dumps()
+			return n > last, fmt.Sprintf("%v dumps", n)
+		})
 		sc := r.d.metrics(t)
 		if v := sc.value("alloctrack_app_state", idleApp.labels("state", "unprofileable")...); v != 0 {
 			t.Fatalf("the idle app is shown unprofileable")

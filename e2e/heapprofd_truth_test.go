@@ -282,7 +282,14 @@ func TestHeapprofdRestartCleansUp(t *testing.T) {
 	for _, vm := range vms {
 		vm.Pause(false)
 	}
-	time.Sleep(3 * window)
+	waitFor(t, 0, "the apps sampled again since the clean-up", func() (bool, string) {
+		for _, a := range mine {
+			if n := r.vm(t, a.farmSerial, a.pkg).HeapprofdTruth().Sampled.Total.Allocations; n <= base[a.app] {
+				return false, fmt.Sprintf("%v: %d samples, %d at the clean-up", a.app, n, base[a.app])
+			}
+		}
+		return true, ""
+	})
 	for _, a := range mine {
 		r.vm(t, a.farmSerial, a.pkg).Pause(true)
 	}

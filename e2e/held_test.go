@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/alloctrack/alloctrack/internal/adbtest"
+	"github.com/alloctrack/alloctrack/internal/testwait"
 	"github.com/alloctrack/alloctrack/jdwp"
 	"github.com/alloctrack/alloctrack/sim"
 )
@@ -19,7 +20,7 @@ import (
 func attachDebugger(t *testing.T, srv *adbtest.Server, serial string, pid int) net.Conn {
 	t.Helper()
 	c := srv.Dial(t)
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.SetDeadline(time.Now().Add(testwait.Bound))
 	if err := adbtest.Request(c, "host:transport:"+serial); err != nil {
 		t.Fatal(err)
 	}

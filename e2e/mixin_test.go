@@ -16,6 +16,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/alloctrack/alloctrack/internal/testwait"
 	"github.com/alloctrack/alloctrack/mixin"
 	"github.com/alloctrack/alloctrack/sim"
 )
@@ -89,15 +90,14 @@ func TestMixinPanels(t *testing.T) {
 	}
 	r.d.waitState(t, append(append([]app(nil), all...), sampled...), "tracking", 30*time.Second)
 	p := startPrometheus(t, r.d.addr, ruleFiles...)
-	scraping := time.Now()
 	r.d.waitWindows(t, all, 2, 30*time.Second)
 	waitFor(t, 30*time.Second, "recorded allocation rates of every tracked app", func() (bool, string) {
 		v := p.query(t, `app:alloctrack_app_allocations:rate5m > 0`)
 		e := p.query(t, `app:alloctrack_app_estimated_allocated_bytes:rate5m > 0`)
 		return len(v) >= len(all) && len(e) >= len(sampled), fmt.Sprintf("%d of %d apps, %d of %d sampled apps", len(v), len(all), len(e), len(sampled))
 	})
-	// Ranges of $__rate_interval (10 s) hold several scrapes.
-	time.Sleep(time.Until(scraping.Add(12 * time.Second)))
+	// Ranges of $__rate_interval (10 s) need several scrapes: the
+	// queries below are run again until they return data (execAll).
 
 	sel := apps[0] // an app on the API 30 device, tracking
 	want := map[string]string{"job": promJob, "instance": r.d.addr, "serial": sel.serial, "package": sel.pkg}
@@ -163,14 +163,26 @@ func TestMixinPanels(t *testing.T) {
 	exec := func(r *run) {
 		r.series, r.err = p.run(r.expr, r.instant)
 	}
+	// execAll runs each query until it returns data or may be empty, all
+	// within testwait.Bound: until a range holds enough scrapes, or after
+	// a scrape timed out on a loaded machine (every series stale until
+	// the next one), a query can rightly return nothing for a while.
+	execAll := func(qs []*run, mayBeEmpty func(*run) bool) {
+		deadline := time.Now().Add(testwait.Bound)
+		for _, q := range qs {
+			for exec(q); (q.err != nil || len(q.series) == 0) && !mayBeEmpty(q) && time.Now().Before(deadline); exec(q) {
+				time.Sleep(500 * time.Millisecond)
+			}
+		}
+	}
 
 	// A healthy farm: every query but the listed ones returns data.
 	withData, sampledQueries := 0, 0
+	execAll(runs, func(q *run) bool { return slices.Contains(emptyOnHealthyFarm, q.panelQuery) })
 	for _, q := range runs {
 		if needsHeapprofd(q.expr) {
 			sampledQueries++
 		}
-		exec(q)
 		switch {
 		case q.err != nil:
 			t.Errorf("%v: %s: %v", q.panelQuery, q.expr, q.err)
@@ -207,12 +219,16 @@ func TestMixinPanels(t *testing.T) {
 		d := p.query(t, `alloctrack_device_errors_total > 0`)
 		return len(a) > 0 && len(d) > 0, fmt.Sprintf("%d app, %d device error series", len(a), len(d))
 	})
-	time.Sleep(3 * time.Second) // rates over $__rate_interval see the increase
+	// Rates over $__rate_interval see the increase once a few more
+	// scrapes are in: execAll waits for that.
+	var listed []*run
 	for _, q := range runs {
-		if !slices.Contains(emptyOnHealthyFarm, q.panelQuery) {
-			continue
+		if slices.Contains(emptyOnHealthyFarm, q.panelQuery) {
+			listed = append(listed, q)
 		}
-		exec(q)
+	}
+	execAll(listed, func(*run) bool { return false })
+	for _, q := range listed {
 		if q.err != nil || len(q.series) == 0 {
 			t.Errorf("%v: no data on a farm with errors and an Android 12 device (%v): %s", q.panelQuery, q.err, q.expr)
 		}

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/alloctrack/alloctrack/internal/testwait"
 )
 
 // proc is a child process owned by a test: its output goes to a buffer,
@@ -115,10 +117,13 @@ func (b *syncBuffer) String() string {
 }
 
 // waitFor polls cond every 100 ms until it holds and returns how long that
-// took; after timeout it fails the test with what and cond's last status.
+// took; after timeout, or testwait.Bound if that is longer (a loaded
+// machine is slow, never wrong), it fails the test with what and cond's
+// last status.
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) time.Duration {
 	t.Helper()
 	start := time.Now()
+	timeout = testwait.AtLeast(timeout)
 	for {
 		ok, status := cond()
 		if ok {

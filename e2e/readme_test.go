@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/alloctrack/alloctrack/internal/adbtest"
+	"github.com/alloctrack/alloctrack/internal/testwait"
 	"github.com/alloctrack/alloctrack/sim"
 )
 
@@ -190,7 +191,7 @@ func TestReadmeFirstCommand(t *testing.T) {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		http.DefaultClient.CloseIdleConnections()
 	})
-	deadline := time.Now().Add(90 * time.Second) // go run compiles first
+	deadline := time.Now().Add(3 * testwait.Bound) // go run compiles first
 	for {
 		res, err := http.Get("http://" + addr + "/metrics")
 		if err == nil {
@@ -201,7 +202,7 @@ func TestReadmeFirstCommand(t *testing.T) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no tracking app at %s/metrics in 90 s; go run's stderr:\n%s", addr, stderr.String())
+			t.Fatalf("no tracking app at %s/metrics in %v; go run's stderr:\n%s", addr, 3*testwait.Bound, stderr.String())
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -217,7 +218,7 @@ func TestReadmeFirstCommand(t *testing.T) {
 	if log := stderr.String(); !strings.Contains(log, fmt.Sprintf("parent go run (pid %d) exited; stopping", cmd.Process.Pid)) || strings.Contains(log, "signal received") {
 		t.Errorf("the daemon's log does not say that go run exited, or speaks of a signal:\n%s", log)
 	}
-	for stop := time.Now().Add(15 * time.Second); ; {
+	for stop := time.Now().Add(testwait.Bound); ; {
 		if _, err := http.Get("http://" + addr + "/metrics"); err != nil {
 			break
 		}

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"testing"
 	"time"
+
+	"github.com/alloctrack/alloctrack/internal/testwait"
 )
 
 func TestBuffersReuse(t *testing.T) {
@@ -174,10 +176,10 @@ func TestBuffersIdle(t *testing.T) {
 	if b.Len() != 1 {
 		t.Fatalf("%d free buffers, want 1", b.Len())
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testwait.Bound)
 	for b.Len() != 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("an idle free buffer was still kept 10 s after its idle time of 20 ms")
+			t.Fatalf("an idle free buffer was still kept %v after its idle time of 20 ms", testwait.Bound)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

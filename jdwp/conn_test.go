@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/alloctrack/alloctrack/internal/testwait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -45,7 +47,7 @@ func startVM(t *testing.T, opts ...Options) (*Conn, *fakeVM, []Packet) {
 			vm.in <- p
 		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Bound)
 	defer cancel()
 	var o Options
 	if len(opts) > 0 {
@@ -76,7 +78,7 @@ func (vm *fakeVM) next(t *testing.T) Packet {
 			t.Fatal("fake VM: stream ended")
 		}
 		return p
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Bound):
 		t.Fatal("fake VM: no packet")
 	}
 	return Packet{}
@@ -116,7 +118,7 @@ func TestInterleavedRepliesAndVMPackets(t *testing.T) {
 	results := make(chan result, n)
 	for i := range n {
 		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testwait.Bound)
 			defer cancel()
 			d, err := c.Request(ctx, 0xC7, 1, []byte{byte(i)})
 			results <- result{i, d, err}
@@ -408,7 +410,7 @@ func TestHandshake(t *testing.T) {
 // lentEventually waits until bufs has n buffers out.
 func lentEventually(t *testing.T, bufs *Buffers, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testwait.Bound)
 	for bufs.Lent() != n {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d buffers lent, want %d", bufs.Lent(), n)
@@ -511,7 +513,7 @@ func TestOwnedRepliesNobodyTakesAreGivenBack(t *testing.T) {
 	w := c.waiters[p.ID]
 	c.mu.Unlock()
 	vm.send(t, Packet{ID: p.ID, Flags: FlagReply, Data: big})
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testwait.Bound)
 	for len(w.ch) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the reply was not delivered")
@@ -589,7 +591,7 @@ func TestHandshakeEarlyPackets(t *testing.T) {
 }
 
 func ctx5(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Bound)
 	t.Cleanup(cancel)
 	return ctx
 }

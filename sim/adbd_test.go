@@ -20,6 +20,8 @@ import (
 	"github.com/alloctrack/alloctrack/ddms"
 	"github.com/alloctrack/alloctrack/internal/adbtest"
 	"github.com/alloctrack/alloctrack/jdwp"
+
+	"github.com/alloctrack/alloctrack/internal/testwait"
 )
 
 // adbRig is a simulated device served by an Adbd on its own loopback port
@@ -88,7 +90,7 @@ func openJDWP(t testing.TB, addr string) (*ddms.Client, *jdwp.Conn, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Bound)
 	defer cancel()
 	conn, err := jdwp.Open(ctx, c, jdwp.Options{})
 	if err != nil {
@@ -168,7 +170,7 @@ func TestAdbdJDWPList(t *testing.T) {
 	var pids []string
 	select {
 	case pids = <-got:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Bound):
 		stop()
 		pids = <-got
 	}
@@ -217,7 +219,7 @@ func TestAdbdTrackJDWP(t *testing.T) {
 	srv := adbtest.StartServer(t)
 	r := newADBRig(t, srv, 30, AppConfig{PID: 300}, AppConfig{PID: 400})
 	c := srv.Dial(t)
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.SetDeadline(time.Now().Add(testwait.Bound))
 	if err := adbtest.Request(c, "host:transport:"+r.serial); err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +236,7 @@ func TestAdbdTrackJDWP(t *testing.T) {
 	}
 	// A refused service comes back as FAIL.
 	c2 := srv.Dial(t)
-	c2.SetDeadline(time.Now().Add(10 * time.Second))
+	c2.SetDeadline(time.Now().Add(testwait.Bound))
 	if err := adbtest.Request(c2, "host:transport:"+r.serial); err != nil {
 		t.Fatal(err)
 	}
@@ -324,10 +326,10 @@ func TestAdbdDisconnect(t *testing.T) {
 	r.a.Disconnect()
 	select {
 	case <-conn.Done():
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Bound):
 		t.Fatal("JDWP stream still open after Disconnect")
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testwait.Bound)
 	for {
 		m, err := srv.Devices(t)
 		if err != nil {
@@ -479,7 +481,7 @@ func (p *rawPeer) send(cmd, arg0, arg1 uint32, data string) {
 
 func (p *rawPeer) recv() adbMessage {
 	p.t.Helper()
-	p.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	p.c.SetReadDeadline(time.Now().Add(testwait.Bound))
 	m, err := readAdbMessage(p.c, AdbMaxPayload, false)
 	if err != nil {
 		p.t.Fatalf("reading from adbd: %v", err)
@@ -582,7 +584,7 @@ func TestAdbdWireStreams(t *testing.T) {
 func TestAdbdWireVersion0Checksums(t *testing.T) {
 	p, _, _ := dialAdbd(t)
 	p.c.Write(appendAdbMessage(nil, cmdCNXN, adbVersionMin, 4096, []byte("host::\x00"), true))
-	p.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	p.c.SetReadDeadline(time.Now().Add(testwait.Bound))
 	m, err := readAdbMessage(p.c, AdbMaxPayload, true) // verifies data_check
 	if err != nil || m.cmd != cmdCNXN || m.arg1 != 4096 {
 		t.Fatalf("CNXN %+v %v", m, err)
@@ -622,7 +624,7 @@ func TestAdbdWireBadHeaderDrops(t *testing.T) {
 			p, _, _ := dialAdbd(t)
 			p.connect(adbVersion, AdbMaxPayload)
 			p.c.Write(tc.msg)
-			p.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			p.c.SetReadDeadline(time.Now().Add(testwait.Bound))
 			if _, err := readAdbMessage(p.c, AdbMaxPayload, false); !closed(err) {
 				t.Fatalf("%v, want the connection closed", err)
 			}
@@ -631,7 +633,7 @@ func TestAdbdWireBadHeaderDrops(t *testing.T) {
 	t.Run("CNXN over 4 KiB", func(t *testing.T) {
 		p, _, _ := dialAdbd(t)
 		p.send(cmdCNXN, adbVersion, AdbMaxPayload, strings.Repeat("x", 4097))
-		p.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		p.c.SetReadDeadline(time.Now().Add(testwait.Bound))
 		if _, err := readAdbMessage(p.c, AdbMaxPayload, false); !closed(err) {
 			t.Fatalf("%v, want the connection closed", err)
 		}
@@ -691,7 +693,8 @@ func TestAdbdWireSlowStream(t *testing.T) {
 	p.expect(cmdWRTE, fast, 2, "hi\n")
 	p.send(cmdOKAY, 2, fast, "")
 	p.expect(cmdCLSE, fast, 2, "")
-	if el := time.Since(start); el > 2*time.Second {
+	// Held up, it would wait for the blocked stream (for ever here).
+	if el := time.Since(start); el > testwait.Bound/2 {
 		t.Fatalf("a blocked stream held up another for %v", el)
 	}
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/alloctrack/alloctrack/adb"
 	"github.com/alloctrack/alloctrack/ddms"
 	"github.com/alloctrack/alloctrack/jdwp"
+
+	"github.com/alloctrack/alloctrack/internal/testwait"
 )
 
 // startHostServer serves devs on a private loopback port and returns the
@@ -54,7 +56,7 @@ func dialHost(t *testing.T, addr string) *hostConn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.SetDeadline(time.Now().Add(testwait.Bound))
 	t.Cleanup(func() { c.Close() })
 	return &hostConn{t, c}
 }
@@ -480,15 +482,15 @@ func TestHostServerJDWPSession(t *testing.T) {
 	s.RemoveDevice("sim-jdwp")
 	select {
 	case <-conn.Done():
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Bound):
 		t.Fatal("session survived the device's removal")
 	}
 	// The VM is free for the next debugger, through transport-id this
 	// time, once it has seen its stream end (until then it refuses a
 	// second debugger, as ART does).
-	for deadline := time.Now().Add(5 * time.Second); vm.Connected(); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(testwait.Bound); vm.Connected(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("the VM still holds its client 5 s after the device's removal")
+			t.Fatalf("the VM still holds its client %v after the device's removal", testwait.Bound)
 		}
 	}
 	s.AddDevice(d)
@@ -617,21 +619,21 @@ func TestHostServerClose(t *testing.T) {
 		if err != nil {
 			t.Fatalf("close: %v", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Bound):
 		t.Fatal("Close hangs with open connections")
 	}
 	if err := <-served; !errors.Is(err, ErrHostServerClosed) {
 		t.Fatalf("Serve returned %v", err)
 	}
 	for i, c := range open {
-		c.SetDeadline(time.Now().Add(5 * time.Second))
+		c.SetDeadline(time.Now().Add(testwait.Bound))
 		if _, err := bufio.NewReader(c).ReadByte(); err == nil {
 			t.Fatalf("connection %d still open", i)
 		}
 	}
 	select {
 	case <-conn.Done():
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Bound):
 		t.Fatal("JDWP session still open")
 	}
 	if _, err := net.Dial("tcp", addr.String()); err == nil {

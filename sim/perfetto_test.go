@@ -12,6 +12,7 @@ import (
 	"github.com/alloctrack/alloctrack/adb"
 	"github.com/alloctrack/alloctrack/alloctrack"
 	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
+	"github.com/alloctrack/alloctrack/internal/testwait"
 	"github.com/alloctrack/alloctrack/perfetto"
 )
 
@@ -106,12 +107,12 @@ func stopSession(t *testing.T, d *Device, pid int, sig string) {
 	if _, e, code := execV2(t, d, nil, "kill", "-"+sig, strconv.Itoa(pid)); code != 0 {
 		t.Fatalf("kill -%s %d: %d %s", sig, pid, code, e)
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	for deadline := time.Now().Add(testwait.Bound); ; {
 		if !alive(t, d, pid) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("perfetto %d still runs 5 s after SIGTERM", pid)
+			t.Fatalf("perfetto %d still runs %v after SIGTERM", pid, testwait.Bound)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -149,7 +150,7 @@ func TestPerfettoHeapprofdSampledTruth(t *testing.T) {
 	if !strings.Contains(out, strconv.Itoa(pid)+" perfetto --background -c - -o "+PerfettoTraceDir+"/alloctrack-t.pftrace") {
 		t.Errorf("ps -A -o PID,ARGS does not show the session:\n%s", out)
 	}
-	time.Sleep(1200 * time.Millisecond)
+	waitFor(t, func() bool { return vms[0].HeapprofdTruth().Dumps >= 5 })
 	stopSession(t, d, pid, "TERM")
 	trace, _, code := execV2(t, d, nil, "cat", PerfettoTraceDir+"/alloctrack-t.pftrace")
 	if code != 0 {
@@ -214,8 +215,11 @@ func TestPerfettoDropsAndRenumbers(t *testing.T) {
 	pid := startSession(t, d, sessionConfig("t-2", 1, 5002), "a.pftrace")
 	time.Sleep(50 * time.Millisecond)
 	for range 6 {
+		// A burst, then dumps with nothing new.
+		n := vms[0].HeapprofdTruth().Dumps
 		vms[0].Allocate(50)
-		time.Sleep(400 * time.Millisecond) // a burst, then dumps with nothing new
+		waitFor(t, func() bool { return vms[0].HeapprofdTruth().Dumps > n })
+		time.Sleep(400 * time.Millisecond)
 	}
 	stopSession(t, d, pid, "TERM")
 	b, _ := d.TraceFile("a.pftrace")
@@ -263,7 +267,7 @@ func TestPerfettoFaults(t *testing.T) {
 	if alive(t, d, dup) {
 		t.Errorf("the session with a name in use still runs")
 	}
-	time.Sleep(700 * time.Millisecond)
+	waitFor(t, func() bool { return vms[3].HeapprofdTruth().Dumps >= 3 })
 	vms[5].Kill()
 	time.Sleep(400 * time.Millisecond)
 	stopSession(t, d, pid, "TERM")
@@ -438,7 +442,7 @@ func TestPerfettoDumpTailWaits(t *testing.T) {
 	pid := startSession(t, d, cfg.Marshal(), "held.pftrace")
 	time.Sleep(50 * time.Millisecond)
 	vms[0].Allocate(20) // a small dump: less than a chunk
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, func() bool { return vms[0].HeapprofdTruth().Dumps >= 1 })
 	if dumps, _ := read("held.pftrace"); len(dumps) != 0 {
 		t.Errorf("a dump smaller than a chunk is in the file before the next dump or a flush: %d dumps", len(dumps))
 	}
@@ -459,8 +463,7 @@ func TestPerfettoDumpTailWaits(t *testing.T) {
 	pid = startSession(t, d, cfg.Marshal(), "flushed.pftrace")
 	time.Sleep(50 * time.Millisecond)
 	vms[0].Allocate(20)
-	time.Sleep(400 * time.Millisecond)
-	dumps, _ = read("flushed.pftrace")
+	waitFor(t, func() bool { dumps, _ = read("flushed.pftrace"); return len(dumps) > 0 })
 	if len(dumps) != 1 || dumps[0].PID != 9101 || dumps[0].RejectedConcurrent {
 		t.Errorf("with flush_period_ms the first dump is in the file in time: %d dumps", len(dumps))
 	}
@@ -469,13 +472,11 @@ func TestPerfettoDumpTailWaits(t *testing.T) {
 	// max_file_size_bytes ends the session.
 	cfg.FlushPeriodMS, cfg.MaxFileSizeBytes = 100, 300
 	pid = startSession(t, d, cfg.Marshal(), "full.pftrace")
-	for range 10 {
-		time.Sleep(100 * time.Millisecond)
+	waitFor(t, func() bool {
 		vms[0].Allocate(20)
-	}
-	if alive(t, d, pid) {
-		t.Error("the session goes on past max_file_size_bytes")
-	}
+		time.Sleep(100 * time.Millisecond)
+		return !alive(t, d, pid)
+	})
 	if b, _ := d.TraceFile("full.pftrace"); len(b) > 300 {
 		t.Errorf("the file holds %d bytes, past max_file_size_bytes 300", len(b))
 	}

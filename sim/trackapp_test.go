@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/alloctrack/alloctrack/internal/testwait"
 )
 
 // handWire builds bytes by hand: hex bytes separated by spaces, and 'text'
@@ -38,7 +40,7 @@ func handWire(t testing.TB, s string) []byte {
 // bytes, within 5 seconds.
 func readFrame(t testing.TB, c net.Conn) []byte {
 	t.Helper()
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	c.SetReadDeadline(time.Now().Add(testwait.Bound))
 	var h [4]byte
 	if _, err := io.ReadFull(c, h[:]); err != nil {
 		t.Fatalf("reading a list's length: %v", err)
@@ -143,7 +145,7 @@ func TestTrackAppService(t *testing.T) {
 
 	// A byte from the client ends the service.
 	app.Write([]byte("x"))
-	app.SetReadDeadline(time.Now().Add(5 * time.Second))
+	app.SetReadDeadline(time.Now().Add(testwait.Bound))
 	if n, err := app.Read(make([]byte, 1)); n != 0 || !errors.Is(err, io.EOF) {
 		t.Fatalf("after a write: %d bytes, %v; want EOF", n, err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/alloctrack/alloctrack/alloctrack"
 	"github.com/alloctrack/alloctrack/ddms"
+	"github.com/alloctrack/alloctrack/internal/testwait"
 	"github.com/alloctrack/alloctrack/jdwp"
 )
 
@@ -40,7 +41,7 @@ func dial(t *testing.T, d *Device, pid int) (*ddms.Client, *jdwp.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Bound)
 	defer cancel()
 	conn, err := jdwp.Open(ctx, c, jdwp.Options{})
 	if err != nil {
@@ -57,11 +58,7 @@ func itoa(i int) string {
 	return itoa(i/10) + string(rune('0'+i%10))
 }
 
-func ctx5(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctx5(t *testing.T) context.Context { return testwait.Context(t) }
 
 // trackedWindow runs one window on an open client: a few untracked
 // allocations, REAE 1 confirmed with REAQ, n tracked allocations, REAL. It
@@ -359,7 +356,7 @@ func TestSecondDebugger(t *testing.T) {
 			}
 			opened <- err
 		}()
-		time.Sleep(100 * time.Millisecond)
+		waitFor(t, func() bool { return vm.Stats().Queued >= 2 })
 		if st := vm.Stats(); st.Queued != 2 || st.Refused != 0 {
 			t.Fatalf("API %d: queued %d refused %d, want 2 queued", api, st.Queued, st.Refused)
 		}
@@ -367,7 +364,7 @@ func TestSecondDebugger(t *testing.T) {
 		if err := <-opened; err != nil {
 			t.Fatalf("API %d: the waiting client, once the first left: %v", api, err)
 		}
-		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for deadline := time.Now().Add(testwait.Bound); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 			if st := vm.Stats(); st.Stale == 1 && st.Queued == 0 {
 				break
 			}
@@ -443,7 +440,7 @@ func TestPreInitializedThenAPNM(t *testing.T) {
 			if g != want {
 				t.Fatalf("got %q, want %q", g, want)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(testwait.Bound):
 			t.Fatalf("no %s", want)
 		}
 	}
@@ -459,7 +456,7 @@ func TestAPNMBeforeEcho(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.SetDeadline(time.Now().Add(5 * time.Second))
+		s.SetDeadline(time.Now().Add(testwait.Bound))
 		s.Write([]byte(jdwp.Handshake))
 		buf := make([]byte, 14)
 		if _, err := io.ReadFull(s, buf); err != nil {
@@ -546,7 +543,10 @@ func TestFaults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := jdwp.Open(ctx5(t), s, jdwp.Options{}); err == nil {
+		// Android 10 never answers: the deadline ends the handshake.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if _, err := jdwp.Open(ctx, s, jdwp.Options{}); err == nil {
 			t.Fatal("handshake with a held app")
 		}
 	})
@@ -582,11 +582,9 @@ func TestTimedWorkloadIsDeterministicPerSite(t *testing.T) {
 	vm.mu.Lock()
 	vm.setTrackingLocked(true)
 	vm.mu.Unlock()
-	time.Sleep(100 * time.Millisecond)
-	n := vm.CurrentWindow().Allocated.Total.Allocations
-	if n < 1000 {
-		t.Fatalf("%d allocations in 100 ms at 20000/s", n)
-	}
+	// The workload allocates while tracking is on (20,000/s: 1,000 in
+	// 50 ms on an idle machine; a loaded one takes longer).
+	waitFor(t, func() bool { return vm.CurrentWindow().Allocated.Total.Allocations >= 1000 })
 }
 
 // TestReportsInDoubt: a report is confirmed by the client's next REAL or
@@ -695,9 +693,9 @@ func (s *stallConn) Close() error {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); {
+	for deadline := time.Now().Add(testwait.Bound); !cond(); {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5 s")
+			t.Fatalf("condition not met within %v", testwait.Bound)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -747,7 +745,10 @@ func TestDalvikREALAfterDisableCrashes(t *testing.T) {
 }
 
 // TestReportBuildBlocksAllocations: while the VM builds a report it holds
-// its tracker lock, so a thread that allocates meanwhile waits.
+// its tracker lock, so a thread that allocates meanwhile waits. On a
+// loaded machine the allocating goroutine may run only after the build
+// (it then waits for nothing): one of several tries must see it wait; a
+// build without the lock never makes it wait.
 func TestReportBuildBlocksAllocations(t *testing.T) {
 	d, vm := newTestDevice(t, 30, AppConfig{})
 	c, _ := dial(t, d, vm.PID())
@@ -755,19 +756,25 @@ func TestReportBuildBlocksAllocations(t *testing.T) {
 	if _, err := c.AllocTracking(ctx5(t)); err != nil {
 		t.Fatal(err)
 	}
-	vm.Allocate(65535)
 	build := time.Duration(65535*16) * ReportBuildPerFrame
-	blocked := make(chan time.Duration, 1)
-	go func() {
-		time.Sleep(build / 8)
-		start := time.Now()
-		vm.Allocate(1)
-		blocked <- time.Since(start)
-	}()
-	if _, err := c.Allocations(ctx5(t)); err != nil {
-		t.Fatal(err)
+	var waited []time.Duration
+	for range 10 {
+		vm.Allocate(65535)
+		blocked := make(chan time.Duration, 1)
+		go func() {
+			time.Sleep(build / 8)
+			start := time.Now()
+			vm.Allocate(1)
+			blocked <- time.Since(start)
+		}()
+		if _, err := c.Allocations(ctx5(t)); err != nil {
+			t.Fatal(err)
+		}
+		b := <-blocked
+		if b >= build/4 {
+			return
+		}
+		waited = append(waited, b)
 	}
-	if b := <-blocked; b < build/4 {
-		t.Errorf("an allocation during a %v report build waited %v", build, b)
-	}
+	t.Errorf("an allocation during a %v report build waited only %v", build, waited)
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/alloctrack/alloctrack/alloctrack/supervisor"
 	"github.com/alloctrack/alloctrack/exporter"
 	"github.com/alloctrack/alloctrack/internal/source"
+	"github.com/alloctrack/alloctrack/internal/testwait"
 	"github.com/alloctrack/alloctrack/sim"
 	"github.com/alloctrack/alloctrack/web"
 )
@@ -100,7 +101,7 @@ func liveFarm(t *testing.T, devices, apps int) (*sim.Farm, *supervisor.Daemon, s
 // waitWindows waits until every app has at least n counted windows.
 func waitWindows(t *testing.T, d *supervisor.Daemon, apps, n int) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(testwait.Bound)
 	for time.Now().Before(deadline) {
 		s := d.Snapshot()
 		ok := len(s.Apps) == apps
@@ -112,7 +113,7 @@ func waitWindows(t *testing.T, d *supervisor.Daemon, apps, n int) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("apps did not count %d windows in 20 s: %+v", n, d.Snapshot().Apps)
+	t.Fatalf("apps did not count %d windows in %v: %+v", n, testwait.Bound, d.Snapshot().Apps)
 }
 
 // TestBrowser drives headless Chromium through every page against the
@@ -160,7 +161,7 @@ func TestBrowser(t *testing.T) {
 	}))
 	chromedp.ListenTarget(ctx, listen)
 	defer cancel()
-	ctx, tcancel := context.WithTimeout(ctx, 40*time.Second)
+	ctx, tcancel := context.WithTimeout(ctx, 2*testwait.Bound)
 	defer tcancel()
 
 	shot := func(name string) chromedp.Action {

@@ -17,6 +17,7 @@ import (
 	"github.com/alloctrack/alloctrack/alloctrack"
 	"github.com/alloctrack/alloctrack/alloctrack/ddm"
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
+	"github.com/alloctrack/alloctrack/internal/testwait"
 	"github.com/alloctrack/alloctrack/jdwp"
 	"github.com/alloctrack/alloctrack/sim"
 )
@@ -72,8 +73,8 @@ func (f *fixture) run(t *testing.T) (stop func() error, done <-chan error) {
 			cancel()
 			select {
 			case err = <-errc:
-			case <-time.After(10 * time.Second):
-				t.Fatal("session did not end within 10 s of cancel")
+			case <-time.After(testwait.Bound):
+				t.Fatalf("session did not end within %v of cancel", testwait.Bound)
 			}
 		}
 		return err
@@ -82,9 +83,14 @@ func (f *fixture) run(t *testing.T) (stop func() error, done <-chan error) {
 	return stop, errc
 }
 
+// hungAfter is the request timeout of tests whose VM leaves a request
+// unanswered: a healthy reply (handshake, HELO) comes well within it on a
+// loaded machine, and the hung one is waited out in a few seconds.
+const hungAfter = 2 * time.Second
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testwait.Bound)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -144,23 +150,31 @@ func TestSessionWindowOrderAndCleanExit(t *testing.T) {
 
 func TestSessionOverflowShrinksWindow(t *testing.T) {
 	wl := sim.DefaultWorkload()
-	wl.Rate = 300000 // 120,000 allocations in a 400 ms window: the report overflows
+	wl.Rate = 0 // the test allocates, as fast as the machine lets it
 	f := newFixture(t, 30, sim.AppConfig{Workload: wl},
 		// A floor of one round trip: the window may shrink well below
-		// 20 of them here, where a 65,535-entry round trip is long.
-		ddm.Config{Window: 400 * time.Millisecond, MinWindow: 50 * time.Millisecond, RTTFloor: 1})
+		// 20 of them here, where a 65,535-entry round trip is long (on a
+		// loaded machine with the race detector, longer than 400 ms: a
+		// 4 s window leaves room to shrink).
+		ddm.Config{Window: 4 * time.Second, MinWindow: 50 * time.Millisecond, RTTFloor: 1})
 	f.run(t)
+	// 70,000 allocations in every window: each report overflows, however
+	// slowly a loaded machine runs the app.
+	last := uint64(0)
 	waitFor(t, "an overflowed window and a shorter window", func() bool {
 		st := f.stats.Snapshot()
-		return st.Overflowed > 0 && st.Window < 400*time.Millisecond
+		if f.vm.Tracking() && (last == 0 || st.Windows > last) {
+			last = max(st.Windows, 1)
+			f.vm.Allocate(70000)
+		}
+		return st.Overflowed > 0 && st.Window < 4*time.Second
 	})
 	// The app calms down: windows grow back.
-	f.vm.Pause(true)
-	waitFor(t, "window back at 400 ms", func() bool { return f.stats.Snapshot().Window == 400*time.Millisecond })
+	waitFor(t, "window back at 4 s", func() bool { return f.stats.Snapshot().Window == 4*time.Second })
 }
 
 func TestSessionUnsupportedOnAPI31(t *testing.T) {
-	f := newFixture(t, 31, sim.AppConfig{}, ddm.Config{RequestTimeout: 200 * time.Millisecond})
+	f := newFixture(t, 31, sim.AppConfig{}, ddm.Config{RequestTimeout: hungAfter})
 	err := f.session.Run(context.Background())
 	if !errors.Is(err, alloctrack.ErrUnsupported) {
 		t.Fatalf("err = %v, want ErrUnsupported", err)
@@ -201,10 +215,10 @@ func TestSessionRestartsTrackingLeftOn(t *testing.T) {
 	waitFor(t, "the dead client gone from the VM", func() bool { return !f.vm.Connected() })
 	n := len(f.vm.Trace())
 	stop, _ := f.run(t)
-	for deadline := time.Now().Add(10 * time.Second); f.windows() < 1; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(testwait.Bound); f.windows() < 1; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			err := stop()
-			t.Fatalf("no window in 10 s; the session ended with %v; the VM was sent %q; stats %+v", err, f.vm.Trace()[n:], f.vm.Stats())
+			t.Fatalf("no window in %v; the session ended with %v; the VM was sent %q; stats %+v", testwait.Bound, err, f.vm.Trace()[n:], f.vm.Stats())
 		}
 	}
 	stop()
@@ -263,12 +277,12 @@ func TestSessionWaitingAppIsLeftFree(t *testing.T) {
 		}
 		// The VM sees the session's stream close a moment later.
 		var err error
-		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for deadline := time.Now().Add(testwait.Bound); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 			var c net.Conn
 			if c, err = f.dev.OpenService("jdwp:321"); err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			var conn *jdwp.Conn
 			conn, err = jdwp.Open(ctx, c, jdwp.Options{})
 			cancel()
@@ -301,7 +315,7 @@ func TestSessionHeld(t *testing.T) {
 		if vmAPI == 0 {
 			vmAPI = 30 // a device that did not say its API level
 		}
-		f := newFixture(t, vmAPI, sim.AppConfig{}, ddm.Config{RequestTimeout: 300 * time.Millisecond})
+		f := newFixture(t, vmAPI, sim.AppConfig{}, ddm.Config{RequestTimeout: hungAfter})
 		f.session.API = api
 		f.vm.SetFaults(sim.Faults{DebuggerAttached: true})
 		if err := f.session.Run(context.Background()); !errors.Is(err, alloctrack.ErrHeld) {
@@ -309,7 +323,7 @@ func TestSessionHeld(t *testing.T) {
 		}
 	}
 	// Below Android 9 a handshake without echo is no sign of a holder.
-	f := newFixture(t, 27, sim.AppConfig{}, ddm.Config{RequestTimeout: 300 * time.Millisecond})
+	f := newFixture(t, 27, sim.AppConfig{}, ddm.Config{RequestTimeout: hungAfter})
 	f.session.Open = func(ctx context.Context) (io.ReadWriteCloser, error) {
 		a, b := net.Pipe()
 		go io.Copy(io.Discard, b)
@@ -331,7 +345,7 @@ func TestSessionSlowProbe(t *testing.T) {
 		unsupported bool
 	}{{30, 0, false}, {28, 1, false}, {30, ddm.UnansweredProbeLimit - 1, true}, {31, 0, true}, {0, 0, false}, {0, ddm.UnansweredProbeLimit - 1, true}} {
 		vmAPI := max(c.api, 30)
-		f := newFixture(t, vmAPI, sim.AppConfig{}, ddm.Config{RequestTimeout: 200 * time.Millisecond})
+		f := newFixture(t, vmAPI, sim.AppConfig{}, ddm.Config{RequestTimeout: hungAfter})
 		f.session.API, f.session.UnansweredProbes = c.api, c.before
 		f.vm.SetFaults(sim.Faults{HangREAQ: 1})
 		err := f.session.Run(context.Background())
@@ -453,7 +467,7 @@ func TestSessionCorruptReportIsCountedAndSkipped(t *testing.T) {
 }
 
 func TestSessionHungReportEndsSessionAndDisables(t *testing.T) {
-	f := newFixture(t, 30, sim.AppConfig{}, ddm.Config{Window: 20 * time.Millisecond, ReportTimeout: 200 * time.Millisecond})
+	f := newFixture(t, 30, sim.AppConfig{}, ddm.Config{Window: 20 * time.Millisecond, ReportTimeout: hungAfter})
 	f.vm.SetFaults(sim.Faults{HangREAL: 1})
 	err := f.session.Run(context.Background())
 	if err == nil || !strings.HasPrefix(err.Error(), alloctrack.StageReport) {

@@ -3,8 +3,10 @@ package heapprofd_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/alloctrack/alloctrack/alloctrack"
 	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 	"github.com/alloctrack/alloctrack/internal/source"
+	"github.com/alloctrack/alloctrack/internal/testwait"
 	"github.com/alloctrack/alloctrack/sim"
 )
 
@@ -85,6 +88,19 @@ func (h *hpDevice) leftovers() (sessions int, files []string) {
 	return sessions, files
 }
 
+// waitDumps waits until every target has counted n dumps.
+func waitDumps(t *testing.T, byPID map[int]*heapprofd.Target, n uint64) {
+	t.Helper()
+	testwait.Until(t, 10*time.Millisecond, fmt.Sprintf("%d dumps of every app", n), func() (bool, string) {
+		for pid, tg := range byPID {
+			if d := tg.Stats.Snapshot().Heapprofd.Dumps; d < n {
+				return false, fmt.Sprintf("pid %d: %d dumps", pid, d)
+			}
+		}
+		return true, ""
+	})
+}
+
 // TestHeapprofdSessionEightApps: one session samples eight apps of an
 // Android 12 device (more than traced's 5 sessions per uid would allow
 // one session each); when it stops, perfetto's last dump is read after
@@ -98,7 +114,7 @@ func TestHeapprofdSessionEightApps(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- s.Run(ctx) }()
-			time.Sleep(1500 * time.Millisecond)
+			waitDumps(t, byPID, 3)
 			if n := len(h.dev.PerfettoSessions()); n != 1 {
 				t.Errorf("%d perfetto sessions on the device, want 1", n)
 			}
@@ -154,19 +170,28 @@ func TestHeapprofdSessionRefused(t *testing.T) {
 func TestHeapprofdSessionIdleApp(t *testing.T) {
 	h := newHPDevice(t, 31, 2, 0, nil)
 	s, byPID := h.session(200 * time.Millisecond)
+	var reads atomic.Int64 // windows: each reads what the file gained
+	s.Exec = func(ctx context.Context, stdin []byte, argv ...string) ([]byte, []byte, int, error) {
+		if len(argv) == 4 && argv[0] == "tail" && strings.HasPrefix(argv[2], "+") {
+			reads.Add(1)
+		}
+		return h.exec(ctx, stdin, argv...)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	vms := h.dev.VMs()
-	time.Sleep(3 * time.Second) // 15 windows; the old rule gave up after 3
+	// 15 windows read; the old rule gave up after 3.
+	testwait.Until(t, 10*time.Millisecond, "15 windows read", func() (bool, string) {
+		return reads.Load() >= 15, fmt.Sprintf("%d windows", reads.Load())
+	})
 	for _, vm := range vms {
 		if st := byPID[vm.PID()].Stats.Snapshot(); st.State != alloctrack.StateTracking || st.Heapprofd.Samples != 0 {
 			t.Errorf("idle pid %d: state %s, %d samples", vm.PID(), st.State, st.Heapprofd.Samples)
 		}
 	}
 	vms[0].Allocate(500)
-	time.Sleep(600 * time.Millisecond)
-	cancel()
+	cancel() // the session reads perfetto's last dump once it is gone
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -182,8 +207,7 @@ func TestHeapprofdSessionIdleApp(t *testing.T) {
 // more than one file.
 func TestHeapprofdSessionRotates(t *testing.T) {
 	h := newHPDevice(t, 33, 3, 2000, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
-	defer cancel()
+	ctx := testwait.Context(t)
 	var targets map[int]*heapprofd.Target
 	stop, watched := make(chan struct{}), make(chan int)
 	go func() {
@@ -200,7 +224,7 @@ func TestHeapprofdSessionRotates(t *testing.T) {
 		}
 	}()
 	sessions := 0
-	for ctx.Err() == nil {
+	for sessions < 3 {
 		s, byPID := h.session(200 * time.Millisecond)
 		if targets != nil {
 			// The same apps' targets go on counting.
@@ -217,13 +241,13 @@ func TestHeapprofdSessionRotates(t *testing.T) {
 		if err := s.Run(ctx); err != nil {
 			t.Fatal(err)
 		}
+		if ctx.Err() != nil {
+			t.Fatalf("%d sessions in %v with a 1 s rotation", sessions, testwait.Bound)
+		}
 		sessions++
 	}
 	close(stop)
 	most := <-watched
-	if sessions < 3 {
-		t.Errorf("%d sessions in 4 s with a 1 s rotation", sessions)
-	}
 	for _, vm := range h.dev.VMs() {
 		tr := vm.HeapprofdTruth()
 		if st := targets[vm.PID()].Stats.Snapshot(); tr.Sampled.Total.Allocations == 0 || st.Heapprofd.Samples != tr.Sampled.Total.Allocations {
@@ -248,18 +272,26 @@ func TestCleanHeapprofdWaitsForPerfetto(t *testing.T) {
 	}
 	s, _ := h.session(200 * time.Millisecond)
 	s.Processes = []string{vms[0].ProcessName()}
+	// Start a session and abandon it, as a daemon killed with SIGKILL:
+	// from then on no command of it reaches the device (while it ran on,
+	// it could see its perfetto stopped and remove the file before the
+	// clean-up did).
+	var killed atomic.Bool
+	s.Exec = func(ctx context.Context, stdin []byte, argv ...string) ([]byte, []byte, int, error) {
+		if killed.Load() {
+			return nil, nil, 0, errors.New("the daemon was killed")
+		}
+		return h.exec(ctx, stdin, argv...)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	// Start a session and abandon it, as a daemon killed with SIGKILL.
 	ran := make(chan struct{})
 	go func() { s.Run(ctx); close(ran) }()
 	defer func() { cancel(); <-ran }()
-	deadline := time.Now().Add(5 * time.Second)
-	for n, _ := h.leftovers(); n == 0; n, _ = h.leftovers() {
-		if time.Now().After(deadline) {
-			t.Fatal("no session started")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Millisecond, "a session started", func() (bool, string) {
+		n, files := h.leftovers()
+		return n > 0 && len(files) > 0, fmt.Sprintf("%d sessions, files %v", n, files)
+	})
+	killed.Store(true)
 	stopped, removed, left, err := heapprofd.Clean(context.Background(), h.exec, 50*time.Millisecond)
 	if err != nil || stopped != 1 || removed != 1 || left != 0 {
 		t.Fatalf("CleanHeapprofd: stopped %d removed %d left %d: %v", stopped, removed, left, err)
@@ -303,20 +335,16 @@ func TestHeapprofdSessionStalled(t *testing.T) {
 	s.Config.StallWindows = 3
 	done := make(chan error, 1)
 	go func() { done <- s.Run(context.Background()) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for len(h.dev.PerfettoSessions()) == 0 || byPID[h.dev.VMs()[0].PID()].Stats.Snapshot().Heapprofd.Dumps == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no dump counted")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Until(t, 20*time.Millisecond, "a dump counted", func() (bool, string) {
+		return len(h.dev.PerfettoSessions()) > 0 && byPID[h.dev.VMs()[0].PID()].Stats.Snapshot().Heapprofd.Dumps > 0, ""
+	})
 	h.dev.OverrunSessions()
 	select {
 	case err := <-done:
 		if alloctrack.ErrorStage(err) != alloctrack.StagePerfettoStalled || !errors.Is(err, alloctrack.ErrPerfettoStalled) {
 			t.Fatalf("Run: %v, want a perfetto-stalled error", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Bound):
 		t.Fatal("a stalled session went on")
 	}
 	for pid, tg := range byPID {
@@ -349,7 +377,7 @@ func TestHeapprofdSessionEndsAtMaxFileSize(t *testing.T) {
 		if alloctrack.ErrorStage(err) != alloctrack.StagePerfettoEnded || !errors.Is(err, alloctrack.ErrPerfettoEnded) {
 			t.Fatalf("Run: %v, want a perfetto-ended error", err)
 		}
-	case <-time.After(15 * time.Second):
+	case <-time.After(testwait.Bound):
 		t.Fatal("the session went on past max_file_size_bytes")
 	}
 	for pid, tg := range byPID {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/alloctrack/alloctrack/alloctrack"
 	"github.com/alloctrack/alloctrack/internal/source"
+	"github.com/alloctrack/alloctrack/internal/testwait"
 	"github.com/alloctrack/alloctrack/sim"
 )
 
@@ -26,10 +27,18 @@ import (
 func daemonConfig() supervisor.DaemonConfig {
 	return supervisor.DaemonConfig{
 		Session: ddm.Config{
-			Window:         100 * time.Millisecond,
-			MinWindow:      50 * time.Millisecond,
-			RequestTimeout: 300 * time.Millisecond,
-			ReportTimeout:  2 * time.Second,
+			Window:    100 * time.Millisecond,
+			MinWindow: 50 * time.Millisecond,
+			// Long enough for a HELO on a loaded machine (300 ms was
+			// not: sessions never got back to a VM left tracking by a
+			// cut stream, to turn it off), short enough to wait out
+			// the unanswered requests of held and Android 12+ apps.
+			RequestTimeout: 2 * time.Second,
+			ReportTimeout:  10 * time.Second,
+			// Turning tracking off on the way out: REAE 0 and REAQ
+			// behind a report being built (2 s, the default, was not
+			// always enough on a loaded machine).
+			DisableTimeout: 10 * time.Second,
 		},
 		BackoffMin:   50 * time.Millisecond,
 		BackoffMax:   500 * time.Millisecond,
@@ -70,8 +79,8 @@ func startDaemon(t *testing.T, farm *sim.Farm, cfg supervisor.DaemonConfig) *dae
 				if err != nil {
 					t.Errorf("Run: %v", err)
 				}
-			case <-time.After(15 * time.Second):
-				t.Fatal("Run did not return within 15 s of cancel")
+			case <-time.After(testwait.Bound):
+				t.Fatalf("Run did not return within %v of cancel", testwait.Bound)
 			}
 			t.Logf("Run returned %v after cancel", time.Since(start).Round(time.Millisecond))
 			// Every app that the daemon could reach has tracking off.
@@ -88,10 +97,10 @@ func startDaemon(t *testing.T, farm *sim.Farm, cfg supervisor.DaemonConfig) *dae
 	return r
 }
 
-// eventually polls cond until it holds or 15 s pass.
+// eventually polls cond until it holds or testwait.Bound passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(testwait.Bound)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -300,8 +309,14 @@ func TestDaemonFilters(t *testing.T) {
 	}
 	r := startDaemon(t, farm, cfg)
 	eventually(t, "sim-1 app1 tracking", func() bool { return r.tracking("sim-1", "com.example.app1", 3) })
-	// Give the excluded ones every chance to show up.
-	time.Sleep(300 * time.Millisecond)
+	// Give the excluded ones every chance to show up: every device
+	// listed, and app1 counts more windows.
+	first, _ := r.app("sim-1", "com.example.app1")
+	eventually(t, "every device listed, app1 3 windows further", func() bool {
+		_, ok2 := r.device("sim-2")
+		_, ok3 := r.device("sim-3")
+		return ok2 && ok3 && r.tracking("sim-1", "com.example.app1", first.Windows+3)
+	})
 
 	s := r.d.Snapshot()
 	if len(s.Apps) != 1 {
@@ -343,8 +358,10 @@ func TestDaemonUnsupportedAPI31(t *testing.T) {
 	if dv, _ := r.device("sim-1"); dv.API != 31 {
 		t.Errorf("sim-1 API %d, want 31", dv.API)
 	}
-	// It stays unsupported (re-probed only after Reprobe, 30 min by default).
-	time.Sleep(500 * time.Millisecond)
+	// It stays unsupported (re-probed only after Reprobe, 30 min by
+	// default) while the API-30 app counts 5 more windows.
+	other, _ := r.app("sim-2", "com.example.app1")
+	eventually(t, "5 more windows of the API-30 app", func() bool { return r.tracking("sim-2", "com.example.app1", other.Windows+5) })
 	a, _ := r.app("sim-1", "com.example.app1")
 	if a.State != alloctrack.StateUnsupported || a.Windows != 0 {
 		t.Fatalf("API-31 app: state %s, %d windows", a.State, a.Windows)
@@ -355,7 +372,7 @@ func TestDaemonUnsupportedAPI31(t *testing.T) {
 			t.Errorf("API-31 VM was sent %d REAE 1 and %d REAL", st.Enables, st.Chunks["REAL"])
 		}
 		if st.Connections != 1 {
-			t.Errorf("API-31 VM: %d connections in 500 ms, want 1 (no re-probe before Reprobe)", st.Connections)
+			t.Errorf("API-31 VM: %d connections, want 1 (no re-probe before Reprobe)", st.Connections)
 		}
 	}
 }
@@ -550,8 +567,20 @@ func TestDaemonReportBuffers(t *testing.T) {
 	if _, err := farm.RestartApp(serial, onlyPID(t, farm, serial, "com.example.app1")); err != nil {
 		t.Fatal(err)
 	}
+	// The cut streams leave the second device's VMs tracking: the
+	// daemon turns them off once it is back on them, so the test waits
+	// for that before it stops the daemon and checks.
+	cut := farm.Devices()[1].Serial()
+	before := map[string]uint64{}
+	for _, pkg := range []string{"com.example.app1", "com.example.app2"} {
+		a, _ := r.app(cut, pkg)
+		before[pkg] = a.Windows
+	}
 	farm.Devices()[1].Disconnect()
-	eventually(t, "windows after the restart", func() bool { return r.tracking(serial, "com.example.app1", 2) })
+	eventually(t, "windows after the restart and the cut", func() bool {
+		return r.tracking(serial, "com.example.app1", 2) &&
+			r.tracking(cut, "com.example.app1", before["com.example.app1"]+1) && r.tracking(cut, "com.example.app2", before["com.example.app2"]+1)
+	})
 	r.stop()
 	if b := r.d.Snapshot().ReportBuffers; b.InUse != 0 {
 		t.Fatalf("%d bytes of report buffers still in use after the daemon stopped", b.InUse)
@@ -609,8 +638,7 @@ func setTracking(t *testing.T, dev *sim.Device, vm *sim.VM, on bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	ctx := testwait.Context(t)
 	conn, err := jdwp.Open(ctx, c, jdwp.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -747,8 +775,7 @@ func TestDaemonWaitsOnHeldConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	ctx := testwait.Context(t)
 	holder, err := jdwp.Open(ctx, c, jdwp.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -789,7 +816,15 @@ func TestDaemonTrackAppWaiting(t *testing.T) {
 		b, ok2 := r.app(dev.Serial(), "com.example.app1")
 		return ok && a.State == alloctrack.StateWaiting && ok2 && b.State == alloctrack.StateUnsupported
 	})
-	time.Sleep(300 * time.Millisecond)
+	// An app started later is probed too: the waiting one still has no
+	// connection.
+	if _, err := farm.AddApp(dev.Serial(), sim.AppConfig{Package: "com.example.later"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the later app probed", func() bool {
+		a, ok := r.app(dev.Serial(), "com.example.later")
+		return ok && a.State == alloctrack.StateUnsupported
+	})
 	if st := waits.Stats(); st.Connections != 0 || st.Refused+st.Queued+st.Stale != 0 {
 		t.Errorf("the app waiting for a debugger was connected to: %+v", st)
 	}

@@ -53,11 +53,14 @@ type hpWatch struct {
 	// device says are neither debuggable nor profileable.
 	unprofileable map[string]bool
 	procs         map[int]string // pid -> name, from the last process list
-	listed        bool           // procs holds a list
-	wanted        map[string]bool
-	running       map[string]bool
-	restart       chan struct{}
-	changed       chan struct{} // a name to profile was added
+	// left are the processes the list before had and the last one does
+	// not: a dump read after a process ended still names it.
+	left    map[int]string
+	listed  bool // procs holds a list
+	wanted  map[string]bool
+	running map[string]bool
+	restart chan struct{}
+	changed chan struct{} // a name to profile was added
 }
 
 // update recomputes the names to profile; it returns those that left.
@@ -142,7 +145,10 @@ func (w *hpWatch) run(names []string, restart chan struct{}) {
 func (w *hpWatch) nameOf(pid int) string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.procs[pid]
+	if name, ok := w.procs[pid]; ok {
+		return name
+	}
+	return w.left[pid]
 }
 
 // runHeapprofdDevice samples the apps of an Android 12+ device through
@@ -306,10 +312,13 @@ func (t *hpTarget) followTrackJDWP(ctx context.Context) {
 // onProcesses takes a new process list of the device.
 func (t *hpTarget) onProcesses(procs []Process) {
 	t.w.mu.Lock()
-	clear(t.w.procs)
+	left := t.w.procs
+	t.w.procs = make(map[int]string, len(procs))
 	for _, p := range procs {
 		t.w.procs[p.PID] = p.Name
+		delete(left, p.PID)
 	}
+	t.w.left = left
 	t.w.listed = true
 	t.updated()
 }

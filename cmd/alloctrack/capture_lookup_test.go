@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/alloctrack/alloctrack/sim"
+
+	"github.com/alloctrack/alloctrack/internal/testwait"
 )
 
 // TestCapturePackageByShellFlavour records an app by --package on
@@ -121,13 +123,15 @@ func TestCapturePackageRejected(t *testing.T) {
 	} {
 		t.Run(strconv.Quote(tc.pkg), func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "capture")
+			// A capture that went on instead of refusing the name would
+			// run for its duration, well past testwait.Bound.
 			start := time.Now()
 			_, stderr, code := runCmd(t, "capture", "--adb.address", addr, "--serial", "sim-1", "--package="+tc.pkg,
-				"--duration", "400ms", "--window", "200ms", "--out", dir)
+				"--duration", "3m", "--window", "200ms", "--out", dir)
 			if code != exitUsage || !strings.Contains(stderr, "--package") || !strings.Contains(stderr, tc.want) {
 				t.Errorf("exit %d, stderr %q; want exit %d naming --package and saying %q", code, stderr, exitUsage, tc.want)
 			}
-			if d := time.Since(start); d > 2*time.Second {
+			if d := time.Since(start); d > testwait.Bound {
 				t.Errorf("took %v", d)
 			}
 		})

@@ -23,6 +23,7 @@ import (
 
 	"github.com/alloctrack/alloctrack/alloctrack"
 	"github.com/alloctrack/alloctrack/internal/adbtest"
+	"github.com/alloctrack/alloctrack/internal/testwait"
 	"github.com/alloctrack/alloctrack/sim"
 )
 
@@ -118,6 +119,7 @@ func startCapture(args ...string) *captureRun {
 
 func (c *captureRun) wait(t *testing.T, timeout time.Duration) {
 	t.Helper()
+	timeout = testwait.AtLeast(timeout)
 	select {
 	case <-c.done:
 	case <-time.After(timeout):
@@ -129,7 +131,7 @@ func (c *captureRun) wait(t *testing.T, timeout time.Duration) {
 // the test when the capture ends first (ended closed; say tells why).
 func waitTracking(t *testing.T, vm *sim.VM, ended <-chan struct{}, say func() string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testwait.Bound)
 	for !vm.Tracking() {
 		select {
 		case <-ended:
@@ -137,7 +139,7 @@ func waitTracking(t *testing.T, vm *sim.VM, ended <-chan struct{}, say func() st
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("pid %d: tracking not on after 5 s (trace %q)", vm.PID(), vm.Trace())
+			t.Fatalf("pid %d: tracking not on after %v (trace %q)", vm.PID(), testwait.Bound, vm.Trace())
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -514,7 +516,16 @@ func TestCaptureInterrupted(t *testing.T) {
 				}
 			})
 			waitTracking(t, vm, done2, func() string { return stderr.String() })
-			time.Sleep(1500 * time.Millisecond)
+			testwait.Until(t, 50*time.Millisecond, "two windows written", func() (bool, string) {
+				ents, _ := os.ReadDir(dir)
+				n := 0
+				for _, e := range ents {
+					if allocName.MatchString(e.Name()) {
+						n++
+					}
+				}
+				return n >= 2, fmt.Sprintf("%d files", n)
+			})
 			if err := cmd.Process.Signal(os.Interrupt); err != nil {
 				t.Fatal(err)
 			}
@@ -522,11 +533,11 @@ func TestCaptureInterrupted(t *testing.T) {
 			select {
 			case err = <-done:
 				killed = true
-			case <-time.After(8 * time.Second):
+			case <-time.After(testwait.Bound):
 				cmd.Process.Kill()
 				<-done
 				killed = true
-				t.Fatalf("capture still running 8 s after SIGINT; stderr:\n%s", stderr.String())
+				t.Fatalf("capture still running %v after SIGINT; stderr:\n%s", testwait.Bound, stderr.String())
 			}
 			if err != nil {
 				t.Fatalf("capture: %v; stderr:\n%s", err, stderr.String())
@@ -542,7 +553,7 @@ func TestCaptureInterrupted(t *testing.T) {
 				t.Error(`summary.json lacks "interrupted": true`)
 			}
 			if cf.allocs < 2 || cf.counts.Total.Allocations == 0 {
-				t.Errorf("%d windows, %d allocations in 1.5 s at 300/s", cf.allocs, cf.counts.Total.Allocations)
+				t.Errorf("%d windows, %d allocations at 300/s", cf.allocs, cf.counts.Total.Allocations)
 			}
 			// The app allocates on its own clock here, so some allocations
 			// fall between a REAL and its REAE 0; what was reported is exact.
@@ -617,7 +628,9 @@ func TestCaptureErrors(t *testing.T) {
 					if out == "" {
 						out = filepath.Join(t.TempDir(), "capture")
 					}
-					args := append([]string{"capture", "--adb.address", addr, "--duration", "2s", "--window", "500ms", "--window.min", "250ms", "--out", out}, tc.args...)
+					// A capture that went on instead of failing would run
+					// for its duration, well past testwait.Bound.
+					args := append([]string{"capture", "--adb.address", addr, "--duration", "3m", "--window", "500ms", "--window.min", "250ms", "--out", out}, tc.args...)
 					start := time.Now()
 					stdout, stderr, code := runCmd(t, args...)
 					if code != tc.code {
@@ -628,7 +641,7 @@ func TestCaptureErrors(t *testing.T) {
 							t.Errorf("stderr does not mention %q:\n%s", w, stderr)
 						}
 					}
-					if d := time.Since(start); d > 5*time.Second {
+					if d := time.Since(start); d > testwait.Bound {
 						t.Errorf("took %v to fail", d)
 					}
 				})

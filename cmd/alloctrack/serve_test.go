@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/alloctrack/alloctrack/alloctrack/offline"
+	"github.com/alloctrack/alloctrack/internal/testwait"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/crypto/bcrypt"
@@ -100,7 +101,7 @@ func startServe(t *testing.T, args ...string) (base string, stop func(), errOut 
 		}
 	}
 	urlRE := regexp.MustCompile(`web view at (http://127\.0\.0\.1:\d+/)`)
-	for deadline := time.Now().Add(10 * time.Second); base == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(testwait.Bound); base == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if m := urlRE.FindStringSubmatch(errOut.String()); m != nil {
 			base = m[1]
 		}
@@ -136,7 +137,7 @@ func TestServeSimulatePrintsWebView(t *testing.T) {
 		}
 	}
 	ok := false
-	for !ok && time.Since(started) < 15*time.Second {
+	for !ok && time.Since(started) < testwait.Bound {
 		time.Sleep(100 * time.Millisecond)
 		_, body := get("api/v1/apps")
 		farm.Apps = nil
@@ -199,7 +200,7 @@ func TestWatchParent(t *testing.T) {
 	ppid.Store(1)
 	select {
 	case <-gone:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Bound):
 		t.Fatal("the parent's end went unnoticed")
 	}
 	<-done
@@ -272,7 +273,7 @@ func TestServeHeapDump(t *testing.T) {
 	var farm struct {
 		Apps []struct{ Serial, Package string }
 	}
-	for deadline := time.Now().Add(15 * time.Second); len(farm.Apps) < 2 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(testwait.Bound); len(farm.Apps) < 2 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		res, err := http.Get(base + "api/v1/apps")
 		if err != nil {
 			t.Fatal(err)

@@ -24,13 +24,15 @@ import (
 	"time"
 
 	"github.com/alloctrack/alloctrack/internal/realtest"
+
+	"github.com/alloctrack/alloctrack/internal/testwait"
 )
 
 // Timeouts for the server's start and for each adb command.
 const (
-	startTimeout   = 15 * time.Second
-	commandTimeout = 20 * time.Second
-	connectTimeout = 15 * time.Second
+	startTimeout   = testwait.Bound
+	commandTimeout = testwait.Bound
+	connectTimeout = testwait.Bound
 )
 
 // Server is a running adb server owned by a test.
@@ -249,6 +251,7 @@ func (s *Server) Devices(t testing.TB) (map[string]string, error) {
 // "offline"; "" means not listed) and fails the test after timeout.
 func (s *Server) WaitState(t testing.TB, serial, state string, timeout time.Duration) {
 	t.Helper()
+	timeout = testwait.AtLeast(timeout)
 	deadline := time.Now().Add(timeout)
 	last := "?"
 	for {
