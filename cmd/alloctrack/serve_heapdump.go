@@ -30,7 +30,7 @@ type serveDumper struct {
 	busy    bool
 
 	seconds *prometheus.HistogramVec
-	last    *prometheus.GaugeVec
+	last    *lastDumps
 }
 
 func newServeDumper(d *supervisor.Daemon, dir string, timeout time.Duration, reg prometheus.Registerer) (*serveDumper, error) {
@@ -46,10 +46,7 @@ func newServeDumper(d *supervisor.Daemon, dir string, timeout time.Duration, reg
 			Help:    "Heap dumps taken from the web view, from am dumpheap until the dump was complete: how long the app was frozen, at most; by result (ok, failed).",
 			Buckets: []float64{0.25, 0.5, 1, 2, 5, 10, 20, 40, 80, 160, 320},
 		}, []string{"result"}),
-		last: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "alloctrack_heapdump_last_duration_seconds",
-			Help: "The last heap dump of each app, from am dumpheap until the dump was complete (the app's freeze, at most).",
-		}, []string{"serial", "package"}),
+		last: newLastDumps(d.Snapshot),
 	}
 	reg.MustRegister(s.seconds, s.last)
 	return s, nil
@@ -142,7 +139,7 @@ func (s *serveDumper) dump(ctx context.Context, dev offline.DumpDevice, t dumpTa
 		return "", err
 	}
 	took = taken.Took
-	s.last.WithLabelValues(t.serial, t.pkg).Set(took.Seconds())
+	s.last.set(t.serial, t.pkg, took.Seconds())
 	a, err := analyzePulled(pulled)
 	if err != nil {
 		return "", fmt.Errorf("the pulled dump: %w", err)
