@@ -593,6 +593,14 @@ func (r *rateLog) forget(key string) {
 	r.mu.Unlock()
 }
 
+// Lists tells whether the daemon still lists an app (it has not
+// forgotten it). It does no I/O.
+func (d *Daemon) Lists(serial, app string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.apps[appKey{serial, app}] != nil
+}
+
 // Recent returns the counts of an app's last n windows (n <= 0: every
 // remembered window); ok is false for an app the daemon does not know.
 // It does no I/O.

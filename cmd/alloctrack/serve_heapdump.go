@@ -46,7 +46,7 @@ func newServeDumper(d *supervisor.Daemon, dir string, timeout time.Duration, reg
 			Help:    "Heap dumps taken from the web view, from am dumpheap until the dump was complete: how long the app was frozen, at most; by result (ok, failed).",
 			Buckets: []float64{0.25, 0.5, 1, 2, 5, 10, 20, 40, 80, 160, 320},
 		}, []string{"result"}),
-		last: newLastDumps(d.Snapshot),
+		last: newLastDumps(d.Lists),
 	}
 	reg.MustRegister(s.seconds, s.last)
 	return s, nil

@@ -4,8 +4,6 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/alloctrack/alloctrack/alloctrack"
 )
 
 // appKey names an app as the metrics label it: serial and package.
@@ -14,11 +12,11 @@ type appKey struct{ serial, pkg string }
 // lastDumps is alloctrack_heapdump_last_duration_seconds: the last heap
 // dump's duration of each app the daemon still lists. An app the daemon
 // has forgotten (--devices.retention, --devices.max-gone) loses its
-// series at the next scrape, as its other series do; the scrape reads
-// the daemon's snapshot, never a device.
+// series at the next scrape, as its other series do; the scrape asks
+// the daemon's memory, never a device.
 type lastDumps struct {
 	desc   *prometheus.Desc
-	listed func() alloctrack.Snapshot
+	listed func(serial, pkg string) bool
 
 	mu sync.Mutex
 	by map[appKey]float64
@@ -26,7 +24,7 @@ type lastDumps struct {
 
 var _ prometheus.Collector = (*lastDumps)(nil)
 
-func newLastDumps(listed func() alloctrack.Snapshot) *lastDumps {
+func newLastDumps(listed func(serial, pkg string) bool) *lastDumps {
 	return &lastDumps{
 		desc: prometheus.NewDesc("alloctrack_heapdump_last_duration_seconds",
 			"The last heap dump of each app, from am dumpheap until the dump was complete (the app's freeze, at most).",
@@ -47,14 +45,10 @@ func (l *lastDumps) Describe(ch chan<- *prometheus.Desc) { ch <- l.desc }
 
 // Collect forgets the apps the daemon no longer lists, then sends the rest.
 func (l *lastDumps) Collect(ch chan<- prometheus.Metric) {
-	listed := map[appKey]bool{}
-	for _, a := range l.listed().Apps {
-		listed[appKey{a.Serial, a.Package}] = true
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for k, v := range l.by {
-		if !listed[k] {
+		if !l.listed(k.serial, k.pkg) {
 			delete(l.by, k)
 			continue
 		}

@@ -19,10 +19,15 @@ func TestLastDumpForgottenWithItsApp(t *testing.T) {
 		{AppStatus: alloctrack.AppStatus{Serial: "sim-1", Package: "com.example.app1"}},
 		{AppStatus: alloctrack.AppStatus{Serial: "10.0.0.7:41234", Package: "com.example.app1"}},
 	}
-	l := newLastDumps(func() alloctrack.Snapshot {
+	l := newLastDumps(func(serial, pkg string) bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return alloctrack.Snapshot{Apps: apps}
+		for _, a := range apps {
+			if a.Serial == serial && a.Package == pkg {
+				return true
+			}
+		}
+		return false
 	})
 	l.set("sim-1", "com.example.app1", 1.5)
 	l.set("10.0.0.7:41234", "com.example.app1", 2.5)
