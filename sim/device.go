@@ -66,6 +66,8 @@ type Device struct {
 
 	propStalls int           // getprop commands still to stall
 	propStall  time.Duration // how long each stalls
+
+	logs logBuffer // logd's buffers (logbuf.go, logcat.go)
 }
 
 // StallGetprop makes the device's next n getprop commands answer only

@@ -23,6 +23,7 @@ var forbidden = map[string][]string{
 	"alloctrack/heapprofd":  {mod + "alloctrack/supervisor", mod + "alloctrack/offline", mod + "alloctrack/ddm", mod + "ddms", mod + "jdwp", mod + "adb", mod + "exporter", mod + "web", mod + "sim", "github.com/prometheus/", "github.com/electricbubble/gadb"},
 	"alloctrack/agentlog":   {mod + "alloctrack/supervisor", mod + "alloctrack/offline", mod + "alloctrack/ddm", mod + "alloctrack/heapprofd", mod + "jdwp", mod + "perfetto", mod + "adb", mod + "exporter", mod + "web", mod + "sim", "github.com/prometheus/", "go.uber.org/zap", "github.com/electricbubble/gadb"},
 	"alloctrack/supervisor": {mod + "alloctrack/offline", mod + "adb", mod + "exporter", mod + "web", mod + "sim", "github.com/prometheus/", "github.com/electricbubble/gadb"},
+	"alloctrack/pertest":    {mod + "alloctrack/supervisor", mod + "alloctrack/offline", mod + "jdwp", mod + "adb", mod + "exporter", mod + "web", mod + "sim", "github.com/prometheus/", "go.uber.org/zap", "github.com/electricbubble/gadb"},
 	"alloctrack/offline":    {mod + "alloctrack/supervisor", mod + "adb", mod + "exporter", mod + "web", mod + "sim", "github.com/prometheus/", "github.com/electricbubble/gadb"},
 	"adb":                   {mod + "alloctrack", mod + "exporter", mod + "sim", "github.com/prometheus/"},
 	"exporter":              {mod + "adb", mod + "sim", "github.com/electricbubble/gadb"},
