@@ -126,7 +126,7 @@ func (a *Attributor) pairs() (out []pairing, before map[int]bool) {
 		for _, mt := range p.ddm.tests {
 			mts = append(mts, pairing{mt: mt, p: p, test: -1})
 		}
-		if a.sawEvents {
+		if a.sawEvents && p.ddm.reports > 0 {
 			match(mts, p.started, p.ddm.runStarted)
 		} else {
 			all = append(all, mts...)

@@ -65,7 +65,6 @@ func TestDDMExactPerTest(t *testing.T) {
 	}
 }
 
-
 // The old android.support.test runner's listener marks the same way.
 func TestDDMSupportRunner(t *testing.T) {
 	items := script(mark(mStarted), app(2, 8, 1, "Lx/Y;", "f"), mark(mFinished))
