@@ -234,3 +234,22 @@ func reportOfSupport(t *testing.T, items []item) *allocreport.Report {
 	}
 	return r
 }
+
+// A finished marker missed (a stack too shallow to show the listener for
+// it): the next start marker, after the test's own records on the
+// instrumentation thread, still opens the next test.
+func TestDDMMissedFinishMarker(t *testing.T) {
+	a := newDDM(19)
+	feedTests(a, 1, 0, nameA, nameB)
+	items := script(mark(mRunStarted), mark(mStarted), app(2, 1, instrThread, "Lx/A;", "a"),
+		mark(mStarted), app(3, 1, instrThread, "Lx/B;", "b"), mark(mFinished))
+	_ = a.Report(1, reportOf(t, 19, items), false)
+	r := a.Finish()
+	ta, tb := test(t, r, nameA), test(t, r, nameB)
+	wantFigures(t, "A", ta.Figures, 2, 2)
+	wantFigures(t, "B", tb.Figures, 3, 3)
+	if !hasNote(ta, "its finished marker was not seen") || tb.Partial {
+		t.Errorf("A %q, B %q", ta.Notes, tb.Notes)
+	}
+	checkSum(t, r)
+}

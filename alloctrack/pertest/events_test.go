@@ -162,6 +162,18 @@ func TestCrash(t *testing.T) {
 	checkSum(t, r)
 }
 
+// am's end of a crashed run ends the test that was running as Crashed,
+// even with no crash status read.
+func TestCrashResultOnly(t *testing.T) {
+	a := newDDM(29)
+	a.Status(status(instrument.Started, 0, nameA))
+	a.Result(instrument.Result{HasCode: true, Values: map[string]string{"shortMsg": "Process crashed."}})
+	r := a.Finish()
+	if ta := test(t, r, nameA); ta.Outcome != Crashed || !r.Complete {
+		t.Errorf("A %+v complete %v", ta, r.Complete)
+	}
+}
+
 // Names with any characters are split at their last "(".
 func TestOddNames(t *testing.T) {
 	a := newDDM(19)

@@ -51,6 +51,10 @@ func TestStampNear(t *testing.T) {
 	if err != nil || !got.Equal(time.Date(2026, 12, 31, 23, 59, 58, 0, time.UTC)) {
 		t.Errorf("%v %v", got, err)
 	}
+	got, err = StampNear(stampOf(t, "06-01 10:00:00.000  1  1 I TestRunner: x"), time.Date(2026, 6, 1, 10, 0, 1, 0, time.UTC))
+	if err != nil || got.Year() != 2026 {
+		t.Errorf("%v %v", got, err)
+	}
 }
 
 // A run written as tests.json reads back the same (tallies aside); a
