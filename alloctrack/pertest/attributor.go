@@ -3,6 +3,7 @@ package pertest
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
@@ -22,6 +23,11 @@ type Config struct {
 	// DumpInterval is heapprofd's dump interval (the boundary error's
 	// main part); 0 for DDM.
 	DumpInterval time.Duration
+	// Orchestrator: the run is Android Test Orchestrator's (also assumed
+	// when Instrumentation is androidx.test.orchestrator/...): the first
+	// process to log "run started" only lists the tests (sheet 15), so its
+	// lines make no tests and all it allocates counts as between tests.
+	Orchestrator bool
 }
 
 // Attributor builds a Run from the runner's events and the backend's
@@ -45,7 +51,9 @@ type Attributor struct {
 	dumped map[int]*alloctrack.Tally
 	// statusSeq: tests in the order am's START statuses named them.
 	statusSeq  []int
-	statusOpen int // the test of the last START status not yet ended, or -1
+	statusOpen int              // the test of the last START status not yet ended, or -1
+	byName     map[string][]int // test indices by name
+	listed     bool             // the orchestrator's listing process was seen
 	sawEvents  bool
 	sawStatus  bool
 	problems   map[string]bool
@@ -60,6 +68,9 @@ func New(cfg Config) *Attributor {
 	if cfg.Top <= 0 {
 		cfg.Top = 10
 	}
+	if strings.HasPrefix(cfg.Instrumentation, "androidx.test.orchestrator/") {
+		cfg.Orchestrator = true
+	}
 	return &Attributor{
 		cfg: cfg,
 		run: Run{Serial: cfg.Serial, API: cfg.API, Package: cfg.Package, Instrumentation: cfg.Instrumentation,
@@ -68,6 +79,7 @@ func New(cfg Config) *Attributor {
 		between:    alloctrack.NewTally(),
 		total:      alloctrack.NewTally(),
 		dumped:     map[int]*alloctrack.Tally{},
+		byName:     map[string][]int{},
 		statusOpen: -1,
 		problems:   map[string]bool{},
 	}

@@ -34,6 +34,16 @@ func (a *Attributor) build() *Run {
 		a.buildDDM(&r)
 	}
 	r.Between, r.BetweenTally = a.figures(a.between), a.between
+	for _, pid := range a.order {
+		if p := a.procs[pid]; p.listing {
+			// Marker tests of the listing process seen before its
+			// run started: line: no test of the run.
+			for _, mt := range p.ddm.tests {
+				r.Between.Allocations += mt.tally.Total.Allocations
+				r.Between.Bytes += mt.tally.Total.Bytes
+			}
+		}
+	}
 	r.Total = a.figures(a.total)
 	sum := r.Between
 	for i := range r.Tests {
@@ -121,6 +131,9 @@ func (a *Attributor) pairs() (out []pairing, before map[int]bool) {
 	var all []pairing
 	for _, pid := range a.order {
 		p := a.procs[pid]
+		if p.listing {
+			continue
+		}
 		var mts []pairing
 		for _, mt := range p.ddm.tests {
 			mts = append(mts, pairing{mt: mt, p: p, test: -1})

@@ -136,6 +136,9 @@ func (a *Attributor) report(p *proc, r *allocreport.Report, overflowed bool) {
 	}
 	kinds := listenerClasses(r)
 	n := len(r.Allocations)
+	if p.listing {
+		kinds = nil // no test runs in it: all between tests
+	}
 	for k := range n {
 		i := k
 		if a.cfg.API >= 24 {

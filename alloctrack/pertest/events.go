@@ -26,6 +26,7 @@ type proc struct {
 	runs    int   // run started: lines
 	running bool  // a run started and did not finish
 	gone    bool
+	listing bool      // the orchestrator's listing process
 	last    time.Time // the latest time of its lines
 	ddm     ddmState
 	dumps   int
@@ -50,13 +51,15 @@ func (a *Attributor) newTest(name string, pid int) int {
 	class, method, _ := instrument.SplitName(name)
 	a.run.Tests = append(a.run.Tests, Test{Name: name, Class: class, Method: method, Outcome: Unfinished, PID: pid})
 	a.meta = append(a.meta, testMeta{})
-	return len(a.run.Tests) - 1
+	i := len(a.run.Tests) - 1
+	a.byName[name] = append(a.byName[name], i)
+	return i
 }
 
 // find returns the first test named name that ok accepts, or -1.
 func (a *Attributor) find(name string, ok func(m *testMeta) bool) int {
-	for i := range a.run.Tests {
-		if a.run.Tests[i].Name == name && ok(&a.meta[i]) {
+	for _, i := range a.byName[name] {
+		if ok(&a.meta[i]) {
 			return i
 		}
 	}
@@ -67,11 +70,17 @@ func (a *Attributor) event(pid int, at time.Time, ev instrument.RunnerEvent) {
 	if ev.Kind == instrument.NotRunner || ev.Kind == instrument.InException {
 		return
 	}
-	a.sawEvents = true
 	p := a.proc(pid)
 	if at.After(p.last) {
 		p.last = at
 	}
+	if ev.Kind == instrument.RunStarted && a.cfg.Orchestrator && !a.listed {
+		a.listed, p.listing = true, true
+	}
+	if p.listing {
+		return
+	}
+	a.sawEvents = true
 	switch ev.Kind {
 	case instrument.RunStarted:
 		a.runStarted(p, ev)

@@ -212,3 +212,46 @@ func TestSnapshot(t *testing.T) {
 		t.Error("a nil report was taken")
 	}
 }
+
+// Android Test Orchestrator: one process lists the tests (logged and
+// marked, not run), then one process per test. The listing makes no
+// tests; each test is its own process's, exact.
+func TestOrchestrator(t *testing.T) {
+	for _, reportFirst := range []bool{false, true} {
+		a := New(Config{Package: "com.example", API: 29, Backend: "ddm",
+			Instrumentation: "androidx.test.orchestrator/androidx.test.orchestrator.AndroidTestOrchestrator"})
+		list := script(mark(mRunStarted), mark(mStarted), app(1, 1, 1, "Lx/L;", "l"), mark(mFinished),
+			mark(mStarted), mark(mFinished), mark(mRunFinished))
+		if reportFirst {
+			_ = a.Report(50, reportOf(t, 29, list), false)
+		}
+		a.Event(50, at(0), runStarted(2))
+		feedTests(a, 50, 1, nameA, nameB)
+		a.Event(50, at(300), runFinished(2))
+		if !reportFirst {
+			_ = a.Report(50, reportOf(t, 29, list), false)
+		}
+		a.Gone(50)
+		for k, name := range []string{nameA, nameB} {
+			pid := 51 + k
+			a.Event(pid, at(1000*(k+1)), runStarted(1))
+			feedTests(a, pid, 1000*(k+1)+10, name)
+			a.Event(pid, at(1000*(k+1)+500), runFinished(1))
+			a.Status(status(instrument.Started, 0, name))
+			a.Status(status(instrument.Ended, instrument.Passed, name))
+			_ = a.Report(pid, reportOf(t, 29, script(mark(mRunStarted), mark(mStarted), app(3+k, 2, 1, "Lx/T;", "t"), mark(mFinished), mark(mRunFinished))), false)
+			a.Gone(pid)
+		}
+		a.Result(instrument.Result{HasCode: true, Code: -1})
+		r := a.Finish()
+		if len(r.Tests) != 2 || len(r.Problems) != 0 {
+			t.Fatalf("report first %v: tests %v, problems %q", reportFirst, names(r), r.Problems)
+		}
+		wantFigures(t, "A", test(t, r, nameA).Figures, 3, 6)
+		wantFigures(t, "B", test(t, r, nameB).Figures, 4, 8)
+		if ta := test(t, r, nameA); ta.PID != 51 || ta.Partial || ta.Outcome != Passed {
+			t.Errorf("A %+v", ta)
+		}
+		checkSum(t, r)
+	}
+}
