@@ -61,6 +61,11 @@ func (a *Attributor) build() *Run {
 		r.Total.Allocations, r.Total.Bytes = sum.Allocations, sum.Bytes
 	}
 	r.Boundary = a.boundary()
+	for _, pid := range a.order {
+		if p := a.procs[pid]; a.finished && len(p.started) > 0 && p.ddm.reports == 0 && p.dumps == 0 {
+			r.Problems = append(r.Problems, fmt.Sprintf("pid %d logged %d tests but sent no allocation data (a process of another app, or one not tracked): their figures are zero", pid, len(p.started)))
+		}
+	}
 	if a.finished && !r.Complete {
 		r.Problems = append(r.Problems, "the run did not finish: no run finished: line and no INSTRUMENTATION_CODE (the device went away, or the run was cut)")
 	}

@@ -89,6 +89,9 @@ func TestUntrackedProcess(t *testing.T) {
 	if ta := test(t, r, nameA); ta.Partial {
 		t.Errorf("A %+v", ta)
 	}
+	if !hasProblem(r, "pid 11 logged 1 tests but sent no allocation data") {
+		t.Errorf("problems %q", r.Problems)
+	}
 }
 
 // Without logcat, am's statuses list the tests and their outcomes; the
@@ -135,7 +138,7 @@ func TestStatusesAndLines(t *testing.T) {
 	if len(r.Tests) != 2 || r.Tests[0].Outcome != Errored || r.Tests[1].Outcome != Ignored || r.Tests[0].DurationSeconds != 0.02 {
 		t.Errorf("tests %+v", r.Tests)
 	}
-	if len(r.Problems) != 1 || !hasProblem(r, "the run did not finish") {
+	if len(r.Problems) != 2 || !hasProblem(r, "the run did not finish") {
 		t.Errorf("problems %q", r.Problems)
 	}
 }
