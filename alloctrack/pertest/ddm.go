@@ -120,6 +120,9 @@ type segment struct {
 	prefix  []int32 // records before the first marker of a late-tracked process
 	tests   map[int][]int32
 	touched map[int]bool // marker tests with records, or open, in the report
+	// maxDepth is the deepest stack of the report: the depth stacks
+	// were cut at, if any was.
+	maxDepth int
 }
 
 // report splits r at the listener's marker records and counts each part
@@ -136,6 +139,9 @@ func (a *Attributor) report(p *proc, r *allocreport.Report, overflowed bool) {
 	}
 	kinds := listenerClasses(r)
 	n := len(r.Allocations)
+	for i := range r.Allocations {
+		seg.maxDepth = max(seg.maxDepth, int(r.Allocations[i].Depth))
+	}
 	if p.listing {
 		kinds = nil // no test runs in it: all between tests
 	}
@@ -171,7 +177,10 @@ func (a *Attributor) record(d *ddmState, r *allocreport.Report, kinds []uint8, i
 			a.marker(d, method, seg)
 		}
 		d.lastMethod, d.lastThread, d.broke = method, thread, false
-	} else if !own && thread == d.lastThread {
+	} else if !own && thread == d.lastThread && int(r.Allocations[i].Depth) < seg.maxDepth {
+		// A whole stack with no listener frame: the group is over. (A
+		// stack cut at the report's depth may be the listener's own,
+		// its frame cut off: that ends nothing.)
 		d.broke = true
 	}
 	switch {

@@ -253,3 +253,23 @@ func TestDDMMissedFinishMarker(t *testing.T) {
 	}
 	checkSum(t, r)
 }
+
+// A stack depth that cuts the listener's frame off its deeper records
+// (StringBuilder growing its array): the cut record does not end the
+// marker group, so tests stay matched; it counts as the test's (the
+// residual error docs/test-runs.md states).
+func TestDDMShallowStacks(t *testing.T) {
+	a := newDDM(29)
+	feedTests(a, 1, 0, nameA, nameB)
+	items := script(mark(mRunStarted), mark(mStarted), app(2, 1, instrThread, "Lx/A;", "a"), mark(mFinished),
+		mark(mStarted), app(3, 1, instrThread, "Lx/B;", "b"), mark(mFinished))
+	_ = a.Report(1, reportCut(t, 29, items, 3), false)
+	r := a.Finish()
+	ta, tb := test(t, r, nameA), test(t, r, nameB)
+	wantFigures(t, "A", ta.Figures, 3, 58)
+	wantFigures(t, "B", tb.Figures, 4, 59)
+	if ta.Partial || tb.Partial || len(r.Problems) != 1 {
+		t.Errorf("A %q B %q problems %q", ta.Notes, tb.Notes, r.Problems)
+	}
+	checkSum(t, r)
+}

@@ -85,13 +85,24 @@ func (it item) frames() []allocreport.FrameName {
 // allocation order): oldest first before API 24, newest first from it.
 func reportOf(t testing.TB, api int, items []item) *allocreport.Report {
 	t.Helper()
+	return reportCut(t, api, items, 0)
+}
+
+// reportCut is reportOf with every stack cut to depth frames (0: none),
+// as a VM recording depth frames does.
+func reportCut(t testing.TB, api int, items []item, depth int) *allocreport.Report {
+	t.Helper()
 	b := allocreport.NewBuilder()
 	order := slices.Clone(items)
 	if api >= 24 {
 		slices.Reverse(order)
 	}
 	for _, it := range order {
-		b.Add(it.size, it.thread, it.class, it.frames())
+		fr := it.frames()
+		if depth > 0 && len(fr) > depth {
+			fr = fr[:depth]
+		}
+		b.Add(it.size, it.thread, it.class, fr)
 	}
 	r, err := b.Report()
 	if err != nil {
