@@ -66,6 +66,14 @@ func (a *Attributor) find(name string, ok func(m *testMeta) bool) int {
 	return -1
 }
 
+// lastNamed returns the latest test named name, or -1.
+func (a *Attributor) lastNamed(name string) int {
+	if ix := a.byName[name]; len(ix) > 0 {
+		return ix[len(ix)-1]
+	}
+	return -1
+}
+
 func (a *Attributor) event(pid int, at time.Time, ev instrument.RunnerEvent) {
 	if ev.Kind == instrument.NotRunner || ev.Kind == instrument.InException {
 		return
@@ -93,7 +101,7 @@ func (a *Attributor) event(pid int, at time.Time, ev instrument.RunnerEvent) {
 	case instrument.TestIgnored:
 		a.testIgnored(p, at, ev.Name)
 	case instrument.Exception:
-		if i := a.find(ev.Name, func(m *testMeta) bool { return true }); i >= 0 && a.run.Tests[i].Failure == "" {
+		if i := a.lastNamed(ev.Name); i >= 0 && a.run.Tests[i].Failure == "" {
 			a.run.Tests[i].Failure = ev.Trace
 		}
 	case instrument.RunFinished:

@@ -183,12 +183,13 @@ func TestOddNames(t *testing.T) {
 	odd := "test[0: f(1) ü \"x\"](pkg.Cls$Inner)"
 	feedTests(a, 1, 0, odd, "initializationError(pkg.Bad)")
 	a.Event(1, at(900), runnerEv(instrument.TestFailed, "pkg.Other"))
+	a.Event(1, at(901), instrument.RunnerEvent{Kind: instrument.Exception, Name: "pkg.Other", Trace: "java.lang.RuntimeException: boom"})
 	r := a.Finish()
 	to := test(t, r, odd)
 	if to.Class != "pkg.Cls$Inner" || to.Method != "test[0: f(1) ü \"x\"]" {
 		t.Errorf("split %q %q", to.Class, to.Method)
 	}
-	if tc := test(t, r, "pkg.Other"); tc.Class != "pkg.Other" || tc.Outcome != Failed {
+	if tc := test(t, r, "pkg.Other"); tc.Class != "pkg.Other" || tc.Outcome != Failed || tc.Failure != "java.lang.RuntimeException: boom" {
 		t.Errorf("class-level failure %+v", tc)
 	}
 }
