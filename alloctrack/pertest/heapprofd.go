@@ -61,7 +61,7 @@ func (a *Attributor) place(p *proc, d pendingDump) {
 		shares = append(shares, share{t, f})
 		sum += f
 	}
-	if len(p.started) == 0 || a.noTimes(p) {
+	if !p.listing && (len(p.started) == 0 || a.noTimes(p)) {
 		a.problem("pid %d: heapprofd dumps came with no runner line with a device time: they count as between tests", p.pid)
 	}
 	if sum > 1 { // overlapping tests (lines lost): scale to the whole

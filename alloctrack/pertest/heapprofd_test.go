@@ -122,3 +122,16 @@ func TestApportion(t *testing.T) {
 		}
 	}
 }
+
+// The orchestrator's listing process: its dumps count between tests, with
+// no problem.
+func TestDumpOrchestratorListing(t *testing.T) {
+	a := New(Config{API: 33, Backend: alloctrack.BackendHeapprofd, Orchestrator: true, DumpInterval: time.Second})
+	a.Event(3, at(0), runStarted(2))
+	feedTests(a, 3, 10, nameA, nameB)
+	_ = a.Dump(3, dump(5), at(0), at(1000))
+	r := a.Finish()
+	if len(r.Tests) != 0 || r.Between.SampledAllocations != 5 || hasProblem(r, "no runner line") {
+		t.Errorf("tests %v between %+v problems %q", names(r), r.Between, r.Problems)
+	}
+}
