@@ -22,6 +22,7 @@ const (
 
 // build makes the Run of what was fed so far.
 func (a *Attributor) build() *Run {
+	a.findListing()
 	r := a.run
 	r.Tests = slices.Clone(a.run.Tests)
 	for i := range r.Tests {
@@ -264,5 +265,27 @@ func (a *Attributor) buildDumps(r *Run) {
 		case p.gone && (t.End.IsZero() || t.End.After(p.lastTo)):
 			addNote(t, noteDumpAfter)
 		}
+	}
+}
+
+// findListing finds the orchestrator's listing process when no logcat
+// line named it: the first process whose reports hold markers, when it
+// shows more tests than one (each later process runs one) or the reports
+// show more tests than am started.
+func (a *Attributor) findListing() {
+	if !a.cfg.Orchestrator || a.listed || a.sawEvents {
+		return
+	}
+	marked := 0
+	var first *proc
+	for _, pid := range a.order {
+		p := a.procs[pid]
+		marked += len(p.ddm.tests)
+		if first == nil && len(p.ddm.tests) > 0 {
+			first = p
+		}
+	}
+	if first != nil && (len(first.ddm.tests) > 1 || marked > len(a.statusSeq)) {
+		a.listed, first.listing = true, true
 	}
 }

@@ -259,3 +259,23 @@ func TestOrchestrator(t *testing.T) {
 		checkSum(t, r)
 	}
 }
+
+// Orchestrator without logcat: the listing process is told by its many
+// tests, and the statuses go to the processes that ran them.
+func TestOrchestratorStatusesOnly(t *testing.T) {
+	a := New(Config{Package: "com.example", API: 29, Backend: "ddm", Orchestrator: true})
+	_ = a.Report(50, reportOf(t, 29, script(mark(mRunStarted), mark(mStarted), mark(mFinished), mark(mStarted), mark(mFinished), mark(mRunFinished))), false)
+	for k, name := range []string{nameA, nameB} {
+		a.Status(status(instrument.Started, 0, name))
+		a.Status(status(instrument.Ended, instrument.Passed, name))
+		_ = a.Report(51+k, reportOf(t, 29, script(mark(mRunStarted), mark(mStarted), app(3+k, 2, 1, "Lx/T;", "t"), mark(mFinished))), false)
+	}
+	a.Result(instrument.Result{HasCode: true, Code: -1})
+	r := a.Finish()
+	wantFigures(t, "A", test(t, r, nameA).Figures, 3, 6)
+	wantFigures(t, "B", test(t, r, nameB).Figures, 4, 8)
+	if len(r.Tests) != 2 {
+		t.Errorf("tests %v problems %q", names(r), r.Problems)
+	}
+	checkSum(t, r)
+}
