@@ -114,17 +114,14 @@ type pairing struct {
 
 // pairs matches the k-th started marker of each process to its k-th
 // started: line (or, with no logcat line at all, the marker tests of all
-// processes in turn to am's START statuses), counting markers missed by
-// late tracking (events - markers) when the first marker was not
-// testRunStarted.
+// processes in turn to am's START statuses). When the first marker seen
+// was not testRunStarted, tracking began late: the markers missed are the
+// lines less the markers, counted when the process's run has ended (until
+// then, the lines read by its latest report).
 func (a *Attributor) pairs() (out []pairing, before map[int]bool) {
 	before = map[int]bool{}
-	match := func(mts []pairing, tests []int, exact bool) {
-		off := 0
-		if !exact {
-			off = max(0, len(tests)-len(mts))
-		}
-		for j := range off {
+	match := func(mts []pairing, tests []int, off int) {
+		for j := range min(off, len(tests)) {
 			before[tests[j]] = true
 		}
 		for k := range mts {
@@ -145,7 +142,7 @@ func (a *Attributor) pairs() (out []pairing, before map[int]bool) {
 			mts = append(mts, pairing{mt: mt, p: p, test: -1})
 		}
 		if a.sawEvents && p.ddm.reports > 0 {
-			match(mts, p.started, p.ddm.runStarted)
+			match(mts, p.started, a.missed(p, len(p.started), len(mts)))
 		} else {
 			all = append(all, mts...)
 		}
@@ -157,10 +154,24 @@ func (a *Attributor) pairs() (out []pairing, before map[int]bool) {
 				seq = append(seq, i)
 			}
 		}
-		first := len(a.order) > 0 && a.procs[a.order[0]].ddm.runStarted
-		match(all, seq, first)
+		off := 0
+		if len(a.order) > 0 && !a.procs[a.order[0]].ddm.runStarted {
+			off = max(0, len(seq)-len(all))
+		}
+		match(all, seq, off)
 	}
 	return out, before
+}
+
+// missed is how many of p's tests ran before its first marker seen.
+func (a *Attributor) missed(p *proc, events, markers int) int {
+	if p.ddm.runStarted {
+		return 0
+	}
+	if !a.finished && !p.gone && (p.running || p.runs == 0) {
+		events = min(events, p.ddm.eventsAtReport)
+	}
+	return max(0, events-markers)
 }
 
 // buildDDM gives each test the tally of its marker test, with its notes.

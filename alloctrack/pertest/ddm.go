@@ -44,9 +44,12 @@ type ddmState struct {
 	lastMethod string
 	lastThread uint16
 	broke      bool
-	markers    int  // marker groups seen
-	runStarted bool // the first marker group seen was testRunStarted
-	tests      []*markerTest
+	markers    int // marker groups seen
+	// eventsAtReport: the started: lines of the process read when its
+	// latest report came.
+	eventsAtReport int
+	runStarted     bool // the first marker group seen was testRunStarted
+	tests          []*markerTest
 }
 
 // markerTest is a test as the markers show it: the k-th started marker
@@ -130,6 +133,7 @@ type segment struct {
 func (a *Attributor) report(p *proc, r *allocreport.Report, overflowed bool) {
 	d := &p.ddm
 	d.reports++
+	d.eventsAtReport = len(p.started)
 	seg := &segment{tests: map[int][]int32{}, touched: map[int]bool{}}
 	if d.state == inTest {
 		seg.touched[d.cur] = true

@@ -142,6 +142,16 @@ func TestDDMLateTracking(t *testing.T) {
 			mark(mStarted), app(2, 50, 1, "Lx/C;", "c"), mark(mFinished), mark(mRunFinished))
 		_ = a.Report(9, reportOf(t, api, items), false)
 		r := a.Finish()
+		// While the run goes on, lines read after the latest report are
+		// not taken for missed markers.
+		live := newDDM(api)
+		live.Event(9, at(0), runStarted(3))
+		feedTests(live, 9, 10, nameA, nameB)
+		_ = live.Report(9, reportOf(t, api, items[:6]), false)
+		feedTests(live, 9, 300, nameC)
+		if s := live.Snapshot(); test(t, s, nameB).Allocations != 4 || test(t, s, nameC).Partial {
+			t.Errorf("api %d snapshot: B %+v, C %+v", api, test(t, s, nameB), test(t, s, nameC))
+		}
 		ta, tb, tc := test(t, r, nameA), test(t, r, nameB), test(t, r, nameC)
 		wantFigures(t, "A", ta.Figures, 0, 0)
 		wantFigures(t, "B", tb.Figures, 4, 12)
