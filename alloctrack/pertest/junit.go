@@ -29,14 +29,14 @@ type junitSuites struct {
 }
 
 type junitSuite struct {
-	Name       string          `xml:"name,attr"`
-	Tests      int             `xml:"tests,attr"`
-	Failures   int             `xml:"failures,attr"`
-	Errors     int             `xml:"errors,attr"`
-	Skipped    int             `xml:"skipped,attr"`
-	Time       string          `xml:"time,attr"`
+	Name       string           `xml:"name,attr"`
+	Tests      int              `xml:"tests,attr"`
+	Failures   int              `xml:"failures,attr"`
+	Errors     int              `xml:"errors,attr"`
+	Skipped    int              `xml:"skipped,attr"`
+	Time       string           `xml:"time,attr"`
 	Properties *junitProperties `xml:"properties"`
-	Cases      []junitCase     `xml:"testcase"`
+	Cases      []junitCase      `xml:"testcase"`
 	seconds    float64
 }
 
@@ -50,14 +50,14 @@ type junitProperty struct {
 }
 
 type junitCase struct {
-	Name       string          `xml:"name,attr"`
-	Classname  string          `xml:"classname,attr"`
-	Time       string          `xml:"time,attr"`
+	Name       string           `xml:"name,attr"`
+	Classname  string           `xml:"classname,attr"`
+	Time       string           `xml:"time,attr"`
 	Properties *junitProperties `xml:"properties"`
-	Failure    *junitResult    `xml:"failure"`
-	Error      *junitResult    `xml:"error"`
-	Skipped    *junitResult    `xml:"skipped"`
-	SystemOut  string          `xml:"system-out,omitempty"`
+	Failure    *junitResult     `xml:"failure"`
+	Error      *junitResult     `xml:"error"`
+	Skipped    *junitResult     `xml:"skipped"`
+	SystemOut  string           `xml:"system-out,omitempty"`
 }
 
 type junitResult struct {
