@@ -15,7 +15,8 @@ import (
 
 // ptest is a test of a run: name, outcome, allocations, bytes, seconds.
 func ptest(name string, o pertest.Outcome, n, b uint64, secs float64) pertest.Test {
-	method, class, _ := strings.Cut(strings.TrimSuffix(name, ")"), "(")
+	i := strings.LastIndexByte(name, '(')
+	method, class := name[:i], strings.TrimSuffix(name[i+1:], ")")
 	return pertest.Test{Name: name, Class: class, Method: method, Outcome: o, DurationSeconds: secs, Figures: pertest.Figures{Allocations: n, Bytes: b}}
 }
 
