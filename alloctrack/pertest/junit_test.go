@@ -90,7 +90,20 @@ func junitparser(t *testing.T) string {
 // with its class, method, time, outcome and figures.
 func TestJUnitReadByJunitparser(t *testing.T) {
 	py := junitparser(t)
+	t.Run("ddm", func(t *testing.T) { readBack(t, py, sampleRun()) })
+	// heapprofd: estimates, with the samples and the boundary error.
 	run := sampleRun()
+	run.Backend = "heapprofd"
+	for i := range run.Tests {
+		tt := &run.Tests[i]
+		tt.Estimated, tt.SampledAllocations, tt.SampledBytes, tt.BoundaryErrorSeconds = true, tt.Allocations/2, tt.Bytes/2, 0.25
+	}
+	t.Run("heapprofd", func(t *testing.T) { readBack(t, py, run) })
+}
+
+// readBack writes run as JUnit XML, has junitparser read it, and checks
+// every test.
+func readBack(t *testing.T, py string, run *pertest.Run) {
 	path := filepath.Join(t.TempDir(), "junit.xml")
 	var buf bytes.Buffer
 	if err := pertest.WriteJUnit(&buf, run); err != nil {
@@ -139,8 +152,12 @@ func checkCase(t *testing.T, byName map[string]junitCase, test pertest.Test) {
 	}
 	p := c.Properties
 	if p[pertest.PropAllocations] != strconv.FormatUint(test.Allocations, 10) || p[pertest.PropBytes] != strconv.FormatUint(test.Bytes, 10) ||
-		p[pertest.PropPartial] != strconv.FormatBool(test.Partial) || p[pertest.PropEstimated] != "false" || p[pertest.PropBoundaryErrorSeconds] != "0" {
+		p[pertest.PropPartial] != strconv.FormatBool(test.Partial) || p[pertest.PropEstimated] != strconv.FormatBool(test.Estimated) ||
+		p[pertest.PropBoundaryErrorSeconds] != strconv.FormatFloat(test.BoundaryErrorSeconds, 'f', -1, 64) {
 		t.Errorf("%s: properties %v", test.Name, p)
+	}
+	if test.Estimated && (p[pertest.PropSampledAllocations] != strconv.FormatUint(test.SampledAllocations, 10) || p[pertest.PropSampledBytes] != strconv.FormatUint(test.SampledBytes, 10)) {
+		t.Errorf("%s: sampled figures %v", test.Name, p)
 	}
 	if test.Partial && p[pertest.PropNotes] != strings.Join(test.Notes, "; ") {
 		t.Errorf("%s: notes %q, want %q", test.Name, p[pertest.PropNotes], test.Notes)
