@@ -283,6 +283,26 @@ func (vm *VM) HeapprofdPending() bool {
 	return false
 }
 
+// HeapprofdAllocated is what the VM allocated while heapprofd sampled it,
+// up to now, whether a dump took it yet or not (HeapprofdTruth counts up
+// to the newest dump): read between two spans of allocations, it gives
+// each span's truth.
+func (vm *VM) HeapprofdAllocated() alloctrack.Count {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	if vm.alive {
+		vm.advanceLocked(time.Now())
+	}
+	var c alloctrack.Count
+	for i := range vm.hpAlloc {
+		c = c.Plus(vm.hpAlloc[i])
+		if vm.hp != nil {
+			c = c.Plus(vm.hp.alloc[i])
+		}
+	}
+	return c
+}
+
 // HeapprofdTruth returns the VM's heapprofd ground truth.
 func (vm *VM) HeapprofdTruth() HeapprofdTruth {
 	vm.mu.Lock()
