@@ -132,6 +132,11 @@ func TestHeapprofdAttributionByTime(t *testing.T) {
 			t.Errorf("span %d: estimated %.0f bytes, allocated %d: %+.1f %%, beyond 15 %%", i, got[i], want.Bytes, 100*e)
 		}
 	}
+	var est, all float64
+	for i := range truth {
+		est, all = est+got[i], all+float64(truth[i].Bytes)
+	}
+	t.Logf("all spans: allocated %.0f bytes, estimated %.0f (%+.1f %%: the estimator's own error, no boundary in it)", all, est, 100*(est-all)/all)
 	if tot := float64(last.Bytes); outside > 0.02*tot {
 		t.Errorf("%.0f estimated bytes fell outside the spans (%.1f %% of all)", outside, 100*outside/tot)
 	}
