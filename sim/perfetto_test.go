@@ -586,3 +586,22 @@ func TestPerfettoDumpClocks(t *testing.T) {
 		t.Errorf("%d of %d batches found alone in a dump", found, len(batches))
 	}
 }
+
+// TestVMTimeDoesNotGoBack: a time read before the VM's lock was taken
+// (a dump round's, say, while an Allocate held the lock) does not move
+// the VM's time back, so the timed workload makes no allocation twice and
+// heapprofd's windows do not end before their samples.
+func TestVMTimeDoesNotGoBack(t *testing.T) {
+	w := DefaultWorkload()
+	w.Rate = 1000
+	vm := NewVM(AppConfig{PID: 77, Workload: w}, 33)
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	t0 := vm.last
+	vm.advanceLocked(t0.Add(time.Second))
+	vm.advanceLocked(t0.Add(500 * time.Millisecond))
+	vm.advanceLocked(t0.Add(1500 * time.Millisecond))
+	if n := vm.stats.Allocations; n < 1499 || n > 1500 || !vm.last.Equal(t0.Add(1500*time.Millisecond)) {
+		t.Errorf("%d allocations in 1.5 s at 1000/s, the VM at %v of 1.5 s", n, vm.last.Sub(t0))
+	}
+}

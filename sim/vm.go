@@ -457,9 +457,14 @@ func (vm *VM) advanceLocked(now time.Time) {
 // now, spread evenly over that span.
 func (vm *VM) generateLocked(now time.Time) {
 	from := vm.last
+	if !now.After(from) {
+		// A time read before the lock was taken: the VM's time does not
+		// go back (its allocations' times, heapprofd's windows).
+		return
+	}
 	dt := now.Sub(from).Seconds()
 	vm.last = now
-	if dt <= 0 || vm.paused || !vm.alive || vm.prog.w.Rate <= 0 {
+	if vm.paused || !vm.alive || vm.prog.w.Rate <= 0 {
 		return
 	}
 	owed := vm.prog.w.Rate*dt + vm.carry
