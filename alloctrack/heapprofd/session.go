@@ -171,7 +171,8 @@ type Session struct {
 	// OnDump, if set, gets each Java heap dump of a process that Resolve
 	// gave a target, once counted: its sampled window and the device time
 	// it covers, (from, to], in the device's REALTIME (the clock of
-	// logcat's stamps; see DumpTimes).
+	// logcat's stamps; see DumpTimes). w is the window the target's
+	// counters took: read it during the call, change nothing in it.
 	OnDump func(pid int, w *alloctrack.Window, from, to time.Time)
 
 	// Raw, if set, gets every trace byte read, in order (a capture's
@@ -684,8 +685,9 @@ func (s *Session) dumped(d *perfetto.Dump, w *alloctrack.Window) {
 // (perfetto.Dump.RealTimestamp). prev is to of the process's last dump in
 // the same session (zero for its first): producers older than perfetto
 // v58 do not write the window's start. A process's first dump then holds
-// samples taken since the dump round before it, at least interval before
-// this dump was written: from is the dump's packet time less interval.
+// the samples committed since the dump round before it, one interval (and
+// that round's own length) before this dump was written: from is the
+// dump's packet time less interval.
 // ok is false when the trace relates no snapshot to REALTIME.
 func DumpTimes(d *perfetto.Dump, prev time.Time, interval time.Duration) (from, to time.Time, ok bool) {
 	if !d.HasRealTime {
