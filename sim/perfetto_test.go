@@ -538,3 +538,70 @@ file_write_period_ms: 100
 		t.Errorf("a device without perfetto: %d %s", code, e)
 	}
 }
+
+// TestPerfettoDumpClocks: a dump's window ends at its newest sample's
+// time in CLOCK_MONOTONIC_COARSE (whole ticks since the device booted),
+// not at the dump's own time, and the trace's clock snapshot maps it to
+// the device's REALTIME (the host's clock, as logcat's stamps) within one
+// tick. Three batches are allocated, each taken by its own dump.
+func TestPerfettoDumpClocks(t *testing.T) {
+	d, vms := newHeapprofdDevice(t, AppConfig{PID: 5001, Package: "com.example.hp"})
+	vm := vms[0]
+	vm.Pause(true)
+	pid := startSession(t, d, sessionConfig("t-clk", 1, 5001), "alloctrack-clk.pftrace")
+	// Sampling is on once an allocation is sampled (interval 1: each is).
+	waitFor(t, func() bool { vm.Allocate(1); return vm.HeapprofdPending() })
+	waitFor(t, func() bool { return !vm.HeapprofdPending() })
+	type batch struct{ before, after time.Time }
+	var batches []batch
+	for i := range 3 {
+		b := batch{before: time.Now()}
+		vm.Allocate(100 + i)
+		b.after = time.Now()
+		batches = append(batches, b)
+		waitFor(t, func() bool { return !vm.HeapprofdPending() })
+	}
+	stopSession(t, d, pid, "TERM")
+	trace, _, _ := execV2(t, d, nil, "cat", PerfettoTraceDir+"/alloctrack-clk.pftrace")
+	found := 0
+	for _, dp := range decodeDumps(t, []byte(trace)) {
+		i := int(dp.Delta.Count) - 100
+		if i < 0 || i >= len(batches) {
+			continue
+		}
+		found++
+		b := batches[i]
+		if dp.Timestamp%uint64(coarseTick) != 0 {
+			t.Errorf("batch %d: MONOTONIC_COARSE %d is not whole ticks", i, dp.Timestamp)
+		}
+		if mono := time.Duration(dp.Timestamp); mono > b.after.Sub(d.boot) || mono <= b.before.Sub(d.boot)-coarseTick {
+			t.Errorf("batch %d: window ends at MONOTONIC_COARSE %v, allocated between %v and %v", i, mono, b.before.Sub(d.boot), b.after.Sub(d.boot))
+		}
+		real := time.Unix(0, int64(dp.RealTimestamp))
+		if !dp.HasRealTime || real.Before(b.before.Add(-coarseTick)) || real.After(b.after.Add(coarseTick)) {
+			t.Errorf("batch %d: window ends at REALTIME %v (known %v), allocated between %v and %v", i, real, dp.HasRealTime, b.before, b.after)
+		}
+	}
+	if found != len(batches) {
+		t.Errorf("%d of %d batches found alone in a dump", found, len(batches))
+	}
+}
+
+// TestVMTimeDoesNotGoBack: a time read before the VM's lock was taken
+// (a dump round's, say, while an Allocate held the lock) does not move
+// the VM's time back, so the timed workload makes no allocation twice and
+// heapprofd's windows do not end before their samples.
+func TestVMTimeDoesNotGoBack(t *testing.T) {
+	w := DefaultWorkload()
+	w.Rate = 1000
+	vm := NewVM(AppConfig{PID: 77, Workload: w}, 33)
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	t0 := vm.last
+	vm.advanceLocked(t0.Add(time.Second))
+	vm.advanceLocked(t0.Add(500 * time.Millisecond))
+	vm.advanceLocked(t0.Add(1500 * time.Millisecond))
+	if n := vm.stats.Allocations; n < 1499 || n > 1500 || !vm.last.Equal(t0.Add(1500*time.Millisecond)) {
+		t.Errorf("%d allocations in 1.5 s at 1000/s, the VM at %v of 1.5 s", n, vm.last.Sub(t0))
+	}
+}

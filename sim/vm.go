@@ -453,20 +453,33 @@ func (vm *VM) advanceLocked(now time.Time) {
 	vm.generateLocked(now)
 }
 
-// generateLocked makes the timed workload's allocations from vm.last to now.
+// generateLocked makes the timed workload's allocations from vm.last to
+// now, spread evenly over that span.
 func (vm *VM) generateLocked(now time.Time) {
-	dt := now.Sub(vm.last).Seconds()
+	from := vm.last
+	if !now.After(from) {
+		// A time read before the lock was taken: the VM's time does not
+		// go back (its allocations' times, heapprofd's windows).
+		return
+	}
+	dt := now.Sub(from).Seconds()
 	vm.last = now
-	if dt <= 0 || vm.paused || !vm.alive || vm.prog.w.Rate <= 0 {
+	if vm.paused || !vm.alive || vm.prog.w.Rate <= 0 {
 		return
 	}
 	owed := vm.prog.w.Rate*dt + vm.carry
 	n := int(owed)
 	vm.carry = owed - float64(n)
-	vm.allocLocked(n)
+	vm.allocSpanLocked(n, from, now)
 }
 
-func (vm *VM) allocLocked(n int) {
+// allocLocked makes n allocations at the VM's present time (vm.last:
+// advanceLocked has run).
+func (vm *VM) allocLocked(n int) { vm.allocSpanLocked(n, vm.last, vm.last) }
+
+// allocSpanLocked makes n allocations, the k-th (from 1) at
+// from + k/n of the span to to: heapprofd's sampler takes each at its time.
+func (vm *VM) allocSpanLocked(n int, from, to time.Time) {
 	vm.stats.Allocations += uint64(n)
 	vm.heapLocked(n)
 	sampling := vm.hp != nil && vm.hp.on
@@ -476,7 +489,8 @@ func (vm *VM) allocLocked(n int) {
 		return
 	}
 	threads := vm.prog.w.Threads
-	for range n {
+	span := to.Sub(from)
+	for k := range n {
 		si := uint32(vm.zipf.Uint64())
 		s := &vm.prog.sites[si]
 		size := s.size
@@ -485,7 +499,7 @@ func (vm *VM) allocLocked(n int) {
 		}
 		th := vm.threadID(vm.rng.IntN(threads))
 		if sampling {
-			vm.sampleLocked(si, size)
+			vm.sampleLocked(si, size, from.Add(time.Duration(float64(span)*float64(k+1)/float64(n))))
 		}
 		if !vm.tracking {
 			continue

@@ -71,6 +71,10 @@ type Config struct {
 	// ReadLimit bounds what one command reads of the trace file (default
 	// TraceReadLimit): a window's growth is read in pieces of this size.
 	ReadLimit int
+	// DumpInterval is how often heapprofd dumps (default: the session's
+	// Window; at least 100 ms). A test run dumps often (250 ms, say) to
+	// place allocations in time, and may read less often (Window).
+	DumpInterval time.Duration
 }
 
 // Fill sets every unset field to its default.
@@ -105,6 +109,10 @@ func (c *Config) Fill(window time.Duration) {
 	if c.ReadLimit <= 0 {
 		c.ReadLimit = TraceReadLimit
 	}
+	if c.DumpInterval <= 0 {
+		c.DumpInterval = window
+	}
+	c.DumpInterval = max(c.DumpInterval, 100*time.Millisecond)
 }
 
 // Target is one app a session samples: where its dumps are
@@ -160,6 +168,13 @@ type Session struct {
 	// processes to profile changed).
 	Restart <-chan struct{}
 
+	// OnDump, if set, gets each Java heap dump of a process that Resolve
+	// gave a target, once counted: its sampled window and the device time
+	// it covers, (from, to], in the device's REALTIME (the clock of
+	// logcat's stamps; see DumpTimes). w is the window the target's
+	// counters took: read it during the call, change nothing in it.
+	OnDump func(pid int, w *alloctrack.Window, from, to time.Time)
+
 	// Raw, if set, gets every trace byte read, in order (a capture's
 	// trace file).
 	Raw io.Writer
@@ -173,9 +188,11 @@ type Session struct {
 	dec      *perfetto.Decoder
 	targets  map[uint64]*Target
 	all      []*Target
-	boot     time.Time // the device's boot, in local time (zero: unknown)
-	idleRead int       // windows without file growth
-	ended    bool      // a profile ended: a new session is due
+	boot     time.Time            // the device's boot, in local time (zero: unknown)
+	lastTo   map[uint64]time.Time // per pid: the end of its last dump (REALTIME)
+	noReal   bool                 // warned of a trace without REALTIME
+	idleRead int                  // windows without file growth
+	ended    bool                 // a profile ended: a new session is due
 }
 
 // Rejected tells whether heapprofd said, when the session stopped, that
@@ -191,6 +208,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 		s.Log = zap.NewNop()
 	}
 	s.targets = map[uint64]*Target{}
+	s.lastTo = map[uint64]time.Time{}
 	s.all = slices.Clone(s.Targets)
 	for _, t := range s.all {
 		// A rejection is told only when a session stops: until this one
@@ -281,6 +299,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 // traceConfig is the session's TraceConfig.
 func (s *Session) traceConfig() *perfetto.HeapprofdSession {
 	window := uint32(max(s.Window.Milliseconds(), 100))
+	dump := uint32(s.Config.DumpInterval.Milliseconds())
 	cfg := &perfetto.HeapprofdSession{
 		BufferKB:      s.Config.BufferKB,
 		WriteIntoFile: true,
@@ -297,8 +316,8 @@ func (s *Session) traceConfig() *perfetto.HeapprofdSession {
 		SamplingInterval:     s.Config.SamplingInterval,
 		ProcessCmdlines:      s.Processes,
 		Heaps:                []string{perfetto.ArtHeap},
-		DumpPhaseMS:          min(1000, window),
-		DumpIntervalMS:       window,
+		DumpPhaseMS:          min(1000, dump),
+		DumpIntervalMS:       dump,
 		ShmemSize:            8 << 20,
 		BlockClient:          true,
 		BlockClientTimeoutUS: uint32(min(s.Config.BlockClientTimeout, time.Duration(math.MaxUint32)*time.Microsecond).Microseconds()),
@@ -594,6 +613,9 @@ func (s *Session) count(t *Target, d *perfetto.Dump, traceBytes int) {
 		if t.Window != nil {
 			t.Window(w)
 		}
+		if s.OnDump != nil {
+			s.dumped(d, w)
+		}
 	}
 	CountDump(t.Stats, d, traceBytes)
 	if t.dumps == 0 {
@@ -636,6 +658,54 @@ func (s *Session) dumpTime(d *perfetto.Dump, last, now time.Time) time.Time {
 		at = last.Add(time.Millisecond)
 	}
 	return at
+}
+
+// dumped gives a dump to OnDump with its device times.
+func (s *Session) dumped(d *perfetto.Dump, w *alloctrack.Window) {
+	from, to, ok := DumpTimes(d, s.lastTo[d.PID], s.Config.DumpInterval)
+	if !ok {
+		// No REALTIME in the trace (clock snapshots turned off): the
+		// host's estimate, off by the host's and device's clocks'
+		// difference.
+		if !s.noReal {
+			s.noReal = true
+			s.Log.Warn("the trace has no REALTIME clock snapshot: dumps are placed in time by the host's clock, off by the difference between the host's and the device's clocks", zap.Uint64("pid", d.PID))
+		}
+		from, to = w.Start, w.End
+	}
+	s.lastTo[d.PID] = to
+	s.OnDump(int(d.PID), w, from, to)
+}
+
+// DumpTimes is the device time a dump of a process covers, (from, to], in
+// REALTIME: its samples were taken in it. heapprofd ends a dump's window at
+// its newest sample's time and starts it where the process's last dump
+// ended (heapprofd_producer.cc DumpProcessState), in
+// CLOCK_MONOTONIC_COARSE; the trace's clock snapshots give it in REALTIME
+// (perfetto.Dump.RealTimestamp). prev is to of the process's last dump in
+// the same session (zero for its first): producers older than perfetto
+// v58 do not write the window's start. A process's first dump then holds
+// the samples committed since the dump round before it, one interval (and
+// that round's own length) before this dump was written: from is the
+// dump's packet time less interval.
+// ok is false when the trace relates no snapshot to REALTIME.
+func DumpTimes(d *perfetto.Dump, prev time.Time, interval time.Duration) (from, to time.Time, ok bool) {
+	if !d.HasRealTime {
+		return time.Time{}, time.Time{}, false
+	}
+	to = time.Unix(0, int64(d.RealTimestamp))
+	switch {
+	case d.StartTimestamp != 0:
+		from = time.Unix(0, int64(d.RealStartTimestamp))
+	case !prev.IsZero():
+		from = prev
+	default:
+		from = time.Unix(0, int64(d.RealPacketTimestamp)).Add(-interval)
+	}
+	if from.After(to) {
+		from = to
+	}
+	return from, to, true
 }
 
 // stop ends perfetto with SIGTERM (heapprofd writes a last dump), waits
