@@ -204,6 +204,9 @@ type deviceTests struct {
 	suites  map[string]*Suite // by component
 	runs    []*TestRun
 	nextPID int
+	// onStart, when set (by tests), sees each fresh test process before
+	// it is listed: a host that is on it at once.
+	onStart func(*VM)
 }
 
 // ErrBadSuite is returned for a suite that cannot be installed.

@@ -165,6 +165,12 @@ func (d *Device) startTestProc(s *Suite) *testProc {
 	p.vm.mu.Lock()
 	p.vm.run = p.truth
 	p.vm.mu.Unlock()
+	d.tests.mu.Lock()
+	hook := d.tests.onStart
+	d.tests.mu.Unlock()
+	if hook != nil {
+		hook(p.vm)
+	}
 	d.AddVM(p.vm)
 	return p
 }
