@@ -10,6 +10,7 @@ import (
 
 	"github.com/alloctrack/alloctrack/alloctrack/pertest"
 	"github.com/alloctrack/alloctrack/instrument"
+	"github.com/alloctrack/alloctrack/internal/adbtest"
 	"github.com/alloctrack/alloctrack/internal/testwait"
 )
 
@@ -288,4 +289,98 @@ func TestInstrumentStreams(t *testing.T) {
 	}
 	d.forceStop("com.example") // ends the run: its process is gone
 	<-d.TestRuns()[0].Done()
+}
+
+func TestInstrumentOrchestrator(t *testing.T) {
+	s := SeededSuite("com.example.test", "com.example", SeedSpec{Tests: 5, Seed: 11, CrashAt: 3, FailEvery: 4})
+	s.StartDelay = -1
+	d := suiteDevice(t, 28, s, OrchestratorSuite())
+	out := shellAll(t, d, "am instrument -w -r -e targetInstrumentation com.example.test/androidx.test.runner.AndroidJUnitRunner androidx.test.orchestrator/.AndroidTestOrchestrator")
+	run, err := instrument.ParseAm(strings.NewReader(out))
+	if err != nil || len(run.Events) != 10 || run.Result.Code != -1 {
+		t.Fatalf("ParseAm: %d events, %+v, %v\n%s", len(run.Events), run.Result, err, out)
+	}
+	if ev := run.Events[5]; ev.Outcome != instrument.Failed || !strings.Contains(ev.Stack, "Test instrumentation process crashed") {
+		t.Errorf("the crashed test's relayed status: %+v", ev)
+	}
+	if ev := run.Events[9]; ev.Outcome != instrument.Passed || ev.Values["id"] != "AndroidTestOrchestrator" || ev.Current != 5 {
+		t.Errorf("the last test after the crash: %+v", ev)
+	}
+	rt, _ := d.RunTruth(-1)
+	if len(rt.PIDs) != 6 || rt.ListPID != rt.PIDs[0] || len(rt.Tests) != 5 {
+		t.Fatalf("pids %v, list pid %d, %d tests", rt.PIDs, rt.ListPID, len(rt.Tests))
+	}
+	started := map[int]int{}
+	for _, e := range d.LogEntries() {
+		if strings.HasPrefix(e.Msg, "started: ") {
+			started[e.PID]++
+		}
+	}
+	for i, tt := range rt.Tests {
+		if tt.PID != rt.PIDs[i+1] || started[tt.PID] != 1 {
+			t.Errorf("test %d ran in %d (pids %v), which logged %d started:", i+1, tt.PID, rt.PIDs, started[tt.PID])
+		}
+		if w := s.Tests[i].Amount(); i != 2 && tt.Allocated.Total != w {
+			t.Errorf("test %d allocated %+v, want %+v", i+1, tt.Allocated.Total, w)
+		}
+	}
+	if started[rt.ListPID] != 5 || rt.Tests[2].Outcome != pertest.Crashed {
+		t.Errorf("the listing logged %d started:, the crashed test's outcome %q", started[rt.ListPID], rt.Tests[2].Outcome)
+	}
+	if len(d.PIDs()) != 0 || len(d.processes()) != 5 {
+		t.Errorf("after the run: debuggable %v, processes %v", d.PIDs(), d.processes())
+	}
+}
+
+// TestInstrumentHeapprofdSamplesTests: on Android 12+ the test process's
+// allocations go through the VM's heapprofd sampler as they are made.
+func TestInstrumentHeapprofdSamplesTests(t *testing.T) {
+	d := suiteDevice(t, 34, calcSuite())
+	cmd := "am instrument -w --no-restart com.example.test/androidx.test.runner.AndroidJUnitRunner"
+	shellAll(t, d, cmd)
+	vm := d.VMs()[0]
+	if vm.attachHeapprofd(nil, 1, 0, time.Now()) != hpAttached {
+		t.Fatal("heapprofd could not attach")
+	}
+	shellAll(t, d, cmd)
+	vm.heapprofdDump(nil, time.Now())
+	rt, _ := d.RunTruth(-1)
+	want := rt.Between.Total
+	for _, tt := range rt.Tests {
+		want.Allocations += tt.Allocated.Total.Allocations
+		want.Bytes += tt.Allocated.Total.Bytes
+	}
+	if got := vm.HeapprofdTruth().Sampled.Total; got != want || want.Allocations == 0 {
+		t.Fatalf("heapprofd sampled %+v of the run, which allocated %+v", got, want)
+	}
+}
+
+func TestInstrumentThroughAdb(t *testing.T) {
+	srv := adbtest.StartServer(t)
+	for _, api := range []int{23, 30} {
+		t.Run(fmt.Sprint("API", api), func(t *testing.T) {
+			r := newADBRig(t, srv, api)
+			if err := r.d.InstallSuite(calcSuite()); err != nil {
+				t.Fatal(err)
+			}
+			out, err := r.adb(t, "shell", "am", "instrument", "-w", "-r", "com.example.test/androidx.test.runner.AndroidJUnitRunner")
+			if err != nil {
+				t.Fatalf("%v: %q", err, out)
+			}
+			run, err := instrument.ParseAm(strings.NewReader(out))
+			if err != nil || len(run.Events) != 8 || run.Result.Code != -1 {
+				t.Fatalf("ParseAm: %d events, %+v, %v\n%q", len(run.Events), run.Result, err, out)
+			}
+			first := "INSTRUMENTATION_STATUS: class=" // keys sorted from 8.0
+			if api < 26 {
+				first = "INSTRUMENTATION_STATUS: numtests=" // Bundle hash order
+			}
+			if !strings.HasPrefix(out, first) {
+				t.Errorf("API %d: output starts %q", api, out[:min(len(out), 60)])
+			}
+			if ev := run.Events[7]; ev.Method != `net[0: a(b), "c"]` || ev.Outcome != instrument.AssumptionFailed {
+				t.Errorf("the last status: %+v", ev)
+			}
+		})
+	}
 }
