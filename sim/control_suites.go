@@ -135,4 +135,3 @@ func (f *Farm) suiteRoutes(mux *http.ServeMux) {
 		writeJSON(w, http.StatusOK, out)
 	})
 }
-
