@@ -69,36 +69,7 @@ func TestInstrumentLogcatAndTruth(t *testing.T) {
 				}
 				kinds = append(kinds, ev.Kind.String()+" "+ev.Name)
 			}
-			var want []string
-			want = append(want, "run started ")
-			failed, ignored, ran := 0, 0, 0
-			for i, st := range s.Tests {
-				tt := rt.Tests[i]
-				if tt.Name != st.Name() || tt.PID != pid || tt.Outcome != st.Outcome {
-					t.Errorf("truth of test %d: %+v", i+1, tt)
-				}
-				if w := st.Amount(); st.Outcome != pertest.Ignored && tt.Allocated.Total != w {
-					t.Errorf("%s allocated %+v, want %+v", st.Name(), tt.Allocated.Total, w)
-				}
-				if ev := run.Events[2*i+1]; ev.Class+"#"+ev.Method != st.Class+"#"+st.Method {
-					t.Errorf("status %d names %s#%s", i+1, ev.Class, ev.Method)
-				}
-				switch st.Outcome {
-				case pertest.Ignored:
-					want = append(want, "ignored "+st.Name())
-					ignored++
-					continue
-				case pertest.Failed:
-					want = append(want, "started "+st.Name(), "failed "+st.Name(), "finished "+st.Name())
-					failed++
-				case pertest.AssumptionFailed:
-					want = append(want, "started "+st.Name(), "assumption failed "+st.Name(), "finished "+st.Name())
-				default:
-					want = append(want, "started "+st.Name(), "finished "+st.Name())
-				}
-				ran++
-			}
-			want = append(want, "run finished ")
+			want, failed := wantRunnerLines(t, s, rt, run, pid)
 			if !slices.Equal(kinds, want) {
 				t.Fatalf("runner lines:\n%s\nwant\n%s", strings.Join(kinds, "\n"), strings.Join(want, "\n"))
 			}
@@ -108,6 +79,38 @@ func TestInstrumentLogcatAndTruth(t *testing.T) {
 			checkEntries(t, d.LogEntries(), pid, version)
 		})
 	}
+}
+
+// wantRunnerLines checks each test's truth and status against the suite
+// and returns the runner lines the run must log (sheet 8), and how many
+// tests failed.
+func wantRunnerLines(t *testing.T, s Suite, rt RunTruth, run instrument.Run, pid int) (want []string, failed int) {
+	t.Helper()
+	want = append(want, "run started ")
+	for i, st := range s.Tests {
+		tt := rt.Tests[i]
+		if tt.Name != st.Name() || tt.PID != pid || tt.Outcome != st.Outcome {
+			t.Errorf("truth of test %d: %+v", i+1, tt)
+		}
+		if w := st.Amount(); st.Outcome != pertest.Ignored && tt.Allocated.Total != w {
+			t.Errorf("%s allocated %+v, want %+v", st.Name(), tt.Allocated.Total, w)
+		}
+		if ev := run.Events[2*i+1]; ev.Class+"#"+ev.Method != st.Class+"#"+st.Method {
+			t.Errorf("status %d names %s#%s", i+1, ev.Class, ev.Method)
+		}
+		switch st.Outcome {
+		case pertest.Ignored:
+			want = append(want, "ignored "+st.Name())
+		case pertest.Failed:
+			want = append(want, "started "+st.Name(), "failed "+st.Name(), "finished "+st.Name())
+			failed++
+		case pertest.AssumptionFailed:
+			want = append(want, "started "+st.Name(), "assumption failed "+st.Name(), "finished "+st.Name())
+		default:
+			want = append(want, "started "+st.Name(), "finished "+st.Name())
+		}
+	}
+	return append(want, "run finished "), failed
 }
 
 // checkEntries: the runner logs on the instrumentation thread, with the
