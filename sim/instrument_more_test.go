@@ -188,6 +188,15 @@ func TestInstrumentForceStops(t *testing.T) {
 	if old.Alive() || rt.PIDs[0] == 4321 || len(d.PIDs()) != 0 {
 		t.Fatalf("after the run: old process alive %v, run pids %v, processes %v", old.Alive(), rt.PIDs, d.PIDs())
 	}
+	// The stopped process's tracker ring is freed: a run keeps its
+	// processes for their truth, an orchestrated run one per test.
+	stopped := d.TestRuns()[0].procs[0].truth.vm
+	stopped.mu.Lock()
+	ring := len(stopped.ring)
+	stopped.mu.Unlock()
+	if ring > 1 {
+		t.Errorf("a stopped test process keeps a ring of %d records", ring)
+	}
 	shellAll(t, d, "am instrument -w --no-restart com.example.test/androidx.test.runner.AndroidJUnitRunner")
 	first, _ := d.RunTruth(-1)
 	if pids := d.PIDs(); !slices.Equal(pids, first.PIDs) {

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
-	"github.com/alloctrack/alloctrack/alloctrack/pertest"
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
 )
 
@@ -23,12 +22,22 @@ func trackFromStart(d *Device) {
 	d.tests.mu.Unlock()
 }
 
-// lastReport is the report the VM would send now, parsed.
-func lastReport(t *testing.T, vm *VM) *allocreport.Report {
+// reportAtStop keeps the report each test process would send just
+// before am stops it (the last a host could take), by pid.
+func reportAtStop(d *Device) map[int][]byte {
+	reports := map[int][]byte{}
+	d.tests.mu.Lock()
+	d.tests.onStop = func(vm *VM) {
+		vm.mu.Lock()
+		reports[vm.PID()] = vm.reportLocked()
+		vm.mu.Unlock()
+	}
+	d.tests.mu.Unlock()
+	return reports
+}
+
+func parseReport(t *testing.T, b []byte) *allocreport.Report {
 	t.Helper()
-	vm.mu.Lock()
-	b := vm.reportLocked()
-	vm.mu.Unlock()
 	r, err := allocreport.Parse(b)
 	if err != nil {
 		t.Fatal(err)
@@ -97,10 +106,10 @@ func TestInstrumentMarkersInReport(t *testing.T) {
 			s.Tests[3].Allocs = []TestAlloc{{Class: "[I", Size: 40, Count: 7, Line: 9}}
 			d := suiteDevice(t, api, s)
 			trackFromStart(d)
+			reports := reportAtStop(d)
 			shellAll(t, d, "am instrument -w -r com.example.test/androidx.test.runner.AndroidJUnitRunner")
-			run := d.TestRuns()[0]
-			r := lastReport(t, d.vmOf(t, run.pids[0]))
-			rt := run.Truth()
+			rt, _ := d.RunTruth(-1)
+			r := parseReport(t, reports[rt.PIDs[0]])
 			calls, tests, between := attribute(r, api >= 24)
 			want := []string{"testRunStarted", "testStarted", "testFinished", "testStarted", "testFailure", "testFinished",
 				"testIgnored", "testStarted", "testAssumptionFailure", "testFinished", "testRunFinished"}
@@ -158,20 +167,3 @@ func checkMarkerFrames(t *testing.T, r *allocreport.Report, api int) {
 	}
 }
 
-// vmOf returns the VM of pid, alive or stopped.
-func (d *Device) vmOf(t *testing.T, pid int) *VM {
-	t.Helper()
-	d.tests.mu.Lock()
-	defer d.tests.mu.Unlock()
-	for _, r := range d.tests.runs {
-		for _, p := range r.procs {
-			if p.truth.vm.PID() == pid {
-				return p.truth.vm
-			}
-		}
-	}
-	t.Fatalf("no test process %d", pid)
-	return nil
-}
-
-var _ = pertest.Passed

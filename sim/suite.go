@@ -207,6 +207,9 @@ type deviceTests struct {
 	// onStart, when set (by tests), sees each fresh test process before
 	// it is listed: a host that is on it at once.
 	onStart func(*VM)
+	// onStop, when set (by tests), sees each test process just before
+	// it is stopped.
+	onStop func(*VM)
 }
 
 // ErrBadSuite is returned for a suite that cannot be installed.

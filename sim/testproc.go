@@ -198,10 +198,20 @@ func (d *Device) reuseTestProc(s *Suite) *testProc {
 	return nil
 }
 
-// stop force-stops the process.
+// stop force-stops the process. Its VM's tracker ring is freed (a run's
+// processes stay referenced by its truth).
 func (p *testProc) stop() {
+	p.d.tests.mu.Lock()
+	hook := p.d.tests.onStop
+	p.d.tests.mu.Unlock()
+	if hook != nil {
+		hook(p.vm)
+	}
 	p.vm.Kill()
 	p.d.RemoveVM(p.vm.PID())
+	p.vm.mu.Lock()
+	p.vm.ring, p.vm.head, p.vm.n = make([]record, 1), 0, 0
+	p.vm.mu.Unlock()
 }
 
 func (p *testProc) alive() bool { return p.vm.Alive() }
