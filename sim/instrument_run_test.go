@@ -166,4 +166,3 @@ func checkMarkerFrames(t *testing.T, r *allocreport.Report, api int) {
 		t.Errorf("the first test's testStarted records:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
-
