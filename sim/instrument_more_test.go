@@ -77,6 +77,7 @@ func TestInstrumentLogcatAndTruth(t *testing.T) {
 				t.Errorf("%d exceptions, want %d", exceptions, failed+1)
 			}
 			checkEntries(t, d.LogEntries(), pid, version)
+			checkTimes(t, d.LogEntries(), rt)
 		})
 	}
 }
@@ -111,6 +112,26 @@ func wantRunnerLines(t *testing.T, s Suite, rt RunTruth, run instrument.Run, pid
 		}
 	}
 	return append(want, "run finished "), failed
+}
+
+// checkTimes: a test's truth starts and ends at its started: and
+// finished: lines (ignored: both), the boundaries heapprofd attribution
+// places by device time.
+func checkTimes(t *testing.T, entries []LogEntry, rt RunTruth) {
+	t.Helper()
+	at := map[string]time.Time{}
+	for _, e := range entries {
+		at[e.Msg] = e.Time
+	}
+	for _, tt := range rt.Tests {
+		start, end := at["started: "+tt.Name], at["finished: "+tt.Name]
+		if tt.Outcome == pertest.Ignored {
+			start, end = at["ignored: "+tt.Name], at["ignored: "+tt.Name]
+		}
+		if !tt.Start.Equal(start) || !tt.End.Equal(end) || start.IsZero() {
+			t.Errorf("%s: truth from %v to %v, lines at %v and %v", tt.Name, tt.Start, tt.End, start, end)
+		}
+	}
 }
 
 // checkEntries: the runner logs on the instrumentation thread, with the

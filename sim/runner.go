@@ -62,24 +62,21 @@ func (pr *procRun) runOne(i int) bool {
 	if outcome == "" || dry && outcome != pertest.Ignored {
 		outcome = pertest.Passed
 	}
-	rec := &testRecord{name: t.Name(), class: t.Class, method: t.Method, pid: p.vm.PID(), proc: p.truth, start: time.Now()}
-	rec.seg = p.truth.newSegment()
-	if pr.o.record {
-		pr.r.tr.addTest(rec)
-	}
+	at := time.Now()
 	if outcome == pertest.Ignored {
 		if log {
-			p.log('I', tagRunner, p.listener(callIgnored, "ignored: "+t.Name()))
+			at = p.log('I', tagRunner, p.listener(callIgnored, "ignored: "+t.Name()))
 		}
+		pr.newRecord(t, at)
 		p.printer(callIgnored)
 		pr.rp.ignored(t)
 		pr.ignored++
-		pr.r.tr.endTest(rec, outcome)
 		return true
 	}
 	if log {
-		p.log('I', tagRunner, p.listener(callStarted, "started: "+t.Name()))
+		at = p.log('I', tagRunner, p.listener(callStarted, "started: "+t.Name()))
 	}
+	rec := pr.newRecord(t, at)
 	p.printer(callStarted)
 	pr.rp.started(t)
 	if !dry && !pr.body(i, rec, outcome) {
@@ -87,14 +84,29 @@ func (pr *procRun) runOne(i int) bool {
 	}
 	trace := traceOf(t, outcome)
 	pr.failure(t, outcome, trace, log)
+	at = time.Now()
 	if log {
-		p.log('I', tagRunner, p.listener(callFinished, "finished: "+t.Name()))
+		at = p.log('I', tagRunner, p.listener(callFinished, "finished: "+t.Name()))
 	}
+	pr.r.tr.endTest(rec, outcome, at)
 	p.printer(callFinished)
 	pr.rp.finished(t, outcome, trace)
-	pr.r.tr.endTest(rec, outcome)
 	pr.run++
 	return p.sleep(pr.o.delay)
+}
+
+// newRecord starts the truth of test t, begun at start: a segment of its
+// own, listed in the run unless this is a listing.
+func (pr *procRun) newRecord(t *SuiteTest, start time.Time) *testRecord {
+	p := pr.p
+	rec := &testRecord{name: t.Name(), class: t.Class, method: t.Method, pid: p.vm.PID(), proc: p.truth, start: start, seg: p.truth.newSegment()}
+	if t.Outcome == pertest.Ignored {
+		rec.outcome, rec.end = pertest.Ignored, start
+	}
+	if pr.o.record {
+		pr.r.tr.addTest(rec)
+	}
+	return rec
 }
 
 // body runs test i's body in its own segment; a crashing test crashes
@@ -112,7 +124,7 @@ func (pr *procRun) body(i int, rec *testRecord, outcome pertest.Outcome) bool {
 	if ok && outcome != pertest.Crashed {
 		return true
 	}
-	pr.r.tr.endTest(rec, pertest.Crashed)
+	pr.r.tr.endTest(rec, pertest.Crashed, time.Now())
 	if ok {
 		pr.crash(t)
 	}

@@ -131,9 +131,9 @@ type TestTruth struct {
 	Name, Class, Method string
 	Outcome             pertest.Outcome
 	PID                 int
-	// Start and End are the device's realtime when the runner logged the
-	// test's started: line and when its end status was sent (zero End:
-	// the test never ended).
+	// Start and End are the device's realtime of the test's started: and
+	// finished: lines (ignored: both; without the lines, -e log true: when
+	// they would have been logged); a crashed test's End is its crash.
 	Start, End time.Time
 	// Allocated counts every allocation of the test's body, tracked or
 	// not; Tracked those made while the DDM tracker was on; Reported those
@@ -214,10 +214,11 @@ func (r *TestRun) addTest(tr *testRecord) {
 	r.tests = append(r.tests, tr)
 }
 
-func (r *TestRun) endTest(tr *testRecord, o pertest.Outcome) {
+// endTest records how a test ended, and when (its finished: line).
+func (r *TestRun) endTest(tr *testRecord, o pertest.Outcome, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	tr.outcome, tr.end = o, time.Now()
+	tr.outcome, tr.end = o, at
 }
 
 // Truth returns the run's ground truth so far.

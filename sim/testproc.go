@@ -217,13 +217,15 @@ func (p *testProc) stop() {
 func (p *testProc) alive() bool { return p.vm.Alive() }
 
 // log logs one entry of the instrumentation thread.
-func (p *testProc) log(prio byte, tag, msg string) {
-	p.logBuf(prio, tag, msg, "main", p.tid)
+func (p *testProc) log(prio byte, tag, msg string) time.Time {
+	return p.logBuf(prio, tag, msg, "main", p.tid)
 }
 
-func (p *testProc) logBuf(prio byte, tag, msg, buf string, tid int) {
-	pid := p.vm.PID()
-	p.d.Log(LogEntry{Time: time.Now(), PID: pid, TID: tid, UID: 10000 + pid%100, Priority: prio, Tag: tag, Msg: msg, Buffer: buf})
+// logBuf logs one entry to buffer buf and returns its time.
+func (p *testProc) logBuf(prio byte, tag, msg, buf string, tid int) time.Time {
+	pid, now := p.vm.PID(), time.Now()
+	p.d.Log(LogEntry{Time: now, PID: pid, TID: tid, UID: 10000 + pid%100, Priority: prio, Tag: tag, Msg: msg, Buffer: buf})
+	return now
 }
 
 // reportThread is the instrumentation thread as a report names it: its
