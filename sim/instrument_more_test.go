@@ -228,6 +228,10 @@ func TestInstrumentForceStops(t *testing.T) {
 	if !slices.Equal(second.PIDs, first.PIDs) || second.Tests[0].Allocated.Total != s.Tests[0].Amount() {
 		t.Fatalf("--no-restart again: pids %v (before %v), first test %+v", second.PIDs, first.PIDs, second.Tests[0].Allocated.Total)
 	}
+	shellAll(t, d, "am force-stop com.example")
+	if len(d.PIDs()) != 0 {
+		t.Fatalf("am force-stop left %v", d.PIDs())
+	}
 	if out := shellAll(t, suiteDevice(t, 33, s), "am instrument -w --no-restart com.example.test/androidx.test.runner.AndroidJUnitRunner"); out != "Error: Unknown option: --no-restart\n" {
 		t.Fatalf("--no-restart on API 33: %q", out)
 	}
