@@ -129,14 +129,16 @@ func (d *Device) instrumentMissing(o amInstrumentOpts, out *amOut, stderr io.Wri
 }
 
 // selected lists the suite's tests the runner's class argument selects
-// (CLASS or CLASS#METHOD, comma separated), all without one.
+// (CLASS or CLASS#METHOD, comma separated; a METHOD without its
+// parameters selects every parameterized run of it), all without one.
 func selected(s *Suite, class string) []int {
 	var idx []int
 	for i, t := range s.Tests {
 		ok := class == ""
+		base, _, _ := strings.Cut(t.Method, "[")
 		for _, c := range strings.Split(class, ",") {
 			cls, m, hasM := strings.Cut(c, "#")
-			ok = ok || (cls == t.Class && (!hasM || m == t.Method))
+			ok = ok || (cls == t.Class && (!hasM || m == t.Method || m == base))
 		}
 		if ok {
 			idx = append(idx, i)

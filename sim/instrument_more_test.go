@@ -295,6 +295,10 @@ func TestInstrumentOptionsAndErrors(t *testing.T) {
 	if !strings.HasPrefix(out, "\ncom.example.CalcTest:.\nError in subtract(com.example.CalcTest):\n"+calcTrace+"\n\nTime: ") {
 		t.Errorf("-w without -r: %q", out)
 	}
+	out = shellAll(t, d, "am instrument -w -r -e class com.example.OtherTest#net,com.example.CalcTest#add com.example.test/androidx.test.runner.AndroidJUnitRunner")
+	if run, err := instrument.ParseAm(strings.NewReader(out)); err != nil || len(run.Events) != 4 || run.Events[0].Method != "add" || run.Events[3].Method != `net[0: a(b), "c"]` {
+		t.Errorf("-e class C#m,C#m: %v\n%s", err, out)
+	}
 	if code := d.amInstrument([]string{"am", "instrument", "-w", "--abi", "x86"}, io.Discard, io.Discard); code != 0 {
 		t.Errorf("--abi on API 30: exit %d", code)
 	}
