@@ -68,6 +68,8 @@ type Device struct {
 	propStall  time.Duration // how long each stalls
 
 	logs logBuffer // logd's buffers (logbuf.go, logcat.go)
+
+	tests deviceTests // installed test suites and instrumentation runs (suite.go)
 }
 
 // StallGetprop makes the device's next n getprop commands answer only
@@ -292,12 +294,19 @@ func (d *Device) OpenService(name string) (net.Conn, error) {
 		}
 		cmd := name[i+1:]
 		serve = func(c net.Conn) { d.serveShellV2(c, cmd) }
+		if run := d.streamedCommand(cmd); run != nil {
+			serve = func(c net.Conn) { serveStreamedV2(c, run) } // stream.go
+		}
 	case strings.HasPrefix(name, "exec:"):
 		// exec-out: raw output, no pty, standard input until the client
 		// closes its side.
 		cmd := strings.TrimPrefix(name, "exec:")
 		serve = func(c net.Conn) {
 			defer c.Close()
+			if run := d.streamedCommand(cmd); run != nil {
+				run(c, io.Discard) // stream.go
+				return
+			}
 			out, _, _ := d.runShellIO(cmd, &shellInput{raw: c})
 			c.Write(out)
 		}
@@ -305,6 +314,11 @@ func (d *Device) OpenService(name string) (net.Conn, error) {
 		cmd := strings.TrimPrefix(name, "shell:")
 		serve = func(c net.Conn) {
 			defer c.Close()
+			if run := d.streamedCommand(cmd); run != nil {
+				w := d.legacyShellWriter(c) // stream.go
+				run(w, w)
+				return
+			}
 			out, _ := d.runShell(cmd)
 			if d.cfg.API < apiShellV2 {
 				// Before Android 7.0 the shell ran on a pty, which turns

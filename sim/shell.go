@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -254,7 +255,18 @@ func (d *Device) runCommandIO(f []string, in *shellInput) (out, errOut []byte, c
 	case "rm":
 		return d.fileCommand(f)
 	case "am":
+		if len(f) > 1 && f[1] == "instrument" { // instrument.go
+			var o, e bytes.Buffer
+			code := d.amInstrument(f, &o, &e)
+			return o.Bytes(), e.Bytes(), code
+		}
+		if len(f) == 3 && f[1] == "force-stop" {
+			d.forceStop(f[2]) // testproc.go
+			return nil, nil, 0
+		}
 		return d.amCommand(f)
+	case "pm":
+		return d.pmCommand(f) // suite.go
 	}
 	o, code := d.runCommand(f)
 	if code == 127 || (f[0] == "ps" && code != 0) {

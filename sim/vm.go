@@ -50,6 +50,9 @@ type AppConfig struct {
 	// LeakEvery leaks every LeakEvery-th destroyed Activity (with its
 	// Fragment and icon) in a static list; 0 means 3, -1 never.
 	LeakEvery int
+	// Sites are named allocation sites beyond the workload's, allocated
+	// only by AllocateAt (site i of them is AllocateAt's site i).
+	Sites []NamedSite
 }
 
 // Faults are misbehaviours injected into one VM. Counts apply to the next
@@ -121,6 +124,7 @@ type record struct {
 	site   uint32
 	size   uint32
 	thread uint16
+	seg    int32 // the test run's segment it was made in (instrument.go)
 }
 
 // VM is a simulated app process: ART's JDWP/DDM behaviour for the
@@ -188,6 +192,9 @@ type VM struct {
 	// fileWriter writes a file on the VM's device (set by Device.AddVM):
 	// where HPDU puts a dump.
 	fileWriter func(path string, b []byte)
+	// run is the truth of the test run this process serves
+	// (instrument.go), nil for other processes.
+	run *segTruth
 }
 
 // recreateEvery is how many allocations an Activity of a simulated app
@@ -240,7 +247,7 @@ func NewVM(cfg AppConfig, api int) *VM {
 	if cfg.Package == "" {
 		cfg.Package = "com.example.app"
 	}
-	prog := newProgram(cfg.Workload, cfg.Package)
+	prog := newProgram(cfg.Workload, cfg.Package, cfg.Sites...)
 	cfg.Workload = prog.w
 	rng := rand.New(rand.NewPCG(prog.w.Seed, uint64(cfg.PID)))
 	vm := &VM{
@@ -251,7 +258,7 @@ func NewVM(cfg AppConfig, api int) *VM {
 		named:          cfg.NameAfter <= 0,
 		attached:       cfg.NameAfter <= 0,
 		rng:            rng,
-		zipf:           rand.NewZipf(rng, prog.w.Skew, 1, uint64(len(prog.sites)-1)),
+		zipf:           rand.NewZipf(rng, prog.w.Skew, 1, uint64(prog.work-1)),
 		ring:           make([]record, cfg.MaxEntries),
 		truth:          newTruthAcc(len(prog.sites)),
 		reported:       newTruthAcc(len(prog.sites)),
@@ -262,7 +269,7 @@ func NewVM(cfg AppConfig, api int) *VM {
 	}
 	vm.last = vm.start
 	vm.heap = newSimHeap(prog, cfg.Package, cfg.API, prog.w.Seed^uint64(cfg.PID))
-	vm.heapZipf = rand.NewZipf(vm.heap.rng, prog.w.Skew, 1, uint64(len(prog.sites)-1))
+	vm.heapZipf = rand.NewZipf(vm.heap.rng, prog.w.Skew, 1, uint64(prog.work-1))
 	if cfg.API >= APIHeapprofdJava {
 		vm.hps = prog.heapprofdStacks(cfg.Package, cfg.BrokenUnwind)
 		vm.hpAlloc = make([]alloctrack.Count, len(prog.sites))
@@ -498,23 +505,31 @@ func (vm *VM) allocSpanLocked(n int, from, to time.Time) {
 			size = 16 + 8*uint32(vm.rng.IntN(512))
 		}
 		th := vm.threadID(vm.rng.IntN(threads))
-		if sampling {
-			vm.sampleLocked(si, size, from.Add(time.Duration(float64(span)*float64(k+1)/float64(n))))
-		}
-		if !vm.tracking {
-			continue
-		}
-		vm.ring[vm.head] = record{site: si, size: size, thread: th}
-		vm.head++
-		if vm.head == len(vm.ring) {
-			vm.head = 0
-		}
-		if vm.n < len(vm.ring) {
-			vm.n++
-		}
-		vm.truth.add(si, size)
-		vm.total.add(si, size)
+		vm.recordLocked(si, size, th, sampling, from.Add(time.Duration(float64(span)*float64(k+1)/float64(n))))
 	}
+}
+
+// recordLocked makes one allocation of site si: heapprofd samples it if
+// sampling (as made at time at), the tracker records it if on, and a
+// test run's truth counts it.
+func (vm *VM) recordLocked(si, size uint32, th uint16, sampling bool, at time.Time) {
+	if sampling {
+		vm.sampleLocked(si, size, at)
+	}
+	seg := vm.run.alloc(si, size, vm.tracking)
+	if !vm.tracking {
+		return
+	}
+	vm.ring[vm.head] = record{site: si, size: size, thread: th, seg: seg}
+	vm.head++
+	if vm.head == len(vm.ring) {
+		vm.head = 0
+	}
+	if vm.n < len(vm.ring) {
+		vm.n++
+	}
+	vm.truth.add(si, size)
+	vm.total.add(si, size)
 }
 
 // heapLocked keeps one in keepEvery of n allocations in the app's heap,
@@ -629,6 +644,7 @@ func (vm *VM) closeWindowLocked() {
 	}
 	vm.windows = append(vm.windows, w)
 	vm.closedReported.addAll(vm.reported)
+	vm.run.closeWindow()
 	vm.stats.WindowsEnded++
 	vm.truth.reset()
 	vm.reported.reset()
@@ -641,6 +657,7 @@ func (vm *VM) reportLocked() []byte {
 	r := vm.prog.tables // copy: tables shared, records our own
 	r.Allocations = make([]allocreport.Allocation, 0, vm.n)
 	vm.reported.reset()
+	vm.run.resetReported()
 	emit := func(rec record) {
 		s := &vm.prog.sites[rec.site]
 		fr := s.frames
@@ -649,6 +666,7 @@ func (vm *VM) reportLocked() []byte {
 		}
 		r.Append(rec.size, rec.thread, s.class, fr)
 		vm.reported.add(rec.site, rec.size)
+		vm.run.report(rec.seg, rec.site, rec.size)
 	}
 	oldest := (vm.head - vm.n + len(vm.ring)) % len(vm.ring)
 	if vm.cfg.API >= 24 {
@@ -1121,6 +1139,7 @@ func (vm *VM) serveREAL(c net.Conn, id uint32) bool {
 	if corrupt || truncate || drop {
 		// A bad report is not a delivered one.
 		vm.reported.reset()
+		vm.run.resetReported()
 	} else {
 		vm.stats.ReportsSent++
 		vm.stats.AllocationsAtLastReport = vm.stats.Allocations
