@@ -42,6 +42,9 @@ type DeviceConfig struct {
 	// device's tracing service runs: they count toward its limit of
 	// MaxSessions in all.
 	OtherUIDSessions int
+	// LogBufferSize bounds each log buffer (main, system, crash, ...) as
+	// logd counts entries (logbuf.go); DefaultLogBufferSize when zero.
+	LogBufferSize int
 }
 
 // Device is a simulated Android device: its properties, its processes and
@@ -298,6 +301,9 @@ func (d *Device) OpenService(name string) (net.Conn, error) {
 		cmd := strings.TrimPrefix(name, "exec:")
 		serve = func(c net.Conn) {
 			defer c.Close()
+			if d.streamShell(c, cmd, streamExec) {
+				return
+			}
 			out, _, _ := d.runShellIO(cmd, &shellInput{raw: c})
 			c.Write(out)
 		}
@@ -305,6 +311,9 @@ func (d *Device) OpenService(name string) (net.Conn, error) {
 		cmd := strings.TrimPrefix(name, "shell:")
 		serve = func(c net.Conn) {
 			defer c.Close()
+			if d.streamShell(c, cmd, d.legacyShellMode()) {
+				return
+			}
 			out, _ := d.runShell(cmd)
 			if d.cfg.API < apiShellV2 {
 				// Before Android 7.0 the shell ran on a pty, which turns
@@ -425,6 +434,9 @@ func (d *Device) serveTrackJDWP(c net.Conn) {
 // close-stdin frame (4).
 func (d *Device) serveShellV2(c net.Conn, cmd string) {
 	defer c.Close()
+	if d.streamShell(c, cmd, streamV2) {
+		return
+	}
 	out, errOut, code := d.runShellIO(cmd, &shellInput{v2: c})
 	var b []byte
 	for _, f := range []struct {
