@@ -9,9 +9,10 @@ import (
 	"github.com/alloctrack/alloctrack/instrument"
 )
 
-// logT0 is 2026-11-27 06:44:53.123456789 UTC: 07:44:53 in Berlin (+0100),
-// 1795761893 seconds since the epoch.
-var logT0 = time.Date(2026, 11, 27, 6, 44, 53, 123456789, time.UTC)
+// logT0 is 2026-11-27 06:44:53.123756789 UTC: 07:44:53 in Berlin (+0100),
+// 1795761893 seconds since the epoch. Fractions past half a millisecond
+// show that logcat truncates.
+var logT0 = time.Date(2026, 11, 27, 6, 44, 53, 123756789, time.UTC)
 
 // logDevice is a device in Berlin's time zone holding three entries: a
 // runner line (main), one of system_server (system) and a three-line
@@ -20,9 +21,9 @@ func logDevice(t *testing.T, api int) *Device {
 	t.Helper()
 	d := NewDevice(DeviceConfig{Serial: "sim-log", API: api, Props: map[string]string{"persist.sys.timezone": "Europe/Berlin"}})
 	t.Cleanup(d.Close)
-	d.Log(LogEntry{Time: logT0, Mono: 345*time.Second + 150456789, PID: 4321, TID: 4340, UID: 10123, Priority: 'I', Tag: "TestRunner", Msg: "run started: 1 tests"})
-	d.Log(LogEntry{Time: logT0.Add(7 * time.Millisecond), Mono: 345*time.Second + 157456789, PID: 620, TID: 650, UID: 1000, Priority: 'W', Tag: "ActivityManager", Msg: "Slow operation", Buffer: "system"})
-	d.Log(LogEntry{Time: logT0.Add(12 * time.Millisecond), Mono: 345*time.Second + 162456789, PID: 4321, TID: 4340, UID: 2000, Priority: 'E', Tag: "TestRunner", Msg: "----- begin exception -----\njava.lang.AssertionError: boom\n\tat x.y(Z.java:1)\n"})
+	d.Log(LogEntry{Time: logT0, Mono: 345*time.Second + 150756789, PID: 4321, TID: 4340, UID: 10123, Priority: 'I', Tag: "TestRunner", Msg: "run started: 1 tests"})
+	d.Log(LogEntry{Time: logT0.Add(7 * time.Millisecond), Mono: 345*time.Second + 157756789, PID: 620, TID: 650, UID: 1000, Priority: 'W', Tag: "ActivityManager", Msg: "Slow operation", Buffer: "system"})
+	d.Log(LogEntry{Time: logT0.Add(12 * time.Millisecond), Mono: 345*time.Second + 162756789, PID: 4321, TID: 4340, UID: 2000, Priority: 'E', Tag: "TestRunner", Msg: "----- begin exception -----\njava.lang.AssertionError: boom\n\tat x.y(Z.java:1)\n"})
 	return d
 }
 
@@ -72,12 +73,12 @@ func TestLogcatFormats(t *testing.T) {
 			"11-27 07:44:53.135 E/TestRunner( 4321): java.lang.AssertionError: boom\n" +
 			"11-27 07:44:53.135 E/TestRunner( 4321): \tat x.y(Z.java:1)\n"},
 		{23, []string{"-d"}, threadtime("11-27 07:44:53.123", "11-27 07:44:53.130", "11-27 07:44:53.135")},
-		{23, []string{"-d", "-v", "usec"}, threadtime("11-27 07:44:53.123456", "11-27 07:44:53.130456", "11-27 07:44:53.135456")},
+		{23, []string{"-d", "-v", "usec"}, threadtime("11-27 07:44:53.123756", "11-27 07:44:53.130756", "11-27 07:44:53.135756")},
 		{24, []string{"-d", "-v", "year", "-v", "zone"}, threadtime("2026-11-27 07:44:53.123 +0100", "2026-11-27 07:44:53.130 +0100", "2026-11-27 07:44:53.135 +0100")},
 		{24, []string{"-d", "-v", "epoch"}, threadtime("         1795761893.123", "         1795761893.130", "         1795761893.135")},
 		{24, []string{"-d", "-v", "monotonic"}, threadtime("   345.150", "   345.157", "   345.162")},
 		{24, []string{"-d", "-v", "UTC"}, threadtime("11-27 06:44:53.123 +0000", "11-27 06:44:53.130 +0000", "11-27 06:44:53.135 +0000")},
-		{26, []string{"-d", "-v", "nsec,year"}, threadtime("2026-11-27 07:44:53.123456789", "2026-11-27 07:44:53.130456789", "2026-11-27 07:44:53.135456789")},
+		{26, []string{"-d", "-v", "nsec,year"}, threadtime("2026-11-27 07:44:53.123756789", "2026-11-27 07:44:53.130756789", "2026-11-27 07:44:53.135756789")},
 		{24, []string{"-d", "-v", "uid"}, divM + "11-27 07:44:53.123 10123  4321  4340 I TestRunner: run started: 1 tests\n" +
 			divS + "11-27 07:44:53.130  1000   620   650 W ActivityManager: Slow operation\n" +
 			"11-27 07:44:53.135 shell  4321  4340 E TestRunner: ----- begin exception -----\n" +
@@ -160,6 +161,8 @@ func TestLogcatOptions(t *testing.T) {
 		{23, []string{"-t", "1", "-s", "ActivityManager"}, divM},
 		{24, []string{"-t", "2026-11-27 07:44:53.131"}, divM + thrC(c24)},
 		{24, []string{"-t", "1795761893.131"}, divM + thrC(c24)},
+		// Strictly after: the entry at the very time is not printed.
+		{24, []string{"-t", "2026-11-27 07:44:53.130756789"}, divM + thrC(c24)},
 		{24, []string{"-d", "--pid=620"}, divS + "11-27 07:44:53.130" + thrB},
 		{24, []string{"-d", "--pid", "4321", "-t", "1"}, divM + thrC(c24)},
 		{24, []string{"-d", "-s", "TestRunner:E"}, divM + divS + thrC(c24)},
