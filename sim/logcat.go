@@ -195,7 +195,15 @@ func (d *Device) logcatOption(o *logcatOpts, op logcatOption) *logcatError {
 	case "-v", "--format":
 		return o.setFormat(api, op.arg)
 	case "-b", "--buffer":
-		return o.addBuffer(api, op.arg)
+		names := []string{op.arg}
+		if api >= apiLogcat7 { // a list from 7.0 (not on the sheet)
+			names = strings.Split(op.arg, ",")
+		}
+		for _, n := range names {
+			if err := o.addBuffer(api, n); err != nil {
+				return err
+			}
+		}
 	case "-t", "-T":
 		o.dump = o.dump || op.name == "-t"
 		return d.tailArg(o, op)

@@ -170,6 +170,7 @@ func TestLogcatOptions(t *testing.T) {
 		{24, []string{"-d", "-e", "boom"}, divM + divS + thrC(c24)},
 		{24, []string{"-d", "-m", "1"}, divM + "11-27 07:44:53.123" + thrA},
 		{24, []string{"-d", "-b", "main", "-b", "system", "-b", "crash"}, threadtime("11-27 07:44:53.123", "11-27 07:44:53.130", c24)},
+		{24, []string{"-d", "-b", "system,crash", "-b", "radio"}, divS + "11-27 07:44:53.130" + thrB},
 		{24, []string{"-dvbrief", "-bmain"}, "I/TestRunner( 4321): run started: 1 tests\n" +
 			"E/TestRunner( 4321): ----- begin exception -----\nE/TestRunner( 4321): java.lang.AssertionError: boom\nE/TestRunner( 4321): \tat x.y(Z.java:1)\n"},
 	} {
@@ -208,6 +209,7 @@ func TestLogcatErrors(t *testing.T) {
 		{30, []string{"--bogus"}, "logcat: Unknown option '--bogus'.\n", 1},
 		{30, []string{"-v", "bogus"}, "logcat: Invalid parameter \"bogus\" to -v.\n", 1},
 		{30, []string{"-d", "TestRunner:Q"}, "logcat: Invalid filter expression\n", 1},
+		{23, []string{"-d", "-b", "system,crash"}, "Unknown buffer 'system,crash'\n" + logcatUsage, 1},
 		{30, []string{"-v", "color"}, "sim: logcat: -v color is not simulated\n", 1},
 	} {
 		d := logDevice(t, tc.api)
