@@ -51,6 +51,21 @@ func waitLine(t *testing.T, lines <-chan string, want string) string {
 	}
 }
 
+// nextLine returns the next line.
+func nextLine(t *testing.T, lines <-chan string) string {
+	t.Helper()
+	select {
+	case l, ok := <-lines:
+		if !ok {
+			t.Fatal("stream ended")
+		}
+		return l
+	case <-time.After(testwait.Bound):
+		t.Fatalf("no line after %v", testwait.Bound)
+	}
+	return ""
+}
+
 // waitReaders waits until n logcat commands follow d's log.
 func waitReaders(t *testing.T, d *Device, n int) {
 	t.Helper()
@@ -185,6 +200,30 @@ func TestLogcatLostToFullBuffer(t *testing.T) {
 		t.Fatalf("stats %+v, gap %d; %d lines printed, %d missing, %d held", st, d.LogcatGap(), len(got), missing, held)
 	}
 	t.Logf("%d entries logged into a 4 KiB buffer: %d printed, %d lost (the gap)", n, len(got), st.Lost)
+	c.Close()
+	waitReaders(t, d, 0)
+}
+
+// TestLogcatFollowTail: -T N (5.0+) prints the last N entries and goes on
+// following (sheet 5), on Android 5.0's PTY.
+func TestLogcatFollowTail(t *testing.T) {
+	d := logDevice(t, 21)
+	c, err := d.OpenService("shell:logcat -T 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	lines := lineReader(c)
+	for _, want := range []string{"--------- beginning of main\r", "E/TestRunner( 4321): ----- begin exception -----\r"} {
+		if l := nextLine(t, lines); l != want {
+			t.Fatalf("line %q, want %q", l, want)
+		}
+	}
+	waitReaders(t, d, 1)
+	d.Log(LogEntry{PID: 4321, Priority: 'I', Tag: "TestRunner", Msg: "run finished: 1 tests, 1 failed, 0 ignored"})
+	if l := waitLine(t, lines, "run finished"); l != "I/TestRunner( 4321): run finished: 1 tests, 1 failed, 0 ignored\r" {
+		t.Fatalf("line %q", l)
+	}
 	c.Close()
 	waitReaders(t, d, 0)
 }
