@@ -15,7 +15,7 @@ type LogEntry struct {
 	Time          time.Time
 	Mono          time.Duration
 	PID, TID, UID int
-	Priority      byte // 'V', 'D', 'I', 'W', 'E', 'F'
+	Priority      byte // 'V', 'D', 'I', 'W', 'E', 'F' (zero: 'I')
 	Tag, Msg      string
 	// Buffer is "main" (when empty), "system", "events", "radio" or
 	// "crash".
@@ -82,7 +82,8 @@ type logBuffer struct {
 
 // Log appends e to its buffer (main when e.Buffer is empty), pruning the
 // buffer's oldest entries beyond the device's bound, and wakes every
-// following logcat. A zero Time is now; a zero TID is the PID.
+// following logcat. A zero Time is now, a zero TID the PID, a zero
+// Priority 'I'.
 func (d *Device) Log(e LogEntry) {
 	if e.Buffer == "" {
 		e.Buffer = "main"
@@ -95,6 +96,9 @@ func (d *Device) Log(e LogEntry) {
 	}
 	if e.TID == 0 {
 		e.TID = e.PID
+	}
+	if e.Priority == 0 {
+		e.Priority = 'I'
 	}
 	limit := d.cfg.LogBufferSize
 	if limit <= 0 {

@@ -262,11 +262,12 @@ func TestLogcatCrashBuffer(t *testing.T) {
 		want string
 	}{
 		{19, ""},
-		{21, "--------- beginning of crash\nE/AndroidRuntime( 4321): FATAL EXCEPTION: main\n"},
+		{21, "--------- beginning of crash\nE/AndroidRuntime( 4321): FATAL EXCEPTION: main\nI/AndroidRuntime( 4321): Process: com.example\n"},
 	} {
 		d := NewDevice(DeviceConfig{Serial: "sim-crash", API: tc.api})
 		t.Cleanup(d.Close)
 		d.Log(LogEntry{PID: 4321, Priority: 'E', Tag: "AndroidRuntime", Msg: "FATAL EXCEPTION: main", Buffer: "crash"})
+		d.Log(LogEntry{PID: 4321, Tag: "AndroidRuntime", Msg: "Process: com.example", Buffer: "crash"}) // priority I
 		if out, _, _ := runLogcat(d, "-d"); out != tc.want {
 			t.Errorf("API %d logcat -d = %q, want %q", tc.api, out, tc.want)
 		}
