@@ -42,6 +42,9 @@ type DeviceConfig struct {
 	// device's tracing service runs: they count toward its limit of
 	// MaxSessions in all.
 	OtherUIDSessions int
+	// LogBufferSize bounds each log buffer (main, system, crash, ...) as
+	// logd counts entries (logbuf.go); DefaultLogBufferSize when zero.
+	LogBufferSize int
 }
 
 // Device is a simulated Android device: its properties, its processes and
@@ -294,17 +297,13 @@ func (d *Device) OpenService(name string) (net.Conn, error) {
 		}
 		cmd := name[i+1:]
 		serve = func(c net.Conn) { d.serveShellV2(c, cmd) }
-		if run := d.streamedCommand(cmd); run != nil {
-			serve = func(c net.Conn) { serveStreamedV2(c, run) } // stream.go
-		}
 	case strings.HasPrefix(name, "exec:"):
 		// exec-out: raw output, no pty, standard input until the client
 		// closes its side.
 		cmd := strings.TrimPrefix(name, "exec:")
 		serve = func(c net.Conn) {
 			defer c.Close()
-			if run := d.streamedCommand(cmd); run != nil {
-				run(c, io.Discard) // stream.go
+			if d.streamShell(c, cmd, streamExec) {
 				return
 			}
 			out, _, _ := d.runShellIO(cmd, &shellInput{raw: c})
@@ -314,9 +313,7 @@ func (d *Device) OpenService(name string) (net.Conn, error) {
 		cmd := strings.TrimPrefix(name, "shell:")
 		serve = func(c net.Conn) {
 			defer c.Close()
-			if run := d.streamedCommand(cmd); run != nil {
-				w := d.legacyShellWriter(c) // stream.go
-				run(w, w)
+			if d.streamShell(c, cmd, d.legacyShellMode()) {
 				return
 			}
 			out, _ := d.runShell(cmd)
@@ -439,6 +436,9 @@ func (d *Device) serveTrackJDWP(c net.Conn) {
 // close-stdin frame (4).
 func (d *Device) serveShellV2(c net.Conn, cmd string) {
 	defer c.Close()
+	if d.streamShell(c, cmd, streamV2) {
+		return
+	}
 	out, errOut, code := d.runShellIO(cmd, &shellInput{v2: c})
 	var b []byte
 	for _, f := range []struct {

@@ -14,9 +14,9 @@ import (
 	"github.com/alloctrack/alloctrack/internal/testwait"
 )
 
-// threadtime prints entries as logcat -v threadtime does (sheet 3): the
+// threadtimeText prints entries as logcat -v threadtime does (sheet 3): the
 // header again on each line of a message.
-func threadtime(entries []LogEntry) string {
+func threadtimeText(entries []LogEntry) string {
 	var b strings.Builder
 	for _, e := range entries {
 		for _, line := range strings.Split(strings.TrimSuffix(e.Msg, "\n"), "\n") {
@@ -28,7 +28,7 @@ func threadtime(entries []LogEntry) string {
 
 func runnerEvents(t *testing.T, entries []LogEntry) []instrument.RunnerEvent {
 	t.Helper()
-	lr := instrument.NewLogReader(strings.NewReader(threadtime(entries)))
+	lr := instrument.NewLogReader(strings.NewReader(threadtimeText(entries)))
 	var out []instrument.RunnerEvent
 	for {
 		rec, err := lr.Next()
@@ -380,11 +380,12 @@ func TestInstrumentHeapprofdSamplesTests(t *testing.T) {
 	cmd := "am instrument -w --no-restart com.example.test/androidx.test.runner.AndroidJUnitRunner"
 	shellAll(t, d, cmd)
 	vm := d.VMs()[0]
-	if vm.attachHeapprofd(nil, 1, 0, time.Now()) != hpAttached {
+	owner := &perfettoProc{d: d}
+	if vm.attachHeapprofd(owner, 1, 0, time.Now()) != hpAttached {
 		t.Fatal("heapprofd could not attach")
 	}
 	shellAll(t, d, cmd)
-	vm.heapprofdDump(nil, time.Now())
+	vm.heapprofdDump(owner, time.Now())
 	rt, _ := d.RunTruth(-1)
 	want := rt.Between.Total
 	for _, tt := range rt.Tests {

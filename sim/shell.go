@@ -209,12 +209,7 @@ func (d *Device) runShellIO(line string, in *shellInput) (out, errOut []byte, co
 	}
 	var piped *shellInput // the output of the command before, through '|'
 	for _, c := range cmds {
-		d.mu.Lock()
-		if len(d.shellLog) == maxTrace {
-			d.shellLog = slices.Delete(d.shellLog, 0, 1)
-		}
-		d.shellLog = append(d.shellLog, c.argv)
-		d.mu.Unlock()
+		d.logShellCommand(c.argv)
 		cin := in
 		if piped != nil {
 			cin = piped
@@ -230,6 +225,16 @@ func (d *Device) runShellIO(line string, in *shellInput) (out, errOut []byte, co
 		out = append(out, o...)
 	}
 	return out, errOut, code
+}
+
+// logShellCommand adds argv to the shell's log (ShellLog).
+func (d *Device) logShellCommand(argv []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.shellLog) == maxTrace {
+		d.shellLog = slices.Delete(d.shellLog, 0, 1)
+	}
+	d.shellLog = append(d.shellLog, argv)
 }
 
 func (d *Device) runCommandIO(f []string, in *shellInput) (out, errOut []byte, code int) {
@@ -267,6 +272,10 @@ func (d *Device) runCommandIO(f []string, in *shellInput) (out, errOut []byte, c
 		return d.amCommand(f)
 	case "pm":
 		return d.pmCommand(f) // suite.go
+	case "logcat": // alone on its line it streams (logcatrun.go)
+		var o, e bytes.Buffer
+		code := d.logcat(f[1:], "", &o, &e, nil)
+		return o.Bytes(), e.Bytes(), code
 	}
 	o, code := d.runCommand(f)
 	if code == 127 || (f[0] == "ps" && code != 0) {
