@@ -13,7 +13,10 @@ import (
 // The facts am dumpheap follows (docs/heapdumps.md has their sources):
 //   - usage am dumpheap [--user U] [-n] [-g] [-m] PROCESS FILE; -g (a GC
 //     first) from Android 8.1 (API 27), -b FORMAT (every Bitmap's pixels,
-//     compressed, in Bitmap.dumpData) from Android 15 (API 35);
+//     compressed, in Bitmap.dumpData) from Android 15 (API 35); -b takes
+//     whatever argument follows, and the app only logs a warning for a
+//     format it does not know (png, jpg, jpeg, webp) and dumps without
+//     pixels (fact 10);
 //   - the shell opens FILE (so it must be writable by shell: under
 //     /data/local/tmp), and system_server hands the descriptor to the app,
 //     which must be debuggable (or the build ro.debuggable);
@@ -50,8 +53,9 @@ func (d *Device) amCommand(argv []string) (out, errOut []byte, code int) {
 		case a == "--user":
 			i++
 		case a == "-b" && api >= apiDumpheapBitmaps:
+			// -b takes whatever follows; the app checks it (fact 10).
 			i++
-			if i == len(argv) || (argv[i] != "png" && argv[i] != "jpg" && argv[i] != "jpeg" && argv[i] != "webp") {
+			if i == len(argv) {
 				return nil, []byte("Error: -b needs a format: png, jpg or webp\n"), 255
 			}
 			bitmaps = argv[i]
@@ -87,6 +91,12 @@ func (d *Device) amCommand(argv []string) (out, errOut []byte, code int) {
 	d.files[file] = []byte{} // the shell opens (creates) it
 	d.mu.Unlock()
 	take := func() []byte {
+		if bitmaps != "" && !bitmapFormats[bitmaps] {
+			// Bitmap.dumpAll only warns, and the dump goes on without
+			// pixels.
+			d.Log(LogEntry{PID: vm.PID(), Priority: 'W', Tag: "Bitmap", Msg: "No bitmaps dumped: unrecognized format " + bitmaps})
+			bitmaps = ""
+		}
 		if bitmaps != "" {
 			dump, _ := vm.HeapDumpBitmaps(bitmaps)
 			return dump

@@ -69,6 +69,14 @@ type HeapTruth struct {
 	// contents, each with a buffer of its own (API 25 and before: later
 	// pixels are native and not in the dump).
 	IconCopies int
+	// LeftOut and LeftOutBytes are the objects am dumpheap -b made for
+	// the dump (Bitmap.dumpData, Android 15) and their bytes: they are
+	// in the dump, not in Instances. BitmapWaste is, by "WxH", the bytes
+	// each group of equal native Bitmaps wastes: the pixels (width x
+	// height x bytes per pixel of the config) and the Java objects beyond
+	// the first (Android 8 and later).
+	LeftOut, LeftOutBytes uint64
+	BitmapWaste           map[string]uint64
 }
 
 type simHeap struct {
@@ -90,8 +98,12 @@ type simHeap struct {
 	leakedA  []uint32
 	leakedF  []uint32
 	destroys int
-	// nativePtr is the last Bitmap's mNativePtr (Android 8 and later).
+	// nativePtr is the last Bitmap's mNativePtr (Android 8 and later),
+	// pixels every native Bitmap's pixels (see bitmaps.go), leftOut what
+	// a dump with -b made for itself while it is being taken.
 	nativePtr uint64
+	pixels    map[uint64]nativePixels
+	leftOut   map[uint32]bool
 }
 
 func (h *simHeap) addr(size int) uint32 {
@@ -239,6 +251,7 @@ func newSimHeap(p *program, pkg string, api int, seed uint64) *simHeap {
 	h.class(pkg+".DetailFragment", "androidx.fragment.app.Fragment", heapApp, []hfield{{"mView", obj}}, nil)
 	h.class(pkg+".Main", "java.lang.Object", heapApp, nil, []hstatic{{"sActivity", obj, 0}})
 	h.icon = bytes.Repeat([]byte{0x20, 0x40, 0x80, 0xff}, 24*24)
+	h.imageBitmaps()
 	h.newActivity()
 	return h
 }
@@ -263,8 +276,7 @@ func (h *simHeap) newActivity() {
 		buf := h.primArray(hprof.Byte, heapApp, bytes.Clone(h.icon))
 		bmp = h.instance("android.graphics.Bitmap", heapApp, uint64(buf.id), 24, 24)
 	} else {
-		h.nativePtr += 0x40
-		bmp = h.instance("android.graphics.Bitmap", heapApp, h.nativePtr, 24, 24)
+		bmp = h.nativeBitmap(cfgARGB8888, 24, 24, h.icon)
 	}
 	title := h.str("Main", heapApp)
 	// MainActivity: mFragment, mIcon, mTitle, then mDestroyed, mFinished.
@@ -295,6 +307,8 @@ func (h *simHeap) recreate(leak bool) {
 		bmp := h.objs[uint32(a.vals[1])]
 		if h.api <= 25 {
 			h.drop(uint32(bmp.vals[0]))
+		} else {
+			delete(h.pixels, bmp.vals[0])
 		}
 		h.drop(bmp.id)
 		title := h.objs[uint32(a.vals[2])]
@@ -380,7 +394,7 @@ func (h *simHeap) truth() HeapTruth {
 	}
 	for _, id := range h.order {
 		o := h.objs[id]
-		if o == nil {
+		if o == nil || h.leftOut[id] {
 			continue
 		}
 		switch {
@@ -402,6 +416,7 @@ func (h *simHeap) truth() HeapTruth {
 	if h.api <= 25 || h.api >= apiDumpheapBitmaps && h.static("android.graphics.Bitmap", "dumpData").v != 0 {
 		t.IconCopies = 1 + len(h.leakedA)
 	}
+	h.bitmapTruth(&t)
 	return t
 }
 
@@ -637,34 +652,4 @@ func (h *simHeap) writeObject(w *hwriter, o *hobj) {
 			a.Write(o.data)
 		}
 	}
-}
-
-// withBitmaps runs dump with Bitmap.dumpData holding every live Bitmap's
-// pixels as Android 15's Bitmap.dumpAll(format) leaves them: a DumpData
-// whose natives are the Bitmaps' mNativePtr and buffers their compressed
-// pixels (here the same bytes for the same pixels), cleared afterwards.
-func (h *simHeap) withBitmaps(format string, dump func()) {
-	var natives []byte
-	var bufs []uint32
-	for _, id := range h.order {
-		o := h.objs[id]
-		if o == nil || o.class < 0 || h.classes[o.class].name != "android.graphics.Bitmap" {
-			continue
-		}
-		natives = binary.BigEndian.AppendUint64(natives, o.vals[0])
-		png := append([]byte("\x89PNG "+format), h.icon[:64]...)
-		bufs = append(bufs, h.primArray(hprof.Byte, heapApp, png).id)
-	}
-	nat := h.primArray(hprof.Long, heapApp, natives)
-	arr := h.objArray("byte[][]", heapApp, append([]uint32{}, bufs...))
-	dd := h.instance("android.graphics.Bitmap$DumpData", heapApp, uint64(len(bufs)), 1, uint64(nat.id), uint64(arr.id), uint64(len(bufs)))
-	st := h.static("android.graphics.Bitmap", "dumpData")
-	st.v = uint64(dd.id)
-	defer func() {
-		st.v = 0
-		for _, id := range append([]uint32{nat.id, arr.id, dd.id}, bufs...) {
-			h.drop(id)
-		}
-	}()
-	dump()
 }

@@ -177,6 +177,11 @@ type Duplicate struct {
 	Copies      int    `json:"copies"`
 	Buffers     int    `json:"buffers"`
 	BufferBytes uint64 `json:"buffer_bytes"`
+	// Config is, for Android 15's Bitmaps (am dumpheap -b), the config
+	// their compressed image tells (ARGB_8888 when it does not tell):
+	// Buffers then counts their distinct pixels and BufferBytes is width
+	// x height x the config's bytes per pixel.
+	Config string `json:"config,omitempty"`
 	// Wasted is what all but one copy take: the arrays beyond the first
 	// and the objects beyond the first.
 	Wasted uint64   `json:"wasted_bytes"`
@@ -401,6 +406,10 @@ func (g *Graph) duplicates(kind watchKind, max int) ([]Duplicate, []int32) {
 		first   int32
 		w, h    uint64
 		objSize uint64
+		// Android 15's: the Bitmaps' distinct pixels (native pointers),
+		// and their format.
+		natives map[uint64]bool
+		format  pixelFormat
 	}
 	groups := map[[2]uint64]*group{}
 	for _, o := range g.watched {
@@ -408,12 +417,13 @@ func (g *Graph) duplicates(kind watchKind, max int) ([]Duplicate, []int32) {
 			continue
 		}
 		var arr int32 = -1
+		compressed := false
 		switch {
 		case o.has[0] && o.vals[0] != 0: // String.value, Bitmap.mBuffer
 			arr = g.lookup(o.vals[0])
 		case kind == watchBitmap && o.has[3]: // Android 15's dumpData
 			if id, ok := g.pixels[o.vals[3]]; ok {
-				arr = g.lookup(id)
+				arr, compressed = g.lookup(id), true
 			}
 		}
 		if arr < 0 {
@@ -423,7 +433,7 @@ func (g *Graph) duplicates(kind watchKind, max int) ([]Duplicate, []int32) {
 		if !ok {
 			continue
 		}
-		k := [2]uint64{h, g.size[arr]<<8 | uint64(g.kinds[g.kind[arr]].class)}
+		k := [2]uint64{h, g.arraySize(arr)<<8 | uint64(g.kinds[g.kind[arr]].class)}
 		gr := groups[k]
 		if gr == nil {
 			gr = &group{arrays: map[int32]bool{}, first: arr, w: o.vals[1], h: o.vals[2], objSize: g.size[o.node]}
@@ -431,6 +441,12 @@ func (g *Graph) duplicates(kind watchKind, max int) ([]Duplicate, []int32) {
 		}
 		gr.objs = append(gr.objs, o.node)
 		gr.arrays[arr] = true
+		if compressed {
+			if gr.natives == nil {
+				gr.natives, gr.format = map[uint64]bool{}, g.pixFormat[g.ids[arr]]
+			}
+			gr.natives[o.vals[3]] = true
+		}
 	}
 	var out []Duplicate
 	arrays := map[uint64]int32{} // first object id -> first array
@@ -439,6 +455,10 @@ func (g *Graph) duplicates(kind watchKind, max int) ([]Duplicate, []int32) {
 			continue
 		}
 		d := Duplicate{Copies: len(gr.objs), Buffers: len(gr.arrays), BufferBytes: g.size[gr.first]}
+		if gr.natives != nil { // the pixels, not their compressed image
+			d.Buffers, d.Config = len(gr.natives), gr.format.config
+			d.BufferBytes = uint64(uint32(gr.w)) * uint64(uint32(gr.h)) * gr.format.bytes
+		}
 		d.Wasted = uint64(d.Buffers-1)*d.BufferBytes + uint64(d.Copies-1)*gr.objSize
 		for _, n := range gr.objs[:min(5, len(gr.objs))] {
 			d.IDs = append(d.IDs, g.ids[n])
@@ -607,8 +627,18 @@ func (g *Graph) readPixels(r io.Reader) error {
 	ids := rd.Header().IDSize
 	var natives []uint64
 	var buffers []uint64
+	images := map[uint64]bool{} // the compressed images' ids
+	for n := range g.leftOut {
+		if k := g.kind[n]; k >= 0 && g.kinds[k].prim {
+			images[g.ids[n]] = true
+		}
+	}
+	g.pixFormat = map[uint64]pixelFormat{}
 	err = rd.Walk(&hprof.Visitor{
-		Values: func(id uint64, t hprof.Type, _ uint64, b []byte) error {
+		Values: func(id uint64, t hprof.Type, first uint64, b []byte) error {
+			if first == 0 && t == hprof.Byte && images[id] {
+				g.pixFormat[id], _ = pngFormat(b)
+			}
 			if id == g.pixNatives && t == hprof.Long {
 				for i := 0; i+8 <= len(b); i += 8 {
 					natives = append(natives, binary.BigEndian.Uint64(b[i:]))

@@ -69,6 +69,12 @@ type Graph struct {
 	dumpData, pixNatives, pixBuffers uint64
 	pixCount                         int
 	pixels                           map[uint64]uint64
+	// leftOut is Bitmap.dumpData's objects (left out of every count: see
+	// leaveOutDumpData) and their sizes; pixFormat the pixel format each
+	// compressed image tells, by its id.
+	leftOut      map[int32]uint64
+	LeftOutBytes uint64
+	pixFormat    map[uint64]pixelFormat
 }
 
 // kindKey is what a histogram row counts: a class, or a primitive array
@@ -192,6 +198,7 @@ func ReadGraph(r io.ReadSeeker) (*Graph, error) {
 	if g.succ, g.off, err = g.references(r, rootIDs); err != nil {
 		return nil, err
 	}
+	g.leaveOutDumpData()
 	g.dominators(g.succ, g.off)
 	return g, nil
 }
@@ -575,6 +582,9 @@ func (g *Graph) Histogram() *Histogram {
 		}
 	}
 	kindOf := func(n int32) int32 {
+		if _, out := g.leftOut[n]; out {
+			return -1
+		}
 		if n > 0 && g.kind[n] < 0 {
 			return classKind
 		}
@@ -593,8 +603,11 @@ func (g *Graph) Histogram() *Histogram {
 		}
 		return c
 	}
-	h := &Histogram{Header: g.Header, Retained: true}
+	h := &Histogram{Header: g.Header, Retained: true, LeftOut: uint64(len(g.leftOut)), LeftOutBytes: g.LeftOutBytes}
 	for n := 1; n < len(g.ids); n++ {
+		if _, out := g.leftOut[int32(n)]; out {
+			continue
+		}
 		c := row(int32(n))
 		c.Instances++
 		c.Bytes += g.size[n]
