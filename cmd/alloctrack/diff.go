@@ -158,7 +158,11 @@ func (c *diffCmd) dumps(stdout, stderr io.Writer, base, nw string) int {
 		return exitOK
 	}
 	fmt.Fprintf(w, "base %s (heap dump)\nnew  %s (heap dump)\n", *c.base, *c.new)
-	fmt.Fprintf(w, "leaked Activities and Fragments %d -> %d, bytes wasted by duplicates %d -> %d\n\n", d.BaseLeaks, d.NewLeaks, d.BaseDuplicates, d.NewDuplicates)
+	fmt.Fprintf(w, "leaked Activities and Fragments %d -> %d, bytes wasted by duplicates %d -> %d\n", d.BaseLeaks, d.NewLeaks, d.BaseDuplicates, d.NewDuplicates)
+	if d.BaseLeftOutBytes+d.NewLeftOutBytes > 0 {
+		fmt.Fprintf(w, "left out, made by am dumpheap -b for the dump (Bitmap.dumpData): %d -> %d bytes\n", d.BaseLeftOutBytes, d.NewLeftOutBytes)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%s, largest growth in retained bytes first\n  %8s %10s %10s %12s %12s %12s  %s\n", classes, "heap", "base inst", "new inst", "base retained", "new retained", "change", "class")
 	for _, r := range d.Classes {
 		fmt.Fprintf(w, "  %8s %10d %10d %12d %12d %+12d  %s\n", r.Heap, r.Base.Instances, r.New.Instances, r.Base.Retained, r.New.Retained, r.Change.Retained, r.Class)
