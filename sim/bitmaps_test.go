@@ -90,6 +90,21 @@ func TestHeapDumpBitmapsTruth(t *testing.T) {
 	if configs["32x16"] != "RGB_565" || configs["16x16"] != "ALPHA_8" || configs["8x8"] != "RGBA_F16" || configs["24x24"] != "ARGB_8888" {
 		t.Errorf("configs %v", configs)
 	}
+	// Shrinking keeps what pairs Bitmaps with their pixels: the shrunk
+	// dump finds the same duplicates, and leaves out as many objects.
+	var small bytes.Buffer
+	if _, err := heapdump.Shrink(bytes.NewReader(dump), &small); err != nil {
+		t.Fatal(err)
+	}
+	s := analyze(t, small.Bytes())
+	for _, d := range s.DuplicateBitmaps {
+		if d.Wasted != truth.BitmapWaste[d.Value] {
+			t.Errorf("shrunk: Bitmaps %s: %d bytes wasted, truth %d", d.Value, d.Wasted, truth.BitmapWaste[d.Value])
+		}
+	}
+	if len(s.DuplicateBitmaps) != len(truth.BitmapWaste) || s.Histogram.LeftOut != truth.LeftOut {
+		t.Errorf("shrunk: %d groups of duplicate Bitmaps, %d objects left out; truth %d, %d", len(s.DuplicateBitmaps), s.Histogram.LeftOut, len(truth.BitmapWaste), truth.LeftOut)
+	}
 }
 
 // am dumpheap -b takes whatever argument follows it (even one that looks
