@@ -397,35 +397,43 @@ func decodeString(b []byte, chars bool) string {
 	return string(r)
 }
 
-// duplicates groups the reachable watched objects of kind by their
-// backing array's contents (String.value, Bitmap.mBuffer).
-func (g *Graph) duplicates(kind watchKind, max int) ([]Duplicate, []int32) {
-	type group struct {
-		objs    []int32
-		arrays  map[int32]bool
-		first   int32
-		w, h    uint64
-		objSize uint64
-		// Android 15's: the Bitmaps' distinct pixels (native pointers),
-		// and their format.
-		natives map[uint64]bool
-		format  pixelFormat
+// dupGroup is the objects whose backing arrays are equal.
+type dupGroup struct {
+	objs    []int32
+	arrays  map[int32]bool
+	first   int32
+	w, h    uint64
+	objSize uint64
+	// Android 15's: the Bitmaps' distinct pixels (native pointers), and
+	// their format.
+	natives map[uint64]bool
+	format  pixelFormat
+}
+
+// backing returns the node of a watched object's backing array (-1: none),
+// and whether it is an Android 15 Bitmap's compressed image.
+func (g *Graph) backing(o watchedObj) (int32, bool) {
+	switch {
+	case o.has[0] && o.vals[0] != 0: // String.value, Bitmap.mBuffer
+		return g.lookup(o.vals[0]), false
+	case o.kind == watchBitmap && o.has[3]: // Android 15's dumpData
+		if id, ok := g.pixels[o.vals[3]]; ok {
+			return g.lookup(id), true
+		}
 	}
-	groups := map[[2]uint64]*group{}
+	return -1, false
+}
+
+// duplicates groups the reachable watched objects of kind by their
+// backing array's contents (String.value, Bitmap.mBuffer, Android 15's
+// compressed pixels).
+func (g *Graph) duplicates(kind watchKind, max int) ([]Duplicate, []int32) {
+	groups := map[[2]uint64]*dupGroup{}
 	for _, o := range g.watched {
 		if o.kind != kind || g.idom[o.node] < 0 {
 			continue
 		}
-		var arr int32 = -1
-		compressed := false
-		switch {
-		case o.has[0] && o.vals[0] != 0: // String.value, Bitmap.mBuffer
-			arr = g.lookup(o.vals[0])
-		case kind == watchBitmap && o.has[3]: // Android 15's dumpData
-			if id, ok := g.pixels[o.vals[3]]; ok {
-				arr, compressed = g.lookup(id), true
-			}
-		}
+		arr, compressed := g.backing(o)
 		if arr < 0 {
 			continue
 		}
@@ -436,7 +444,7 @@ func (g *Graph) duplicates(kind watchKind, max int) ([]Duplicate, []int32) {
 		k := [2]uint64{h, g.arraySize(arr)<<8 | uint64(g.kinds[g.kind[arr]].class)}
 		gr := groups[k]
 		if gr == nil {
-			gr = &group{arrays: map[int32]bool{}, first: arr, w: o.vals[1], h: o.vals[2], objSize: g.size[o.node]}
+			gr = &dupGroup{arrays: map[int32]bool{}, first: arr, w: o.vals[1], h: o.vals[2], objSize: g.size[o.node]}
 			groups[k] = gr
 		}
 		gr.objs = append(gr.objs, o.node)
