@@ -40,7 +40,7 @@ func (g *Graph) leaveOutDumpData() {
 	}
 	for n, size := range g.leftOut {
 		g.size[n] = 0
-		g.LeftOutBytes += size
+		g.leftOutBytes += size
 	}
 }
 

@@ -73,7 +73,7 @@ type Graph struct {
 	// leaveOutDumpData) and their sizes; pixFormat the pixel format each
 	// compressed image tells, by its id.
 	leftOut      map[int32]uint64
-	LeftOutBytes uint64
+	leftOutBytes uint64
 	pixFormat    map[uint64]pixelFormat
 }
 
@@ -603,7 +603,7 @@ func (g *Graph) Histogram() *Histogram {
 		}
 		return c
 	}
-	h := &Histogram{Header: g.Header, Retained: true, LeftOut: uint64(len(g.leftOut)), LeftOutBytes: g.LeftOutBytes}
+	h := &Histogram{Header: g.Header, Retained: true, LeftOut: uint64(len(g.leftOut)), LeftOutBytes: g.leftOutBytes}
 	for n := 1; n < len(g.ids); n++ {
 		if _, out := g.leftOut[int32(n)]; out {
 			continue
