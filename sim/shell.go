@@ -27,6 +27,9 @@ const (
 	apiToyboxPS = 26
 )
 
+// lastStatus marks where $? stood in a word, until the status is known.
+const lastStatus = "\x00$?\x00"
+
 // errShellSyntax is a command line the simulated shell cannot parse.
 var errShellSyntax = errors.New("syntax error")
 
@@ -55,7 +58,8 @@ type shellCmd struct {
 // command's output to the next one's input; words are split at unquoted
 // blanks; '…' keeps everything literally, "…" everything but a
 // backslash before \ " $ or `, and a backslash outside quotes escapes the
-// next character.
+// next character. $? (outside '…') stands for the exit status of the
+// command before; runShellIO puts it in (lastStatus marks the place).
 func splitShell(line string) ([]shellCmd, error) {
 	var cmds []shellCmd
 	var words []string
@@ -115,9 +119,22 @@ func splitShell(line string) ([]shellCmd, error) {
 				}
 				if line[i] == '\\' && i+1 < len(line) && strings.IndexByte("\\\"$`", line[i+1]) >= 0 {
 					i++
+				} else if strings.HasPrefix(line[i:], "$?") {
+					w.WriteString(lastStatus)
+					i++
+					continue
 				}
 				w.WriteByte(line[i])
 			}
+		case '$':
+			if strings.HasPrefix(line[i:], "$?") {
+				w.WriteString(lastStatus)
+				inWord = true
+				i++
+				continue
+			}
+			w.WriteByte(c)
+			inWord = true
 		default:
 			w.WriteByte(c)
 			inWord = true
@@ -209,6 +226,9 @@ func (d *Device) runShellIO(line string, in *shellInput) (out, errOut []byte, co
 	}
 	var piped *shellInput // the output of the command before, through '|'
 	for _, c := range cmds {
+		for i, a := range c.argv {
+			c.argv[i] = strings.ReplaceAll(a, lastStatus, strconv.Itoa(code))
+		}
 		d.logShellCommand(c.argv)
 		cin := in
 		if piped != nil {
