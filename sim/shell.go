@@ -212,17 +212,30 @@ func (d *Device) processes() []psEntry {
 // runShell runs a command line with the few commands the simulator knows,
 // as the device's API level has them. Every command run is logged.
 // Unknown ones print mksh's error and exit 127.
+// Standard output and error come in one stream, each command's in the
+// order the commands ran (as on the pty of adbd's shell: service).
 func (d *Device) runShell(line string) (out []byte, code int) {
-	out, errOut, code := d.runShellIO(line, nil)
-	return append(out, errOut...), code
+	var merged []byte
+	_, _, code = d.runShellSeq(line, nil, &merged)
+	return merged, code
 }
 
 // runShellIO runs a command line as runShell does, with standard input
 // (read only by the commands that need it) and errors apart.
 func (d *Device) runShellIO(line string, in *shellInput) (out, errOut []byte, code int) {
+	return d.runShellSeq(line, in, nil)
+}
+
+// runShellSeq is runShellIO that also appends, if merged is not nil, each
+// command's output and then its errors to merged as the commands run.
+func (d *Device) runShellSeq(line string, in *shellInput, merged *[]byte) (out, errOut []byte, code int) {
 	cmds, err := splitShell(line)
 	if err != nil {
-		return nil, []byte(fmt.Sprintf("/system/bin/sh: %v\n", err)), 1
+		e := []byte(fmt.Sprintf("/system/bin/sh: %v\n", err))
+		if merged != nil {
+			*merged = append(*merged, e...)
+		}
+		return nil, e, 1
 	}
 	var piped *shellInput // the output of the command before, through '|'
 	for _, c := range cmds {
@@ -240,9 +253,12 @@ func (d *Device) runShellIO(line string, in *shellInput) (out, errOut []byte, co
 		piped = nil
 		if c.pipe {
 			piped = &shellInput{done: true, data: o}
-			continue
+			o = nil
 		}
 		out = append(out, o...)
+		if merged != nil {
+			*merged = append(append(*merged, o...), e...)
+		}
 	}
 	return out, errOut, code
 }
