@@ -158,7 +158,7 @@ func TestRunSim(t *testing.T) {
 
 // TestRunRealADB: through Debian's adb server, whose feature list for a
 // device is what both support, an Android 6 device is run through
-// shell: and an Android 11 one through shell v2.
+// shell: and an Android 11 one through shell v2; Prop reads either.
 func TestRunRealADB(t *testing.T) {
 	srv := adbtest.StartServer(t)
 	for _, api := range []int{23, 30} {
@@ -176,6 +176,10 @@ func TestRunRealADB(t *testing.T) {
 		out, _, code, err = c.Run(ctxT(t), serial, nil, "echo", "a b", "c")
 		if err != nil || string(out) != "a b c\n" || code != 0 {
 			t.Errorf("API %d: echo = %q %d %v", api, out, code, err)
+		}
+		// Prop and Shell take shell: on every version: no status needed.
+		if v, err := c.Prop(ctxT(t), serial, "ro.build.version.sdk"); err != nil || v != fmt.Sprint(api) {
+			t.Errorf("API %d: Prop = %q %v", api, v, err)
 		}
 	}
 }
