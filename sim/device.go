@@ -126,19 +126,44 @@ func (d *Device) Serial() string { return d.cfg.Serial }
 // Config returns the device's configuration.
 func (d *Device) Config() DeviceConfig { return d.cfg }
 
-// Features are the adbd features the device advertises: track_app from
-// Android 12 (docs/track-app.md).
+// Features are the adbd features the device advertises, as the real adbd
+// of its Android version does (docs/heapdumps.md, "What each Android
+// version does"): none before 7.0, whose adbd has no feature list;
+// shell_v2 and cmd from 7.0, stat_v2 from 8.0, apex, abb, abb_exec and
+// fixed_push_symlink_timestamp from 10, ls_v2, sendrecv_v2 and
+// sendrecv_v2_brotli from 11, track_app from 12 (docs/track-app.md).
 func (d *Device) Features() []string {
-	if d.cfg.API >= APITrackApp {
-		return []string{"shell_v2", "cmd", "track_app"}
+	var out []string
+	for _, f := range adbdFeatures {
+		if d.cfg.API >= f.api {
+			out = append(out, f.names...)
+		}
 	}
-	return []string{"shell_v2", "cmd"}
+	return out
 }
 
-// Banner is the CNXN banner adbd sends: system type, then properties.
+// adbdFeatures are the features adbd's transport.cpp lists, by the API
+// level of the release that first has them.
+var adbdFeatures = []struct {
+	api   int
+	names []string
+}{
+	{apiShellV2, []string{"shell_v2", "cmd"}},
+	{26, []string{"stat_v2"}},
+	{29, []string{"apex", "abb", "abb_exec", "fixed_push_symlink_timestamp"}},
+	{30, []string{"ls_v2", "sendrecv_v2", "sendrecv_v2_brotli"}},
+	{APITrackApp, []string{"track_app"}},
+}
+
+// Banner is the CNXN banner adbd sends: system type, then properties,
+// and from Android 7.0 the features.
 func (d *Device) Banner() string {
-	return fmt.Sprintf("device::ro.product.name=%s;ro.product.model=%s;ro.product.device=%s;features=%s",
-		d.cfg.Product, d.cfg.Model, d.cfg.Device, strings.Join(d.Features(), ","))
+	b := fmt.Sprintf("device::ro.product.name=%s;ro.product.model=%s;ro.product.device=%s",
+		d.cfg.Product, d.cfg.Model, d.cfg.Device)
+	if d.cfg.API < apiShellV2 {
+		return b
+	}
+	return b + ";features=" + strings.Join(d.Features(), ",")
 }
 
 // Props returns every system property of the device.
@@ -255,7 +280,7 @@ func (d *Device) Disconnect() {
 }
 
 // OpenService opens a device service and returns the client's end of its
-// stream. Services: shell:<cmd>, shell,v2,…:<cmd>, track-jdwp, track-app
+// stream. Services: shell:<cmd>, shell,v2,…:<cmd> (API 24+), track-jdwp, track-app
 // (API 31+), jdwp, jdwp:<pid>, sync: (sync.go). Others are refused with ErrRefused.
 func (d *Device) OpenService(name string) (net.Conn, error) {
 	var serve func(net.Conn)
@@ -292,6 +317,11 @@ func (d *Device) OpenService(name string) (net.Conn, error) {
 			return nil, fmt.Errorf("%w: %q", ErrRefused, name)
 		}
 		args := strings.Split(name[len("shell,"):i], ",")
+		if d.cfg.API < apiShellV2 {
+			// adbd before 7.0 knows only shell:; an unknown service's
+			// stream is closed at once.
+			return nil, fmt.Errorf("%w: %q: unknown service (no shell protocol v2 before Android 7.0)", ErrRefused, name)
+		}
 		if !slices.Contains(args, "v2") {
 			return nil, fmt.Errorf("%w: %q: only shell protocol v2 is offered", ErrRefused, name)
 		}

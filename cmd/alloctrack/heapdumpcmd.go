@@ -122,13 +122,15 @@ func (r ctxFile) Read(p []byte) (int, error) {
 func (r ctxFile) Seek(off int64, whence int) (int64, error) { return r.f.Seek(off, whence) }
 
 // adbDumpDevice is a device of an adb server, as TakeHeapDump needs it.
+// Its commands go through shell v2 where the device lists shell_v2, and
+// through shell: before Android 7.0 (adb.Client.Run).
 type adbDumpDevice struct {
 	c      *adb.Client
 	serial string
 }
 
 func (d adbDumpDevice) Exec(ctx context.Context, argv ...string) ([]byte, []byte, int, error) {
-	return d.c.Exec(ctx, d.serial, nil, argv...)
+	return d.c.Run(ctx, d.serial, nil, argv...)
 }
 
 func (d adbDumpDevice) Stat(ctx context.Context, path string) (int64, bool, error) {
