@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -211,11 +212,11 @@ func (d *Device) writeDump(vm *VM, file string, take func() []byte, fault DumpFa
 	}
 	dump := take()
 	time.Sleep(dumpDelay / 3)
-	d.PutFile(file, dump[:len(dump)/2])
+	d.writeOpened(file, dump[:len(dump)/2])
 	switch fault {
 	case DumpFails:
 		time.Sleep(dumpDelay / 3)
-		d.PutFile(file, nil)
+		d.writeOpened(file, nil)
 		return true
 	case DumpDies:
 		vm.Kill()
@@ -225,8 +226,18 @@ func (d *Device) writeDump(vm *VM, file string, take func() []byte, fault DumpFa
 		time.Sleep(DumpPause)
 	}
 	time.Sleep(dumpDelay * 2 / 3)
-	d.PutFile(file, dump)
+	d.writeOpened(file, dump)
 	return true
+}
+
+// writeOpened writes b as the contents of the file the app holds open:
+// once the file was removed (rm), the app's writes go nowhere.
+func (d *Device) writeOpened(file string, b []byte) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.files[file]; ok {
+		d.files[file] = slices.Clone(b)
+	}
 }
 
 // waitUnblocked waits while vm's main thread is blocked (the DumpBlocked

@@ -119,7 +119,7 @@ func TakeHeapDump(ctx context.Context, dev DumpDevice, req DumpRequest, dst *os.
 	start := time.Now()
 	out, errOut, code, err := dev.Exec(ctx, argv...)
 	switch {
-	case err != nil && req.API >= APIDumpheapWait && errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case err != nil && req.API >= APIDumpheapWait && deadlinePassed(ctx, err):
 		return nil, fmt.Errorf("am dumpheap %d: %w", req.PID, ErrNoDumpDone)
 	case err != nil:
 		return nil, fmt.Errorf("am dumpheap: %w", err)
@@ -138,6 +138,13 @@ func TakeHeapDump(ctx context.Context, dev DumpDevice, req DumpRequest, dst *os.
 	}
 	t.Took = time.Since(start)
 	return t, nil
+}
+
+// deadlinePassed reports whether err came of ctx's deadline (a socket's
+// deadline set from it may fire before the context's own timer).
+func deadlinePassed(ctx context.Context, err error) bool {
+	dl, ok := ctx.Deadline()
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) || ok && !time.Now().Before(dl)
 }
 
 // pullWaited pulls the dump am waited for (Android 10 and later): it is
