@@ -26,6 +26,12 @@ type DeviceConfig struct {
 	Model   string // ro.product.model
 	Device  string // ro.product.device
 	API     int    // ro.build.version.sdk
+	// Build is the build type: "user", "userdebug" (the default) or
+	// "eng". ro.build.type names it and ro.debuggable is 1 but on user
+	// builds (Props may still set either); with the app's own flags it
+	// decides who is in the JDWP list and who am dumpheap dumps
+	// (debuggable.go).
+	Build string
 	// Props are extra system properties for getprop.
 	Props map[string]string
 	// NoPerfetto leaves perfetto out of the device's image: its shell
@@ -56,6 +62,7 @@ type Device struct {
 	vms      map[int]*VM // by pid
 	watchers map[chan struct{}]struct{}
 	closed   bool
+	stopped  chan struct{}         // closed by Close
 	conns    map[net.Conn]struct{} // service streams, closed on Disconnect
 	procs    map[int]string        // processes that are not debuggable VMs, by pid
 	shellLog [][]string            // commands the shell ran, oldest first
@@ -108,6 +115,9 @@ func NewDevice(cfg DeviceConfig) *Device {
 	if cfg.Device == "" {
 		cfg.Device = "simulated"
 	}
+	if cfg.Build == "" {
+		cfg.Build = BuildUserdebug
+	}
 	return &Device{
 		cfg:       cfg,
 		vms:       map[int]*VM{},
@@ -117,6 +127,7 @@ func NewDevice(cfg DeviceConfig) *Device {
 		boot:      time.Now(),
 		files:     map[string][]byte{},
 		perfettos: map[int]*perfettoProc{},
+		stopped:   make(chan struct{}),
 	}
 }
 
@@ -175,8 +186,8 @@ func (d *Device) Props() map[string]string {
 		"ro.build.version.sdk":     strconv.Itoa(d.cfg.API),
 		"ro.build.version.release": release(d.cfg.API),
 		"ro.serialno":              d.cfg.Serial,
-		"ro.debuggable":            "1",
-		"ro.build.type":            "userdebug",
+		"ro.debuggable":            debuggableProp(d.cfg.Build),
+		"ro.build.type":            d.cfg.Build,
 	}
 	for k, v := range d.cfg.Props {
 		p[k] = v
@@ -238,13 +249,16 @@ func (d *Device) VMs() []*VM {
 	return out
 }
 
-// PIDs lists the pids of the debuggable processes, ascending.
+// PIDs lists the pids of the processes with JDWP (the JDWP list:
+// debuggable apps, and others as the build allows; debuggable.go),
+// ascending.
 func (d *Device) PIDs() []int {
+	all := d.releaseJDWP()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := make([]int, 0, len(d.vms))
 	for pid, vm := range d.vms {
-		if !vm.cfg.NotDebuggable {
+		if !vm.cfg.NotDebuggable || all {
 			out = append(out, pid)
 		}
 	}
@@ -306,7 +320,7 @@ func (d *Device) OpenService(name string) (net.Conn, error) {
 			return nil, fmt.Errorf("%w: %q: bad pid", ErrRefused, name)
 		}
 		vm := d.VM(pid)
-		if vm == nil || !vm.Alive() || vm.cfg.NotDebuggable {
+		if vm == nil || !vm.Alive() || !d.hasJDWP(vm) {
 			return nil, fmt.Errorf("%w: %q: no such debuggable process", ErrRefused, name)
 		}
 		serve = vm.ServeJDWP
@@ -385,6 +399,9 @@ func (d *Device) OpenService(name string) (net.Conn, error) {
 // Close stops the device: every stream is closed and no more are opened.
 func (d *Device) Close() {
 	d.mu.Lock()
+	if !d.closed {
+		close(d.stopped)
+	}
 	d.closed = true
 	d.mu.Unlock()
 	d.Disconnect()

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -158,22 +157,6 @@ func TestDDMHeapDumpChunks(t *testing.T) {
 		if reply, err := cl.Request(ctx5(t), ddms.HPDU, ddms.EncodeHeapDumpFile("/data/local/tmp/x.hprof")); err != nil || !bytes.Equal(reply, []byte{ddms.HeapDumpFailed}) {
 			t.Errorf("API %d: HPDU to a path the app may not write: %v %v", api, reply, err)
 		}
-	}
-}
-
-// am dumpheap dumps an app built for release only on a debuggable build
-// (ro.debuggable=1), as ActivityManagerService.dumpHeap allows; elsewhere
-// it is refused.
-func TestDumpheapNeedsDebuggable(t *testing.T) {
-	for _, build := range []string{"1", "0"} {
-		d := NewDevice(DeviceConfig{Serial: "sim-rel", API: 30, Props: map[string]string{"ro.debuggable": build}})
-		d.AddVM(NewVM(AppConfig{PID: 5000, Package: "com.example.release", NotDebuggable: true, Workload: Workload{Rate: 0}}, 30))
-		out, errOut, code := d.runShellIO("am dumpheap 5000 /data/local/tmp/r.hprof", nil)
-		_, written := d.File("/data/local/tmp/r.hprof")
-		if build == "1" && (code != 0 || !written) || build == "0" && (code == 0 || !strings.Contains(string(errOut), "Process not debuggable")) {
-			t.Errorf("ro.debuggable=%s: exit %d, %q %q, file %v", build, code, out, errOut, written)
-		}
-		d.Close()
 	}
 }
 

@@ -54,7 +54,7 @@ func execV2(t *testing.T, d *Device, stdin []byte, argv ...string) (string, stri
 
 func newHeapprofdDevice(t *testing.T, apps ...AppConfig) (*Device, []*VM) {
 	t.Helper()
-	d := NewDevice(DeviceConfig{Serial: "hp-1", API: 33, HeapprofdStartDelay: 20 * time.Millisecond})
+	d := NewDevice(DeviceConfig{Serial: "hp-1", API: 33, Build: BuildUser, HeapprofdStartDelay: 20 * time.Millisecond}) // a user build: release apps have no JDWP
 	t.Cleanup(d.Close)
 	var vms []*VM
 	for _, a := range apps {

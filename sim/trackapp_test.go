@@ -70,7 +70,7 @@ func noFrame(t testing.TB, c net.Conn, d time.Duration) {
 
 func trackAppDevice(t *testing.T, api int, apps ...AppConfig) *Device {
 	t.Helper()
-	d := NewDevice(DeviceConfig{Serial: "sim-track-app", API: api})
+	d := NewDevice(DeviceConfig{Serial: "sim-track-app", API: api, Build: BuildUser}) // release apps have no JDWP
 	for _, cfg := range apps {
 		d.AddVM(NewVM(cfg, api))
 	}

@@ -91,6 +91,9 @@ type Faults struct {
 	// and end the app's profile in that session.
 	HeapprofdOverrun   int
 	HeapprofdGuardrail int
+	// HeapDump makes the app's heap dumps (am dumpheap) go wrong
+	// (dumpheap.go).
+	HeapDump DumpFault
 }
 
 // Stats count what a VM was sent.

@@ -39,7 +39,7 @@ type heapdumpCmd struct {
 }
 
 func newHeapdumpCmd(app *kingpin.Application) *heapdumpCmd {
-	c := &heapdumpCmd{cmd: app.Command("heapdump", "Take a heap dump of a running debuggable app (am dumpheap, pulled and removed from the device) into a capture directory (heap.hprof and summary.json), or, with --in, shrink an hprof file as Tencent Matrix does or convert an Android dump to the standard format as hprof-conv does.")}
+	c := &heapdumpCmd{cmd: app.Command("heapdump", "Take a heap dump of a running app that is debuggable, or of any app on a userdebug or eng build (am dumpheap, pulled and removed from the device) into a capture directory (heap.hprof and summary.json), or, with --in, shrink an hprof file as Tencent Matrix does or convert an Android dump to the standard format as hprof-conv does.")}
 	f := c.cmd.Flag
 	c.in = f("in", "An hprof file to shrink or convert, instead of taking a dump.").String()
 	c.out = f("out", "Taking a dump: the capture directory to create. With --in: the file to write (not the input).").Short('o').Required().String()
@@ -194,7 +194,7 @@ func (c *heapdumpCmd) take(stderr io.Writer) int {
 	}()
 	cfg := ddm.Config{RequestTimeout: *c.reqTimeout}
 	serial, model, api, pid, code, msg := lookupWaiting(ctx, *c.wait, func() (string, string, int, int, int, string) {
-		return lookupApp(ctx, client, addr, *c.serial, *c.pkg, *c.pid, cfg, stderr)
+		return lookupDumpApp(ctx, client, addr, *c.serial, *c.pkg, *c.pid, cfg, stderr)
 	})
 	if code != exitOK {
 		return fail(code, "%s", msg)
@@ -239,7 +239,9 @@ func (c *heapdumpCmd) dumpTo(ctx context.Context, dev offline.DumpDevice, req of
 	start := time.Now()
 	fmt.Fprintf(stderr, "alloctrack heapdump: dumping pid %d on %s (API %d); the app is frozen while it is written\n", meta.PID, meta.Serial, meta.API)
 	taken, err := offline.TakeHeapDump(ctx, dev, req, pulled)
-	if err != nil {
+	if errors.Is(err, offline.ErrNoDumpDone) {
+		return fail(exitFailure, "%s pid %d: %v (--timeout %v)", meta.Serial, meta.PID, err, *c.timeout)
+	} else if err != nil {
 		return fail(exitFailure, "%s pid %d: %v", meta.Serial, meta.PID, err)
 	}
 	sum, a, err := c.analyseAndKeep(pulled, dst, meta, req, taken, stderr)
