@@ -229,10 +229,15 @@ func (s *Session) silent(now time.Time) (names []string) {
 
 // checked takes what a finished stop said of t: a target silent through
 // the session waits longer before its next check (Silence, doubling, at
-// most Rotate), held or idle alike; one that sent samples starts over.
+// most Rotate), held or idle alike. One that sent samples may be checked
+// in the next session it is silent through, and its wait does not start
+// over: an app that allocates now and then ends few sessions.
 func (s *Session) checked(t *Target, now time.Time) {
-	if t.dumps > 0 || s.Config.Silence <= 0 {
-		t.checkAt, t.checkWait = time.Time{}, 0
+	if s.Config.Silence <= 0 {
+		return
+	}
+	if t.dumps > 0 {
+		t.checkAt = time.Time{}
 		return
 	}
 	wait := max(t.checkWait, s.Config.Silence)

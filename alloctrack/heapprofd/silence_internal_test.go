@@ -9,8 +9,9 @@ import (
 
 // TestSilenceChecksBackOff: a target silent through a session is checked
 // again after Silence, then twice as long each time, up to Rotate; one
-// that sent samples is checked again after Silence; a session does not
-// end for a target before its check is due, nor before it ran Silence.
+// that sent samples may be checked in its next silent session, with the
+// wait it had; a session does not end for a target before its check is
+// due, nor before it ran Silence.
 func TestSilenceChecksBackOff(t *testing.T) {
 	s := &Session{Config: Config{Silence: 10 * time.Second, Rotate: 60 * time.Second}}
 	tg := &Target{Stats: alloctrack.NewAppStats("s", 1)}
@@ -35,9 +36,12 @@ func TestSilenceChecksBackOff(t *testing.T) {
 	}
 	tg.dumps = 1
 	s.checked(tg, now)
-	tg.dumps = 0
+	s.began, tg.dumps = now, 0 // the next session
+	if n := s.silent(now.Add(10 * time.Second)); len(n) != 1 {
+		t.Errorf("a target that sent samples, then none through a whole session, did not end it")
+	}
 	s.checked(tg, now)
-	if got := tg.checkAt.Sub(now); got != 10*time.Second {
-		t.Errorf("after samples, next check after %v, want 10s", got)
+	if got := tg.checkAt.Sub(now); got != 60*time.Second {
+		t.Errorf("after samples, then a check, next check after %v, want 60s (the wait does not start over)", got)
 	}
 }
