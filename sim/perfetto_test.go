@@ -679,3 +679,44 @@ func TestPerfettoForeignRejectedOnlyAtStop(t *testing.T) {
 		t.Errorf("the foreign session (running %v) or its file (%v) was touched", live, ok)
 	}
 }
+
+// TestPerfettoOwnSessionRejectsSecond: heapprofd's check for a process
+// profiled already looks at every data source, the shell's own included
+// (heapprofd_producer.cc IsPidProfiled): a second session of ours for an
+// idle app the first one holds is rejected as one of another tool would
+// be. So a short side session cannot tell an idle app from a held one.
+func TestPerfettoOwnSessionRejectsSecond(t *testing.T) {
+	w := DefaultWorkload()
+	w.Rate = 0
+	d, _ := newHeapprofdDevice(t, AppConfig{PID: 6201, Package: "a.idle", Workload: w})
+	set := func(pid int) bool {
+		for _, s := range d.PerfettoSessions() {
+			if s.PID == pid && slices.Contains(s.Targets, 6201) {
+				return true
+			}
+		}
+		return false
+	}
+	main := startSession(t, d, sessionConfig("ours-main", 4096, 6201), "main.pftrace")
+	waitFor(t, func() bool { return set(main) })
+	probe := startSession(t, d, sessionConfig("ours-probe", 4096, 6201), "probe.pftrace")
+	waitFor(t, func() bool { return set(probe) })
+	stopSession(t, d, probe, "TERM")
+	b, _ := d.TraceFile("probe.pftrace")
+	var rejected []uint64
+	for _, dp := range decodeDumps(t, b) {
+		if dp.RejectedConcurrent {
+			rejected = append(rejected, dp.PID)
+		}
+	}
+	if !slices.Equal(rejected, []uint64{6201}) {
+		t.Errorf("the second session's stop rejected %v, want [6201]", rejected)
+	}
+	stopSession(t, d, main, "TERM")
+	b, _ = d.TraceFile("main.pftrace")
+	for _, dp := range decodeDumps(t, b) {
+		if dp.RejectedConcurrent {
+			t.Errorf("the session that held the app first says it was rejected")
+		}
+	}
+}
