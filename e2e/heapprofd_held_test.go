@@ -47,8 +47,12 @@ func TestHeapprofdHeldThroughADB(t *testing.T) {
 	}
 
 	r.d = startDaemon(t, r.adb.Addr(), "--heapprofd.silence", "5s")
+	idleHeld := 0 // scrapes that showed the idle app held
 	waitFor(t, time.Minute, "the app another tool profiles shown held", func() (bool, string) {
 		sc := r.d.metrics(t)
+		if sc.value("alloctrack_app_state", idleApp.labels("state", "held")...) == 1 {
+			idleHeld++
+		}
 		st := sc.value("alloctrack_app_state", held.labels("state", "held")...)
 		n := sc.value("alloctrack_app_errors_total", held.labels("stage", "rejected-concurrent")...)
 		return st == 1 && n >= 1, fmt.Sprintf("held %v, rejections %v", st, n)
@@ -57,13 +61,20 @@ func TestHeapprofdHeldThroughADB(t *testing.T) {
 	// One more check of the idle app: the session running when the held
 	// app showed, or the next, ends for it, and the one after starts.
 	sessions := func() float64 {
-		return r.d.metrics(t).value("alloctrack_heapprofd_sessions_total", idleApp.labels()...)
+		sc := r.d.metrics(t)
+		if sc.value("alloctrack_app_state", idleApp.labels("state", "held")...) == 1 {
+			idleHeld++
+		}
+		return sc.value("alloctrack_heapprofd_sessions_total", idleApp.labels()...)
 	}
 	n := sessions()
 	waitFor(t, time.Minute, "one more check of the idle app", func() (bool, string) {
 		m := sessions()
 		return m >= n+2, fmt.Sprintf("%v sessions, from %v", m, n)
 	})
+	if idleHeld > 0 {
+		t.Errorf("%d scrapes showed the idle app held", idleHeld)
+	}
 	sc := r.d.metrics(t)
 	if v := sc.value("alloctrack_app_state", idleApp.labels("state", "tracking")...); v != 1 {
 		t.Errorf("the idle app is not tracking")
