@@ -415,10 +415,10 @@ func (vm *VM) heapprofdDump(p *perfettoProc, now time.Time) hpDump {
 	d := hpDump{present: true}
 	d.spec.PID = uint64(vm.cfg.PID)
 	d.spec.Heap = perfetto.ArtHeap
-	if vm.faults.ForeignProfiler {
-		d.spec.RejectedConcurrent = true
-		return d
-	}
+	// A foreign profiler (ForeignProfiler) that came after p took the VM
+	// keeps nothing from p: heapprofd rejects a process only at a data
+	// source's setup or the process's connection, and says so only when
+	// the rejected data source stops (fact 14).
 	if vm.hp == nil || vm.hp.owner != p {
 		return hpDump{} // not profiled by p
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -603,5 +604,119 @@ func TestVMTimeDoesNotGoBack(t *testing.T) {
 	vm.advanceLocked(t0.Add(1500 * time.Millisecond))
 	if n := vm.stats.Allocations; n < 1499 || n > 1500 || !vm.last.Equal(t0.Add(1500*time.Millisecond)) {
 		t.Errorf("%d allocations in 1.5 s at 1000/s, the VM at %v of 1.5 s", n, vm.last.Sub(t0))
+	}
+}
+
+// TestPerfettoForeignRejectedOnlyAtStop: heapprofd rejects a process
+// another session profiles when a data source is set up (or the process
+// connects), and writes rejected_concurrent for it only when that data
+// source stops (fact 14 of docs/heapprofd-devices.md's issue sheet:
+// heapprofd_producer.cc SetupDataSource, StopDataSource). A session that
+// already holds a process keeps it when a foreign profiler comes later:
+// the next session is the one rejected. The foreign session and its file
+// are not touched.
+func TestPerfettoForeignRejectedOnlyAtStop(t *testing.T) {
+	w := DefaultWorkload()
+	w.Rate = 5000
+	d, vms := newHeapprofdDevice(t, AppConfig{PID: 6101, Package: "a.held", Workload: w}, AppConfig{PID: 6102, Package: "a.later", Workload: w})
+	foreign, err := d.StartForeignSession("studio.perfetto-trace", 4096, 6101)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) (byPID map[uint64]int, rejected []uint64) {
+		b, _ := d.TraceFile(name)
+		dec := perfetto.NewDecoder(bytes.NewReader(b), &perfetto.Options{Follow: true})
+		byPID = map[uint64]int{}
+		for {
+			dp, err := dec.Next()
+			if err == io.EOF {
+				return byPID, rejected
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if dp.RejectedConcurrent {
+				rejected = append(rejected, dp.PID)
+			}
+			byPID[dp.PID]++
+		}
+	}
+	pid := startSession(t, d, sessionConfig("ours-1", 4096, 6101, 6102), "ours.pftrace")
+	waitFor(t, func() bool { n, _ := read("ours.pftrace"); return n[6102] >= 1 })
+	vms[1].SetFaults(Faults{ForeignProfiler: true})
+	first, _ := read("ours.pftrace")
+	waitFor(t, func() bool { n, _ := read("ours.pftrace"); return n[6102] >= first[6102]+2 })
+	if n, rej := read("ours.pftrace"); len(rej) != 0 || n[6101] != 0 {
+		t.Errorf("before the stop: rejections %v and %d dumps of the held app, want none of either", rej, n[6101])
+	}
+	stopSession(t, d, pid, "TERM")
+	if _, rej := read("ours.pftrace"); !slices.Equal(rej, []uint64{6101}) {
+		t.Errorf("at the stop: rejected %v, want the app the foreign session holds, once (the later profiler does not take an app held already)", rej)
+	}
+
+	// The next session sets up after the foreign profiler came: rejected.
+	pid = startSession(t, d, sessionConfig("ours-2", 4096, 6102), "ours2.pftrace")
+	waitFor(t, func() bool {
+		for _, s := range d.PerfettoSessions() {
+			if s.PID == pid && slices.Contains(s.Targets, 6102) {
+				return true
+			}
+		}
+		return false
+	})
+	if n, rej := read("ours2.pftrace"); len(rej) != 0 || len(n) != 0 {
+		t.Errorf("a session rejected at setup wrote %v and rejections %v before its stop", n, rej)
+	}
+	stopSession(t, d, pid, "TERM")
+	if _, rej := read("ours2.pftrace"); !slices.Equal(rej, []uint64{6102}) {
+		t.Errorf("at the stop: rejected %v, want [6102]", rej)
+	}
+	live := false
+	for _, s := range d.PerfettoSessions() {
+		live = live || s.PID == foreign
+	}
+	if _, ok := d.TraceFile("studio.perfetto-trace"); !ok || !live {
+		t.Errorf("the foreign session (running %v) or its file (%v) was touched", live, ok)
+	}
+}
+
+// TestPerfettoOwnSessionRejectsSecond: heapprofd's check for a process
+// profiled already looks at every data source, the shell's own included
+// (heapprofd_producer.cc IsPidProfiled): a second session of ours for an
+// idle app the first one holds is rejected as one of another tool would
+// be. So a short side session cannot tell an idle app from a held one.
+func TestPerfettoOwnSessionRejectsSecond(t *testing.T) {
+	w := DefaultWorkload()
+	w.Rate = 0
+	d, _ := newHeapprofdDevice(t, AppConfig{PID: 6201, Package: "a.idle", Workload: w})
+	set := func(pid int) bool {
+		for _, s := range d.PerfettoSessions() {
+			if s.PID == pid && slices.Contains(s.Targets, 6201) {
+				return true
+			}
+		}
+		return false
+	}
+	main := startSession(t, d, sessionConfig("ours-main", 4096, 6201), "main.pftrace")
+	waitFor(t, func() bool { return set(main) })
+	probe := startSession(t, d, sessionConfig("ours-probe", 4096, 6201), "probe.pftrace")
+	waitFor(t, func() bool { return set(probe) })
+	stopSession(t, d, probe, "TERM")
+	b, _ := d.TraceFile("probe.pftrace")
+	var rejected []uint64
+	for _, dp := range decodeDumps(t, b) {
+		if dp.RejectedConcurrent {
+			rejected = append(rejected, dp.PID)
+		}
+	}
+	if !slices.Equal(rejected, []uint64{6201}) {
+		t.Errorf("the second session's stop rejected %v, want [6201]", rejected)
+	}
+	stopSession(t, d, main, "TERM")
+	b, _ = d.TraceFile("main.pftrace")
+	for _, dp := range decodeDumps(t, b) {
+		if dp.RejectedConcurrent {
+			t.Errorf("the session that held the app first says it was rejected")
+		}
 	}
 }

@@ -83,8 +83,10 @@ type Faults struct {
 	// TruncateREAL: reports cut short inside well-formed packets.
 	TruncateREAL int
 	// ForeignProfiler: a heapprofd session not the daemon's (Android
-	// Studio, another host) profiles the app, so heapprofd rejects ours:
-	// its dumps say rejected_concurrent and hold no samples.
+	// Studio, another host) profiles the app, so heapprofd rejects the
+	// next session of ours that sets up or connects it: that session gets
+	// no dump of it, and only its stop lists it (rejected_concurrent). A
+	// session that holds the app already keeps it.
 	ForeignProfiler bool
 	// HeapprofdOverrun and HeapprofdGuardrail: the next that many heapprofd
 	// dumps say the shared-memory buffer overran, or a guardrail was hit,

@@ -75,6 +75,14 @@ type Config struct {
 	// Window; at least 100 ms). A test run dumps often (250 ms, say) to
 	// place allocations in time, and may read less often (Window).
 	DumpInterval time.Duration
+	// Silence, if set, ends a session early once it has run this long and
+	// some target has sent no sample in it (and its check is due): only a
+	// stop makes heapprofd say whether another session holds a process
+	// (rejected_concurrent), and the stop tells a held app from an idle
+	// one. A target's next check waits Silence, then twice as long after
+	// each check that found it silent again, up to Rotate. Zero (the
+	// default, and captures') never ends a session for that.
+	Silence time.Duration
 }
 
 // Fill sets every unset field to its default.
@@ -129,6 +137,10 @@ type Target struct {
 	rejected    bool // this session's stop said another session held it
 	wasRejected bool // the last session's did
 	warned      bool
+	// checkAt is when a session may next end to learn why the target is
+	// silent; checkWait the wait after the next check (Config.Silence).
+	checkAt   time.Time
+	checkWait time.Duration
 }
 
 // Session samples the Java heap of some processes of one device
@@ -193,11 +205,45 @@ type Session struct {
 	noReal   bool                 // warned of a trace without REALTIME
 	idleRead int                  // windows without file growth
 	ended    bool                 // a profile ended: a new session is due
+	began    time.Time            // perfetto started
 }
 
 // Rejected tells whether heapprofd said, when the session stopped, that
 // another session held the target's process all along.
 func (t *Target) Rejected() bool { return t.rejected }
+
+// silent names the targets whose check is due at now: the session has
+// run Config.Silence and they sent no sample in it. Their state can be
+// learnt only from the session's stop (docs/heapprofd-devices.md fact 14).
+func (s *Session) silent(now time.Time) (names []string) {
+	if s.Config.Silence <= 0 || now.Sub(s.began) < s.Config.Silence {
+		return nil
+	}
+	for _, t := range s.all {
+		if t.dumps == 0 && !now.Before(t.checkAt) {
+			names = append(names, t.Stats.Snapshot().Package)
+		}
+	}
+	return names
+}
+
+// checked takes what a finished stop said of t: a target silent through
+// the session waits longer before its next check (Silence, doubling, at
+// most Rotate), held or idle alike. One that sent samples may be checked
+// in the next session it is silent through, and its wait does not start
+// over: an app that allocates now and then ends few sessions.
+func (s *Session) checked(t *Target, now time.Time) {
+	if s.Config.Silence <= 0 {
+		return
+	}
+	if t.dumps > 0 {
+		t.checkAt = time.Time{}
+		return
+	}
+	wait := max(t.checkWait, s.Config.Silence)
+	t.checkAt = now.Add(wait)
+	t.checkWait = min(2*wait, max(s.Config.Rotate, s.Config.Silence))
+}
 
 // Run runs the session and always stops what it started. It returns nil
 // when ctx ended, Restart fired, the session rotated or a profile ended,
@@ -217,7 +263,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 		t.Stats.Update(func(st *alloctrack.AppStatus) {
 			st.Backend = alloctrack.BackendHeapprofd
 			st.Heapprofd.Sessions++
-			if st.State != alloctrack.StateTracking && st.State != alloctrack.StateRejected {
+			if st.State != alloctrack.StateTracking && st.State != alloctrack.StateHeld {
 				st.State, st.Since, st.Tracking = alloctrack.StateStarting, time.Now(), false
 			}
 		})
@@ -268,6 +314,10 @@ func (s *Session) Run(ctx context.Context) (err error) {
 			return err
 		}
 		if s.ended {
+			return nil
+		}
+		if silent := s.silent(time.Now()); len(silent) > 0 {
+			s.Log.Info("ending the heapprofd session early: some apps sent no sample in it, and only its stop says whether another heapprofd session holds them", zap.Strings("packages", silent), zap.Duration("silence", s.Config.Silence))
 			return nil
 		}
 		alive, err := s.alive(ctx)
@@ -386,6 +436,7 @@ func (s *Session) start(ctx context.Context) error {
 		}
 	}
 	s.dec = perfetto.NewDecoder(&s.feed, &perfetto.Options{Follow: true})
+	s.began = time.Now()
 	s.Log.Info("heapprofd session started", s.startFields()...)
 	return nil
 }
@@ -725,16 +776,18 @@ func (s *Session) stop(ctx context.Context) error {
 	if _, err := s.read(ctx); err != nil {
 		rerr = err
 	}
+	now := time.Now()
 	for _, t := range s.all {
 		switch {
 		case t.rejected:
 			t.Stats.CountError(alloctrack.StageRejected)
-			t.Stats.SetState(alloctrack.StateRejected)
+			t.Stats.SetState(alloctrack.StateHeld)
 		case t.wasRejected && t.dumps == 0 && s.dec.Stats().ProfilePackets > 0:
 			// The other profiler let go; the app was idle since.
 			t.wasRejected = false
 			t.Stats.SetState(alloctrack.StateTracking)
 		}
+		s.checked(t, now)
 	}
 	if err := s.rmFile(ctx); err != nil {
 		return errors.Join(rerr, err)
