@@ -49,7 +49,9 @@ type hlayout struct {
 	// later), more a byte[] 4 bytes shorter.
 	overhead      string
 	smallOverhead bool
-	// vmRoots: VM-internal roots (0x8D) for the zygote's objects (8.1).
+	// vmRoots: VM-internal roots (0x8D) for the zygote's objects, and
+	// each class's own fields (its loader, superclass...) as "$class$"
+	// statics (8.1).
 	vmRoots bool
 }
 
@@ -565,6 +567,20 @@ func (h *simHeap) overhead(ci int) (n int, fake []hstatic) {
 	return 0, []hstatic{{name, hprof.Byte, 0}}
 }
 
+// classStatics are the fake statics from 8.1 that show a class's own
+// fields (java.lang.Class's and Object's instance fields; a few here).
+func (h *simHeap) classStatics(c *hclass) []hstatic {
+	if !h.lay.vmRoots {
+		return nil
+	}
+	super := uint64(0)
+	if c.super >= 0 {
+		super = uint64(h.classes[c.super].id)
+	}
+	return []hstatic{{"$class$classLoader", hprof.Object, uint64(c.loader)}, {"$class$name", hprof.Object, 0},
+		{"$class$superClass", hprof.Object, super}, {"$class$accessFlags", hprof.Int, 1}, {"$class$shadow$_monitor_", hprof.Int, 0}}
+}
+
 // writtenHeap is the heap a class is written in: 7.x's app image is heap 'I'.
 func (h *simHeap) writtenHeap(c *hclass) byte {
 	if c.loader != 0 && h.lay.appImage != 0 {
@@ -663,10 +679,9 @@ func (h *simHeap) dump(now time.Time) []byte {
 	}
 	w.str("value")
 	for ci := range h.classes {
-		if _, fake := h.overhead(ci); len(fake) > 0 {
-			for _, f := range fake {
-				w.str(f.name)
-			}
+		_, fake := h.overhead(ci)
+		for _, f := range append(fake, h.classStatics(&h.classes[ci])...) {
+			w.str(f.name)
 		}
 	}
 	// ART's STACK TRACE: serial 0, thread 0, no frames.
@@ -751,8 +766,9 @@ func (h *simHeap) writeClass(w *hwriter, ci int) {
 	}
 	w.u4(s, uint32(size))
 	w.u2(s, 0)
-	w.u2(s, uint16(len(fake)+len(c.statics)))
-	for _, st := range append(fake, c.statics...) {
+	statics := append(append(fake, h.classStatics(c)...), c.statics...)
+	w.u2(s, uint16(len(statics)))
+	for _, st := range statics {
 		w.u4(s, w.str(st.name))
 		w.u1(s, typeOf(st.t))
 		writeValue(s, st.t, st.v)

@@ -92,20 +92,27 @@ func TestHeapDumpTruth(t *testing.T) {
 		if len(truth.DuplicateStrings) < 10 || !maps.Equal(strs, truth.DuplicateStrings) {
 			t.Errorf("API %d: duplicate Strings %v, truth %v", api, strs, truth.DuplicateStrings)
 		}
-		// hprof-conv takes it, and agrees with ConvertStandard.
+		// hprof-conv takes it, and agrees with ConvertStandard, with and
+		// without -z.
 		conv := realtest.Program(t, "hprof-conv", "hprof-conv", "/usr/lib/android-sdk/platform-tools")
 		dir := t.TempDir()
 		in, ref := filepath.Join(dir, "d.hprof"), filepath.Join(dir, "ref.hprof")
 		os.WriteFile(in, dump, 0o644)
-		if out, err := exec.Command(conv, in, ref).CombinedOutput(); err != nil {
-			t.Fatalf("hprof-conv: %v\n%s", err, out)
-		}
-		var std bytes.Buffer
-		if err := hprof.ConvertStandard(bytes.NewReader(dump), &std, false); err != nil {
-			t.Fatal(err)
-		}
-		if want, _ := os.ReadFile(ref); !bytes.Equal(std.Bytes(), want) {
-			t.Errorf("API %d: hprof-conv converts the dump differently", api)
+		for _, z := range []bool{false, true} {
+			args := []string{in, ref}
+			if z {
+				args = append([]string{"-z"}, args...)
+			}
+			if out, err := exec.Command(conv, args...).CombinedOutput(); err != nil {
+				t.Fatalf("hprof-conv: %v\n%s", err, out)
+			}
+			var std bytes.Buffer
+			if err := hprof.ConvertStandard(bytes.NewReader(dump), &std, z); err != nil {
+				t.Fatal(err)
+			}
+			if want, _ := os.ReadFile(ref); !bytes.Equal(std.Bytes(), want) {
+				t.Errorf("API %d: hprof-conv (-z %v) converts the dump differently", api, z)
+			}
 		}
 	}
 }
@@ -328,8 +335,8 @@ func seeLayout(t *testing.T, dump []byte) layoutSeen {
 // the fake value, whose characters are a byte[] when ASCII from 8.0), the
 // class overhead's fake statics (none on 5.x, $staticOverhead on 6.0,
 // $classOverhead from 7.0, small ones as primitives with $classOverhead2
-// from 8.1), the app's classes in heap 'I' on 7.x, VM-internal roots from
-// 8.1, roots counted toward a segment's 128 objects, and the STACK TRACE
+// from 8.1), the app's classes in heap 'I' on 7.x, VM-internal roots and
+// $class$ statics from 8.1, roots counted toward a segment's 128 objects, and the STACK TRACE
 // record on every version.
 func TestHeapDumpLayouts(t *testing.T) {
 	obj := hprof.Object
@@ -360,8 +367,8 @@ func TestHeapDumpLayouts(t *testing.T) {
 		if s.maxSegment > 128 {
 			t.Errorf("API %d: %d roots and objects in a segment, want 128 at most", c.api, s.maxSegment)
 		}
-		if (s.vmRoots > 0) != (c.api >= 27) {
-			t.Errorf("API %d: %d VM-internal roots", c.api, s.vmRoots)
+		if (s.vmRoots > 0) != (c.api >= 27) || (s.statics["$class$classLoader"] != nil) != (c.api >= 27) {
+			t.Errorf("API %d: %d VM-internal roots, $class$ statics %v", c.api, s.vmRoots, s.statics["$class$classLoader"])
 		}
 		if got := strings.Join(s.stringField, " "); got != c.strings {
 			t.Errorf("API %d: String fields %q, want %q", c.api, got, c.strings)
