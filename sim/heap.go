@@ -283,7 +283,7 @@ func isASCII(s string) bool {
 
 func newSimHeap(p *program, pkg string, api int, seed uint64) *simHeap {
 	h := &simHeap{api: api, lay: layoutFor(api), pkg: pkg, rng: rand.New(rand.NewPCG(seed, 0x68656170)), next: 0x12c00000, byName: map[string]int{}, objs: map[uint32]*hobj{}, shared: map[uint32]int{}}
-	obj, in, bo, lo := hprof.Object, hprof.Int, hprof.Boolean, hprof.Long
+	obj, in, bo := hprof.Object, hprof.Int, hprof.Boolean
 	// The boot image: the framework's classes.
 	h.class("java.lang.Object", "", heapImage, nil, nil)
 	h.class("java.lang.String", "java.lang.Object", heapImage, h.lay.stringFields, nil)
@@ -294,18 +294,7 @@ func newSimHeap(p *program, pkg string, api int, seed uint64) *simHeap {
 	h.class("android.app.Activity", "java.lang.Object", heapImage, []hfield{{"mDestroyed", bo}, {"mFinished", bo}}, nil)
 	h.class("androidx.fragment.app.Fragment", "java.lang.Object", heapImage, []hfield{{"mFragmentManager", obj}}, nil)
 	h.class("androidx.fragment.app.FragmentManager", "java.lang.Object", heapImage, nil, nil)
-	if api <= 25 {
-		h.class("android.graphics.Bitmap", "java.lang.Object", heapImage, []hfield{{"mBuffer", obj}, {"mWidth", in}, {"mHeight", in}}, nil)
-	} else {
-		var statics []hstatic
-		if api >= apiDumpheapBitmaps {
-			statics = []hstatic{{"dumpData", obj, 0}}
-			h.class("android.graphics.Bitmap$DumpData", "java.lang.Object", heapImage,
-				[]hfield{{"count", in}, {"format", in}, {"natives", obj}, {"buffers", obj}, {"max", in}}, nil)
-			h.class("byte[][]", "java.lang.Object", heapImage, nil, nil)
-		}
-		h.class("android.graphics.Bitmap", "java.lang.Object", heapImage, []hfield{{"mNativePtr", lo}, {"mWidth", in}, {"mHeight", in}}, statics)
-	}
+	h.bitmapClasses()
 	// The workload's classes that are not arrays.
 	for _, s := range p.sites {
 		name := p.tables.Classes[s.class]
@@ -346,6 +335,24 @@ func newSimHeap(p *program, pkg string, api int, seed uint64) *simHeap {
 	h.icon = bytes.Repeat([]byte{0x20, 0x40, 0x80, 0xff}, 24*24)
 	h.newActivity()
 	return h
+}
+
+// bitmapClasses makes android.graphics.Bitmap: its pixels in mBuffer up
+// to 7.1, native later, and from 15 its dumpData for am dumpheap -b.
+func (h *simHeap) bitmapClasses() {
+	obj, in, lo := hprof.Object, hprof.Int, hprof.Long
+	if h.api <= 25 {
+		h.class("android.graphics.Bitmap", "java.lang.Object", heapImage, []hfield{{"mBuffer", obj}, {"mWidth", in}, {"mHeight", in}}, nil)
+		return
+	}
+	var statics []hstatic
+	if h.api >= apiDumpheapBitmaps {
+		statics = []hstatic{{"dumpData", obj, 0}}
+		h.class("android.graphics.Bitmap$DumpData", "java.lang.Object", heapImage,
+			[]hfield{{"count", in}, {"format", in}, {"natives", obj}, {"buffers", obj}, {"max", in}}, nil)
+		h.class("byte[][]", "java.lang.Object", heapImage, nil, nil)
+	}
+	h.class("android.graphics.Bitmap", "java.lang.Object", heapImage, []hfield{{"mNativePtr", lo}, {"mWidth", in}, {"mHeight", in}}, statics)
 }
 
 func (h *simHeap) static(class, name string) *hstatic {

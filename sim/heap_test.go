@@ -92,27 +92,32 @@ func TestHeapDumpTruth(t *testing.T) {
 		if len(truth.DuplicateStrings) < 10 || !maps.Equal(strs, truth.DuplicateStrings) {
 			t.Errorf("API %d: duplicate Strings %v, truth %v", api, strs, truth.DuplicateStrings)
 		}
-		// hprof-conv takes it, and agrees with ConvertStandard, with and
-		// without -z.
-		conv := realtest.Program(t, "hprof-conv", "hprof-conv", "/usr/lib/android-sdk/platform-tools")
-		dir := t.TempDir()
-		in, ref := filepath.Join(dir, "d.hprof"), filepath.Join(dir, "ref.hprof")
-		os.WriteFile(in, dump, 0o644)
-		for _, z := range []bool{false, true} {
-			args := []string{in, ref}
-			if z {
-				args = append([]string{"-z"}, args...)
-			}
-			if out, err := exec.Command(conv, args...).CombinedOutput(); err != nil {
-				t.Fatalf("hprof-conv: %v\n%s", err, out)
-			}
-			var std bytes.Buffer
-			if err := hprof.ConvertStandard(bytes.NewReader(dump), &std, z); err != nil {
-				t.Fatal(err)
-			}
-			if want, _ := os.ReadFile(ref); !bytes.Equal(std.Bytes(), want) {
-				t.Errorf("API %d: hprof-conv (-z %v) converts the dump differently", api, z)
-			}
+		sameAsHprofConv(t, api, dump)
+	}
+}
+
+// sameAsHprofConv checks that hprof-conv takes a dump, and agrees with
+// ConvertStandard, with and without -z.
+func sameAsHprofConv(t *testing.T, api int, dump []byte) {
+	t.Helper()
+	conv := realtest.Program(t, "hprof-conv", "hprof-conv", "/usr/lib/android-sdk/platform-tools")
+	dir := t.TempDir()
+	in, ref := filepath.Join(dir, "d.hprof"), filepath.Join(dir, "ref.hprof")
+	os.WriteFile(in, dump, 0o644)
+	for _, z := range []bool{false, true} {
+		args := []string{in, ref}
+		if z {
+			args = append([]string{"-z"}, args...)
+		}
+		if out, err := exec.Command(conv, args...).CombinedOutput(); err != nil {
+			t.Fatalf("hprof-conv: %v\n%s", err, out)
+		}
+		var std bytes.Buffer
+		if err := hprof.ConvertStandard(bytes.NewReader(dump), &std, z); err != nil {
+			t.Fatal(err)
+		}
+		if want, _ := os.ReadFile(ref); !bytes.Equal(std.Bytes(), want) {
+			t.Errorf("API %d: hprof-conv (-z %v) converts the dump differently", api, z)
 		}
 	}
 }
@@ -243,17 +248,23 @@ type layoutSeen struct {
 	substrings, shared int
 }
 
-func seeLayout(t *testing.T, dump []byte) layoutSeen {
-	t.Helper()
-	s := layoutSeen{statics: map[string]map[hprof.Type]bool{}, appClasses: map[uint32]int{}, valueType: map[hprof.Type]int{}}
+// stackTraceFirst tells whether a dump has an empty STACK TRACE record
+// before its heap.
+func stackTraceFirst(dump []byte) bool {
 	// Top-level records: after the header, u1 tag, u4 time, u4 length.
 	off := bytes.IndexByte(dump, 0) + 1 + 4 + 8
 	for off+9 <= len(dump) && dump[off] != hprof.TagHeapDumpSegment {
 		if dump[off] == hprof.TagStackTrace && bytes.Equal(dump[off+5:off+9], []byte{0, 0, 0, 12}) {
-			s.stackTrace = true
+			return true
 		}
 		off += 9 + int(binary.BigEndian.Uint32(dump[off+5:]))
 	}
+	return false
+}
+
+func seeLayout(t *testing.T, dump []byte) layoutSeen {
+	t.Helper()
+	s := layoutSeen{stackTrace: stackTraceFirst(dump), statics: map[string]map[hprof.Type]bool{}, appClasses: map[uint32]int{}, valueType: map[hprof.Type]int{}}
 	names := map[uint64]string{}
 	classNames := map[uint64]uint64{}
 	heap, inSeg, lastString := uint32(0), 0, uint64(0)

@@ -411,15 +411,7 @@ func (g *Graph) duplicates(kind watchKind, max int) ([]Duplicate, []strRange) {
 		if o.kind != kind || g.idom[o.node] < 0 {
 			continue
 		}
-		var arr int32 = -1
-		switch {
-		case o.has[0] && o.vals[0] != 0: // String.value, Bitmap.mBuffer
-			arr = g.lookup(o.vals[0])
-		case kind == watchBitmap && o.has[3]: // Android 15's dumpData
-			if id, ok := g.pixels[o.vals[3]]; ok {
-				arr = g.lookup(id)
-			}
-		}
+		arr := g.arrayOf(o)
 		if arr < 0 {
 			continue
 		}
@@ -471,6 +463,20 @@ func (g *Graph) duplicates(kind watchKind, max int) ([]Duplicate, []strRange) {
 		first[i] = arrays[d.IDs[0]]
 	}
 	return out, first
+}
+
+// arrayOf returns the node of a watched object's contents: String.value,
+// Bitmap.mBuffer, or Android 15's dumpData buffer of a Bitmap; -1: none.
+func (g *Graph) arrayOf(o watchedObj) int32 {
+	switch {
+	case o.has[0] && o.vals[0] != 0:
+		return g.lookup(o.vals[0])
+	case o.kind == watchBitmap && o.has[3]:
+		if id, ok := g.pixels[o.vals[3]]; ok {
+			return g.lookup(id)
+		}
+	}
+	return -1
 }
 
 // refNames collects, for each wanted edge, the first reference by which
@@ -612,6 +618,9 @@ func (g *Graph) rangeOf(o watchedObj, arr int32) (strRange, bool) {
 // contents returns the range of a watched object's array that holds its
 // contents, and their hash.
 func (g *Graph) contents(o watchedObj, arr int32) (strRange, uint64, bool) {
+	if g.kind[arr] < 0 || !g.kinds[g.kind[arr]].prim {
+		return strRange{}, 0, false // a class or an object array
+	}
 	rg, ok := g.rangeOf(o, arr)
 	if !ok {
 		return rg, 0, false

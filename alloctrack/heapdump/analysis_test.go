@@ -123,7 +123,7 @@ func TestLeakPathsNameEachStepsOwnReference(t *testing.T) {
 // Android 5's Strings are count chars of their char[] from offset: the
 // text is that range (a substring is the part it names, not its line),
 // two Strings over one range of one array are one copy, and a range that
-// does not fit its array is left out.
+// does not fit its array, or a value that is no array, is left out.
 func TestDuplicateStringRanges(t *testing.T) {
 	b := hproftest.NewBuilder("JAVA PROFILE 1.0.3")
 	const cObject, cString, cArray = 0x100, 0x101, 0x102
@@ -143,7 +143,9 @@ func TestDuplicateStringRanges(t *testing.T) {
 	b.Instance(0x2004, cString, 0x1002, 4, 0, 2) // "help" again
 	b.Instance(0x2005, cString, 0x1002, 9, 0, 2) // past the array's end
 	b.Instance(0x2006, cString, 0x1001, 5, 0, 0) // shares 0x2002's array
-	b.ObjectArray(0x3000, cArray, 0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005, 0x2006)
+	b.Instance(0x2007, cString, cArray, 5, 0, 0) // a class for its value
+	b.Instance(0x2008, cString, cArray, 5, 0, 0)
+	b.ObjectArray(0x3000, cArray, 0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005, 0x2006, 0x2007, 0x2008)
 	b.Root(hprof.RootUnknown, 0x3000)
 	r := bytes.NewReader(b.Bytes())
 	g, err := ReadGraph(r)
