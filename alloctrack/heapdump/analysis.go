@@ -29,7 +29,7 @@ var watchSpecs = []struct {
 }{
 	{watchActivity, []string{"android.app.Activity"}, []string{"mDestroyed", "mFinished"}},
 	{watchFragment, []string{"android.app.Fragment", "androidx.fragment.app.Fragment", "android.support.v4.app.Fragment"}, []string{"mFragmentManager"}},
-	{watchString, []string{"java.lang.String"}, []string{"value"}},
+	{watchString, []string{"java.lang.String"}, []string{"value", "offset", "count"}},
 	{watchBitmap, []string{"android.graphics.Bitmap"}, []string{"mBuffer", "mWidth", "mHeight", "mNativePtr"}},
 }
 
@@ -268,6 +268,9 @@ func (g *Graph) Analyze(r io.ReadSeeker, maxDuplicates int) (*Analysis, error) {
 			return nil, err
 		}
 	}
+	if err := g.stringRanges(r); err != nil {
+		return nil, err
+	}
 	var strArrays []int32
 	a.DuplicateStrings, strArrays = g.duplicates(watchString, maxDuplicates)
 	a.DuplicateBitmaps, _ = g.duplicates(watchBitmap, maxDuplicates)
@@ -290,7 +293,7 @@ func (g *Graph) Analyze(r io.ReadSeeker, maxDuplicates int) (*Analysis, error) {
 			}
 		}
 		for i, n := range strArrays {
-			a.DuplicateStrings[i].Value = decodeString(preview[n], g.kinds[g.kind[n]].class == uint64(hprof.Char))
+			a.DuplicateStrings[i].Value = g.stringValue(a.DuplicateStrings[i].IDs[0], preview[n], g.kinds[g.kind[n]].class == uint64(hprof.Char))
 		}
 	}
 	slices.SortFunc(a.Leaks, func(x, y Leak) int {
@@ -401,6 +404,7 @@ func (g *Graph) duplicates(kind watchKind, max int) ([]Duplicate, []int32) {
 		first   int32
 		w, h    uint64
 		objSize uint64
+		size    uint64 // of the contents
 	}
 	groups := map[[2]uint64]*group{}
 	for _, o := range g.watched {
@@ -419,14 +423,14 @@ func (g *Graph) duplicates(kind watchKind, max int) ([]Duplicate, []int32) {
 		if arr < 0 {
 			continue
 		}
-		h, ok := g.hashes[arr]
+		h, size, ok := g.contents(o, arr)
 		if !ok {
 			continue
 		}
-		k := [2]uint64{h, g.size[arr]<<8 | uint64(g.kinds[g.kind[arr]].class)}
+		k := [2]uint64{h, size<<8 | uint64(g.kinds[g.kind[arr]].class)}
 		gr := groups[k]
 		if gr == nil {
-			gr = &group{arrays: map[int32]bool{}, first: arr, w: o.vals[1], h: o.vals[2], objSize: g.size[o.node]}
+			gr = &group{arrays: map[int32]bool{}, first: arr, w: o.vals[1], h: o.vals[2], objSize: g.size[o.node], size: size}
 			groups[k] = gr
 		}
 		gr.objs = append(gr.objs, o.node)
@@ -438,7 +442,7 @@ func (g *Graph) duplicates(kind watchKind, max int) ([]Duplicate, []int32) {
 		if len(gr.objs) < 2 {
 			continue
 		}
-		d := Duplicate{Copies: len(gr.objs), Buffers: len(gr.arrays), BufferBytes: g.size[gr.first]}
+		d := Duplicate{Copies: len(gr.objs), Buffers: len(gr.arrays), BufferBytes: gr.size}
 		d.Wasted = uint64(d.Buffers-1)*d.BufferBytes + uint64(d.Copies-1)*gr.objSize
 		for _, n := range gr.objs[:min(5, len(gr.objs))] {
 			d.IDs = append(d.IDs, g.ids[n])

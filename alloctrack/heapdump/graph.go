@@ -69,6 +69,10 @@ type Graph struct {
 	dumpData, pixNatives, pixBuffers uint64
 	pixCount                         int
 	pixels                           map[uint64]uint64
+
+	// texts is, by String node, the text of each String that holds part
+	// of its array (before Android 6; substr.go).
+	texts map[int32]strText
 }
 
 // kindKey is what a histogram row counts: a class, or a primitive array
