@@ -83,24 +83,31 @@ func dalvikHeap(heap byte) byte {
 	return heapZygote
 }
 
-// dalvikTruth turns ART's truth into what a Dalvik dump shows: no image
-// heap, and a $staticOverhead byte[] only for classes with statics.
+// dalvikTruth is what a Dalvik dump shows, the leaks and copies of t
+// kept: every class and object in the zygote's heap or the app's (no
+// image), and a $staticOverhead byte[] for each class with statics.
 func (h *simHeap) dalvikTruth(t HeapTruth) HeapTruth {
-	z := t.Instances["zygote"]
-	if z == nil {
-		z = map[string]uint64{}
-		t.Instances["zygote"] = z
+	t.Instances = map[string]map[string]uint64{}
+	add := func(heap byte, class string) {
+		name := map[byte]string{heapApp: "app", heapZygote: "zygote"}[dalvikHeap(heap)]
+		if t.Instances[name] == nil {
+			t.Instances[name] = map[string]uint64{}
+		}
+		t.Instances[name][class]++
 	}
-	for class, n := range t.Instances["image"] {
-		z[class] += n
-	}
-	delete(t.Instances, "image")
 	for _, c := range h.classes {
-		if len(c.statics) == 0 {
-			name := map[byte]string{heapApp: "app", heapZygote: "zygote"}[dalvikHeap(c.heap)]
-			if t.Instances[name]["byte[]"]--; t.Instances[name]["byte[]"] == 0 {
-				delete(t.Instances[name], "byte[]")
-			}
+		if len(c.statics) > 0 {
+			add(c.heap, "byte[]")
+		}
+		add(c.heap, "java.lang.Class")
+	}
+	for _, id := range h.order {
+		switch o := h.objs[id]; {
+		case o == nil:
+		case o.class < 0:
+			add(o.heap, o.prim.Name()+"[]")
+		default:
+			add(o.heap, h.classes[o.class].name)
 		}
 	}
 	return t

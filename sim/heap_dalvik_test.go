@@ -23,7 +23,8 @@ import (
 // Fragments, the icons' duplicate buffers, and the duplicate Strings by
 // their text (count chars from offset): a substring that shares its
 // parent's char[] is no copy of its parent, one whose text equals other
-// Strings' is. Android's hprof-conv converts it as ConvertStandard does.
+// Strings' is. Android's hprof-conv converts it as ConvertStandard does,
+// with -z (the app's heap only) too.
 func TestHeapDumpTruthDalvik(t *testing.T) {
 	vm := NewVM(AppConfig{PID: 4242, Package: "com.example.heapy", API: 19, Workload: DefaultWorkload()}, 19)
 	vm.Allocate(200_000) // 10 recreations, 3 leaked
@@ -91,15 +92,21 @@ func TestHeapDumpTruthDalvik(t *testing.T) {
 	dir := t.TempDir()
 	in, ref := filepath.Join(dir, "d.hprof"), filepath.Join(dir, "ref.hprof")
 	os.WriteFile(in, dump, 0o644)
-	if out, err := exec.Command(conv, in, ref).CombinedOutput(); err != nil {
-		t.Fatalf("hprof-conv: %v\n%s", err, out)
-	}
-	var std bytes.Buffer
-	if err := hprof.ConvertStandard(bytes.NewReader(dump), &std, false); err != nil {
-		t.Fatal(err)
-	}
-	if want, _ := os.ReadFile(ref); !bytes.Equal(std.Bytes(), want) {
-		t.Errorf("hprof-conv converts the dump differently")
+	for _, appOnly := range []bool{false, true} {
+		args := []string{in, ref}
+		if appOnly {
+			args = []string{"-z", in, ref}
+		}
+		if out, err := exec.Command(conv, args...).CombinedOutput(); err != nil {
+			t.Fatalf("hprof-conv %v: %v\n%s", args, err, out)
+		}
+		var std bytes.Buffer
+		if err := hprof.ConvertStandard(bytes.NewReader(dump), &std, appOnly); err != nil {
+			t.Fatal(err)
+		}
+		if want, _ := os.ReadFile(ref); !bytes.Equal(std.Bytes(), want) {
+			t.Errorf("hprof-conv %v converts the dump differently", args)
+		}
 	}
 }
 
