@@ -38,13 +38,16 @@ const (
 )
 
 // dalvikInit adds to a heap what a Dalvik app's heap has and ART's model
-// does not: the primitive array classes (class objects of the heap) and
-// Strings that share their parent's char[] (substrings), one of them equal
-// to the Activities' titles, held by a class of the app.
+// does not: the primitive array classes (class objects of the heap), the
+// main thread's Thread (a thread root), and Strings that share their
+// parent's char[] (substrings), one of them equal to the Activities'
+// titles, held by a class of the app.
 func (h *simHeap) dalvikInit() {
 	for _, name := range []string{"byte[]", "char[]", "int[]", "long[]"} {
 		h.class(name, "java.lang.Object", heapImage, nil, nil)
 	}
+	h.class("java.lang.Thread", "java.lang.Object", heapImage, []hfield{{"name", hprof.Object}}, nil)
+	h.roots = append(h.roots, h.instance("java.lang.Thread", heapZygote, uint64(h.str("main", heapZygote).id)).id)
 	h.subOff = map[uint32]uint32{}
 	full := h.str(h.pkg+".MainActivity", heapApp)
 	short := h.substring(full, len(h.pkg)+1, len("MainActivity"))
@@ -217,8 +220,8 @@ func (h *simHeap) dalvikHead(w *dwriter, now time.Time) []byte {
 }
 
 // dalvikRoots writes the roots in dvmVisitRoots' order: the loaded
-// classes (sticky), the interned strings, then the VM's own (written as
-// 0x8B, see above).
+// classes (sticky), the interned strings, the VM's own (written as 0x8B,
+// see above), then the threads (id, thread id, -1).
 func (h *simHeap) dalvikRoots(w *dwriter) {
 	tagOf := func(id uint32) byte {
 		switch o := h.objs[id]; {
@@ -226,15 +229,22 @@ func (h *simHeap) dalvikRoots(w *dwriter) {
 			return hprof.RootStickyClass
 		case o.heap == heapImage:
 			return hprof.RootInternedString
+		case o.class >= 0 && h.classes[o.class].name == "java.lang.Thread":
+			return hprof.RootThreadObject
 		}
 		return dalvikRootVM
 	}
-	for _, tag := range []byte{hprof.RootStickyClass, hprof.RootInternedString, dalvikRootVM} {
+	for _, tag := range []byte{hprof.RootStickyClass, hprof.RootInternedString, dalvikRootVM, hprof.RootThreadObject} {
 		for _, id := range h.roots {
-			if tagOf(id) == tag {
-				s := w.next(false, 0)
-				w.tail.u1(s, tag)
-				w.tail.u4(s, id)
+			if tagOf(id) != tag {
+				continue
+			}
+			s := w.next(false, 0)
+			w.tail.u1(s, tag)
+			w.tail.u4(s, id)
+			if tag == hprof.RootThreadObject {
+				w.tail.u4(s, 1)          // the main thread's id
+				w.tail.u4(s, 0xFFFFFFFF) // -1
 			}
 		}
 	}
