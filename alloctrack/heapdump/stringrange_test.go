@@ -10,7 +10,7 @@ import (
 	"github.com/alloctrack/alloctrack/internal/hproftest"
 )
 
-func chars(s string) []byte {
+func charsBE(s string) []byte {
 	var b []byte
 	for _, r := range s {
 		b = binary.BigEndian.AppendUint16(b, uint16(r))
@@ -30,11 +30,11 @@ func TestDuplicateStringRanges(t *testing.T) {
 	b.Class(cObject, 0, "java.lang.Object", nil, nil)
 	b.Class(cString, cObject, "java.lang.String", []hproftest.Field{{Name: "value", Type: hprof.Object}, {Name: "hashCode", Type: in}, {Name: "offset", Type: in}, {Name: "count", Type: in}}, nil)
 	b.Class(cArray, cObject, "java.lang.Object[]", nil, nil)
-	b.PrimitiveArray(0x1000, hprof.Char, 10, chars("key=hello;"))
-	b.PrimitiveArray(0x1001, hprof.Char, 5, chars("hello"))
+	b.PrimitiveArray(0x1000, hprof.Char, 10, charsBE("key=hello;"))
+	b.PrimitiveArray(0x1001, hprof.Char, 5, charsBE("hello"))
 	long := strings.Repeat("0123456789", 4000) // 80,000 bytes
-	b.PrimitiveArray(0x1002, hprof.Char, uint32(len(long)), chars(long))
-	b.PrimitiveArray(0x1003, hprof.Char, 100, chars(long[32700:32800])) // bytes 65,400 to 65,600 of the long one
+	b.PrimitiveArray(0x1002, hprof.Char, uint32(len(long)), charsBE(long))
+	b.PrimitiveArray(0x1003, hprof.Char, 100, charsBE(long[32700:32800])) // bytes 65,400 to 65,600 of the long one
 	strs := []struct {
 		id         uint32
 		arr        uint64
