@@ -176,11 +176,15 @@ func (h *simHeap) dumpDalvik(now time.Time) []byte {
 		}
 	}
 	// The live bitmap's walk: by address, the zygote's space below the
-	// app's.
+	// app's (so the zygote's first, though 'Z' sorts after 'A').
+	app := func(x item) int {
+		if x.heap == heapApp {
+			return 1
+		}
+		return 0
+	}
 	slices.SortFunc(items, func(a, b item) int {
-		// The zygote's first ('Z' sorts after 'A').
-		rank := func(x item) int { return map[bool]int{false: 0, true: 1}[x.heap == heapApp] }
-		return cmp.Or(cmp.Compare(rank(a), rank(b)), cmp.Compare(a.id, b.id))
+		return cmp.Or(cmp.Compare(app(a), app(b)), cmp.Compare(a.id, b.id))
 	})
 	for _, it := range items {
 		if it.class >= 0 {
