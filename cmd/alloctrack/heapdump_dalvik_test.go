@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/alloctrack/alloctrack/alloctrack/heapdump"
@@ -19,7 +21,8 @@ import (
 // the summary names the leaks the simulator made and the duplicate
 // Strings by their text (the Activities' titles and a substring of
 // another String that equals them; not that String, whose char[] the
-// substring shares), and nothing is left on the device.
+// substring shares), nothing is left on the device, and report reads the
+// capture.
 func TestHeapdumpTakeDalvik(t *testing.T) {
 	f := newCaptureFarm(t, sim.FarmConfig{Devices: 1, AppsPerDevice: 1, APIs: []int{19}, Workload: quietCaptureWorkload(), SerialPrefix: "sim19"})
 	addr, serials := serveRealADB(t, f)
@@ -83,5 +86,9 @@ func TestHeapdumpTakeDalvik(t *testing.T) {
 	}
 	if left := d.Files("/data/local/tmp"); len(left) > 0 {
 		t.Errorf("left on the device: %v", left)
+	}
+	out, _, code := runCmd(t, "report", dir)
+	if code != exitOK || !strings.Contains(out, "leaked Activities and Fragments: "+strconv.Itoa(2*len(truth.LeakedActivities))) {
+		t.Errorf("report of the capture: exit %d\n%s", code, out)
 	}
 }
