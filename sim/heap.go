@@ -140,6 +140,9 @@ type simHeap struct {
 	order   []uint32 // objects in dump order (by heap, then creation)
 	roots   []uint32 // sticky roots (classes) and others
 
+	// subOff is a Dalvik substring's offset in its value (heap_dalvik.go).
+	subOff map[uint32]uint32
+
 	cache    *hobj // Object[keptSlots]
 	slot     int
 	leaks    *hobj // Object[]
@@ -347,6 +350,9 @@ func newSimHeap(p *program, pkg string, api int, seed uint64) *simHeap {
 	h.icon = bytes.Repeat([]byte{0x20, 0x40, 0x80, 0xff}, 24*24)
 	h.imageBitmaps()
 	h.newActivity()
+	if api < apiART {
+		h.dalvikInit()
+	}
 	return h
 }
 
@@ -488,8 +494,11 @@ func (h *simHeap) release(id uint32) {
 }
 
 // truth is what a dump of the heap holds.
-func (h *simHeap) truth() HeapTruth {
-	t := HeapTruth{Instances: map[string]map[string]uint64{}}
+func (h *simHeap) truth() (t HeapTruth) {
+	if h.api < apiART {
+		defer func() { t = h.dalvikTruth(t) }()
+	}
+	t = HeapTruth{Instances: map[string]map[string]uint64{}}
 	add := func(heap byte, class string) {
 		name := map[byte]string{heapApp: "app", heapZygote: "zygote", heapImage: "image"}[heap]
 		if t.Instances[name] == nil {
@@ -676,6 +685,9 @@ func typeOf(t hprof.Type) byte { return byte(t) }
 
 // dump writes the heap in ART's layout.
 func (h *simHeap) dump(now time.Time) []byte {
+	if h.api < apiART {
+		return h.dumpDalvik(now)
+	}
 	w := &hwriter{strs: map[string]uint32{}, next: 0x400000, names: map[byte]uint32{}}
 	w.out.WriteString("JAVA PROFILE 1.0.3\x00")
 	w.u4(&w.out, 4)
