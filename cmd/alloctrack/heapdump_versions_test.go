@@ -16,15 +16,18 @@ import (
 	"github.com/alloctrack/alloctrack/sim"
 )
 
-// TestHeapdumpOldShell takes dumps through Debian's adb server from
-// simulated Android 4.4, 5.0 and 6.0 devices, whose adbd has no shell
-// protocol v2 and closes shell,v2 at once: am dumpheap and rm go through
-// shell: (the exit status echoed after them), the dump is whole, nothing
-// is left on the device, and no shell,v2 was tried (the device's shell
-// ran the echo). A pid am dumpheap does not know fails with am's own
-// text, read from the one stream.
-func TestHeapdumpOldShell(t *testing.T) {
-	for _, api := range []int{19, 21, 23} {
+// TestHeapdumpEveryVersion takes dumps through Debian's adb server from
+// simulated Android 4.4, 5.0, 6.0, 7.1, 9, 11, 13 and 15 devices (issue
+// 35's list), each with its version's shell, features, dump layout and
+// am's texts. Before 7.0 adbd has no shell protocol v2 and closes
+// shell,v2 at once: am dumpheap and rm go through shell: (the exit status
+// echoed after them), and no shell,v2 was tried (the device's shell ran
+// the echo); from 7.0 they go through shell v2 (no echo). On every
+// version the leaks and the groups of duplicate Strings are the
+// simulator's truth, nothing is left on the device, and a pid am dumpheap
+// does not know fails with am's own text.
+func TestHeapdumpEveryVersion(t *testing.T) {
+	for _, api := range []int{19, 21, 23, 25, 28, 30, 33, 35} {
 		t.Run(fmt.Sprint(api), func(t *testing.T) {
 			f := newCaptureFarm(t, sim.FarmConfig{Devices: 1, AppsPerDevice: 1, APIs: []int{api}, Workload: quietCaptureWorkload(), SerialPrefix: fmt.Sprintf("old%d", api)})
 			addr, serials := serveRealADB(t, f)
@@ -55,6 +58,9 @@ func TestHeapdumpOldShell(t *testing.T) {
 			if !slices.Equal(acts, truth.LeakedActivities) || sum.API != api || sum.DumpBytes == 0 {
 				t.Errorf("summary %+v; leaked Activities %x, truth %x", sum.CaptureMeta, acts, truth.LeakedActivities)
 			}
+			if sum.DuplicateStringGroups != len(truth.DuplicateStrings) {
+				t.Errorf("%d groups of duplicate Strings, the truth has %d: %v", sum.DuplicateStringGroups, len(truth.DuplicateStrings), truth.DuplicateStrings)
+			}
 			if left := d.Files("/data/local/tmp"); len(left) > 0 {
 				t.Errorf("left on the device: %v", left)
 			}
@@ -63,8 +69,11 @@ func TestHeapdumpOldShell(t *testing.T) {
 				ran = append(ran, strings.Join(argv, " "))
 			}
 			for _, want := range []string{"am dumpheap", "rm -f /data/local/tmp/alloctrack-", "echo alloctrack-rc=0"} {
-				if !slices.ContainsFunc(ran, func(s string) bool { return strings.HasPrefix(s, want) }) {
+				ranIt := slices.ContainsFunc(ran, func(s string) bool { return strings.HasPrefix(s, want) })
+				if v1 := strings.HasPrefix(want, "echo"); !ranIt && (!v1 || api < 24) {
 					t.Errorf("the shell ran no %q: %q", want, ran)
+				} else if ranIt && v1 && api >= 24 {
+					t.Errorf("API %d has shell v2, yet the shell ran %q: %q", api, want, ran)
 				}
 			}
 
