@@ -151,7 +151,7 @@ func appendAdbMessage(dst []byte, cmd, arg0, arg1 uint32, data []byte, withCheck
 // needs no authentication and advertises the device's features; it does
 // not advertise delayed_ack.
 type Adbd struct {
-	d *Device
+	d adbdDevice
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -162,8 +162,23 @@ type Adbd struct {
 	wg        sync.WaitGroup // Listen's Serve, every transport
 }
 
+// adbdDevice is what an Adbd serves: a simulated Device or a Replay.
+type adbdDevice interface {
+	Banner() string
+	OpenService(name string) (net.Conn, error)
+	Disconnect()
+	maxPayload() uint32
+}
+
+var (
+	_ adbdDevice = (*Device)(nil)
+	_ adbdDevice = (*Replay)(nil)
+)
+
 // NewAdbd returns an Adbd for d. It serves nothing until Serve or Listen.
-func NewAdbd(d *Device) *Adbd {
+func NewAdbd(d *Device) *Adbd { return newAdbd(d) }
+
+func newAdbd(d adbdDevice) *Adbd {
 	return &Adbd{d: d, listeners: map[net.Listener]struct{}{}, conns: map[*adbTransport]struct{}{}}
 }
 
@@ -474,7 +489,7 @@ func (t *adbTransport) connect(m *adbMessage) bool {
 	}
 	t.mu.Lock()
 	t.connected = true
-	t.maxData = min(m.arg1, AdbdMaxPayload(t.a.d.Config().API))
+	t.maxData = min(m.arg1, t.a.d.maxPayload())
 	t.checksum = m.arg0 < adbVersion
 	maxData := t.maxData
 	t.mu.Unlock()

@@ -177,6 +177,8 @@ func (d *Device) Banner() string {
 	return b + ";features=" + strings.Join(d.Features(), ",")
 }
 
+func (d *Device) maxPayload() uint32 { return AdbdMaxPayload(d.cfg.API) }
+
 // Props returns every system property of the device.
 func (d *Device) Props() map[string]string {
 	p := map[string]string{

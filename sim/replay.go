@@ -1,0 +1,351 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/alloctrack/alloctrack/adb/transcript"
+)
+
+// Replay is a device that serves a transcript (adb/transcript) back through
+// the real adb server: serve it with Adbd and attach it with `adb connect`.
+// Its CNXN banner holds the model and features the transcript recorded;
+// each device service opened gets the next recorded service of that name,
+// whose device bytes go back in order, each once the client has sent as
+// many bytes as it had when the device sent it. Timing: as fast as the
+// client goes, not the recorded gaps (docs/doctor.md, "Recording and
+// replaying").
+//
+// Names match exactly, or after what varies between runs: the device's
+// serial (the recorded one and SetSerial's) and runs of 8 or more hex
+// digits (random file names). A varying part learned this way is put back,
+// recorded for live, in every later device byte where the two have the
+// same length. A service the transcript does not hold gets an
+// *UnknownServiceError, written on the stream and kept for Errors.
+type Replay struct {
+	banner    string
+	api       int
+	recSerial string
+
+	mu       sync.Mutex
+	services []*replayService
+	subst    map[string]string // recorded -> live
+	errs     []error
+	streams  map[net.Conn]struct{}
+	closed   bool
+	wg       sync.WaitGroup
+}
+
+type replayService struct {
+	conn *transcript.Conn
+	ok   bool // the recorded open succeeded
+	used bool
+}
+
+// UnknownServiceError is a service the transcript does not hold (or holds
+// fewer times than it was asked).
+type UnknownServiceError struct {
+	Service string
+	Next    []string // the transcript's first services not yet replayed
+}
+
+func (e *UnknownServiceError) Error() string {
+	return fmt.Sprintf("sim: replay: service %q is not in the transcript (not yet replayed there: %q)", e.Service, e.Next)
+}
+
+// NewReplay makes a device of t.
+func NewReplay(t *transcript.Transcript) *Replay {
+	r := &Replay{subst: map[string]string{}, streams: map[net.Conn]struct{}{}}
+	var features string
+	var model [3]string
+	for _, c := range t.Conns {
+		switch {
+		case c.Service != "":
+			r.services = append(r.services, &replayService{conn: c, ok: c.Requests[len(c.Requests)-1].Status == "OKAY"})
+			if r.recSerial == "" {
+				r.recSerial = c.Serial
+			}
+			if r.api == 0 {
+				r.api = sdkOf(c)
+			}
+		case len(c.Requests) == 1 && strings.HasSuffix(c.Requests[0].Text, ":features"):
+			features = hex4Text(c.Bytes(transcript.FromDevice))
+		case len(c.Requests) == 1 && c.Requests[0].Text == "host:devices-l":
+			model = productOf(hex4Text(c.Bytes(transcript.FromDevice)))
+		}
+	}
+	r.banner = fmt.Sprintf("device::ro.product.name=%s;ro.product.model=%s;ro.product.device=%s", model[0], model[1], model[2])
+	if features != "" {
+		r.banner += ";features=" + features
+	}
+	return r
+}
+
+// Adbd returns an Adbd that serves the replay.
+func (r *Replay) Adbd() *Adbd { return newAdbd(r) }
+
+// SetSerial tells the replay the serial the adb server knows it by (after
+// `adb connect HOST:PORT`, that address), so that names holding the
+// recorded serial match.
+func (r *Replay) SetSerial(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.recSerial != "" && s != r.recSerial {
+		r.subst[r.recSerial] = s
+		r.subst[fileSafeName(r.recSerial)] = fileSafeName(s)
+	}
+}
+
+// Errors returns every request the replay could not answer, in order.
+func (r *Replay) Errors() []error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]error(nil), r.errs...)
+}
+
+// Banner is the CNXN banner: the recorded model and features.
+func (r *Replay) Banner() string { return r.banner }
+
+func (r *Replay) maxPayload() uint32 {
+	if r.api == 0 {
+		return AdbMaxPayload
+	}
+	return AdbdMaxPayload(r.api)
+}
+
+// Disconnect ends every stream being replayed.
+func (r *Replay) Disconnect() {
+	r.mu.Lock()
+	cs := make([]net.Conn, 0, len(r.streams))
+	for c := range r.streams {
+		cs = append(cs, c)
+	}
+	r.mu.Unlock()
+	for _, c := range cs {
+		c.Close()
+	}
+}
+
+// Close ends every stream and waits for their goroutines.
+func (r *Replay) Close() {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.Disconnect()
+	r.wg.Wait()
+}
+
+// OpenService answers a device service with its recorded bytes.
+func (r *Replay) OpenService(name string) (net.Conn, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, fmt.Errorf("%w: replay closed", ErrRefused)
+	}
+	s := r.match(name)
+	if s != nil && !s.ok {
+		return nil, fmt.Errorf("%w: %q: refused in the transcript", ErrRefused, name)
+	}
+	client, dev := net.Pipe()
+	r.streams[dev] = struct{}{}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		if s == nil {
+			r.refuse(dev, name)
+		} else {
+			r.play(dev, s.conn)
+		}
+		dev.Close()
+		r.mu.Lock()
+		delete(r.streams, dev)
+		r.mu.Unlock()
+	}()
+	return client, nil
+}
+
+// varying matches what changes from run to run in a service name: random
+// hex file names, nonces, timestamps.
+var varying = regexp.MustCompile(`[0-9a-f]{8,}`)
+
+// match finds the first unused recorded service for name (r.mu held) and
+// marks it used, learning what varied.
+func (r *Replay) match(name string) *replayService {
+	back := name
+	for rec, live := range r.subst {
+		back = strings.ReplaceAll(back, live, rec)
+	}
+	for _, s := range r.services {
+		if !s.used && (s.conn.Service == name || s.conn.Service == back) {
+			s.used = true
+			return s
+		}
+	}
+	want := varying.ReplaceAllString(back, "*")
+	for _, s := range r.services {
+		if s.used || varying.ReplaceAllString(s.conn.Service, "*") != want {
+			continue
+		}
+		s.used = true
+		live, rec := varying.FindAllString(back, -1), varying.FindAllString(s.conn.Service, -1)
+		for i := range min(len(live), len(rec)) {
+			if live[i] != rec[i] {
+				r.subst[rec[i]] = live[i]
+			}
+		}
+		return s
+	}
+	return nil
+}
+
+// refuse writes the error naming the service on its stream: as stderr and
+// exit status 255 for shell protocol v2, as text otherwise.
+func (r *Replay) refuse(c net.Conn, name string) {
+	r.mu.Lock()
+	err := &UnknownServiceError{Service: name}
+	for _, s := range r.services {
+		if !s.used && len(err.Next) < 3 {
+			err.Next = append(err.Next, s.conn.Service)
+		}
+	}
+	r.errs = append(r.errs, err)
+	r.mu.Unlock()
+	text := []byte(err.Error() + "\n")
+	if strings.HasPrefix(name, "shell,v2") {
+		b := binary.LittleEndian.AppendUint32([]byte{2}, uint32(len(text)))
+		b = append(b, text...)
+		c.Write(append(b, 3, 1, 0, 0, 0, 255))
+		return
+	}
+	c.Write(text)
+}
+
+// play sends the recorded device bytes, each chunk once the client has sent
+// as many bytes as the recording shows before it; then ends the stream, or
+// waits for the client to, as the recording did.
+func (r *Replay) play(c net.Conn, rc *transcript.Conn) {
+	got := make(chan int, 1) // bytes from the client so far; closed at its end
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		readCounts(c, got)
+	}()
+	defer func() {
+		c.Close()
+		<-done
+	}()
+	sent, need := 0, 0
+	for _, ch := range rc.Chunks {
+		if ch.Dir == transcript.ToDevice {
+			need += len(ch.Data)
+			continue
+		}
+		for sent < need {
+			n, ok := <-got
+			if !ok {
+				return // the client ended before the recorded one did
+			}
+			sent = n
+		}
+		if _, err := c.Write(r.substitute(ch.Data)); err != nil {
+			return
+		}
+	}
+	if rc.ClosedBy == transcript.ToDevice {
+		for range got { // the client closed first in the recording
+		}
+	}
+}
+
+// readCounts reads everything the client sends, putting the running count
+// on got (the latest only), and closes got at the end of the stream.
+func readCounts(c net.Conn, got chan int) {
+	defer close(got)
+	buf := make([]byte, 32<<10)
+	total := 0
+	for {
+		n, err := c.Read(buf)
+		total += n
+		if n > 0 {
+			select {
+			case <-got:
+			default:
+			}
+			got <- total
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// substitute puts live values in for recorded ones of the same length.
+func (r *Replay) substitute(b []byte) []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := b
+	for rec, live := range r.subst {
+		if len(rec) == len(live) && bytes.Contains(out, []byte(rec)) {
+			out = bytes.ReplaceAll(out, []byte(rec), []byte(live))
+		}
+	}
+	return out
+}
+
+func fileSafeName(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// hex4Text is the text of the first message framed as 4 hex digits of
+// length, or "".
+func hex4Text(b []byte) string {
+	if len(b) < 4 {
+		return ""
+	}
+	n, err := strconv.ParseUint(string(b[:4]), 16, 16)
+	if err != nil || int(n) > len(b)-4 {
+		return ""
+	}
+	return string(b[4 : 4+n])
+}
+
+// productOf reads product:, model: and device: of the first device in a
+// host:devices-l list.
+func productOf(list string) [3]string {
+	var out [3]string
+	line, _, _ := strings.Cut(list, "\n")
+	for _, f := range strings.Fields(line) {
+		for i, key := range []string{"product:", "model:", "device:"} {
+			if v, ok := strings.CutPrefix(f, key); ok {
+				out[i] = v
+			}
+		}
+	}
+	return out
+}
+
+var sdkProp = regexp.MustCompile(`\[ro\.build\.version\.sdk\]: \[([0-9]+)\]`)
+
+// sdkOf finds the API level in a recorded getprop listing, or 0.
+func sdkOf(c *transcript.Conn) int {
+	if !strings.Contains(c.Service, "getprop") {
+		return 0
+	}
+	if m := sdkProp.FindSubmatch(c.Bytes(transcript.FromDevice)); m != nil {
+		n, _ := strconv.Atoi(string(m[1]))
+		return n
+	}
+	return 0
+}
