@@ -22,11 +22,11 @@ import (
 // puts a serial in a file name), and each of those in UTF-16BE (DDM
 // strings). A name inside compressed bytes is not seen.
 type anonymizer struct {
-	mu      sync.Mutex
-	names   map[string]string // original -> stand-in
-	used    map[string]bool   // stand-ins given
-	pairs   [][2][]byte       // every form, longest first
-	longest int
+	mu                sync.Mutex
+	names             map[string]string // original -> stand-in
+	used              map[string]bool   // stand-ins given
+	pairs             [][2][]byte       // every form, longest first
+	longest           int
 	serials, packages int
 }
 

@@ -139,9 +139,9 @@ func encodeLine(r *Entry) []byte {
 
 // Errors Read returns, wrapped in a *FileError that says where.
 var (
-	ErrTruncated = errors.New("transcript: truncated")
-	ErrChecksum  = errors.New("transcript: checksum does not match: edited or damaged")
-	ErrFormat    = errors.New("transcript: another format")
+	ErrTruncated     = errors.New("transcript: truncated")
+	ErrChecksum      = errors.New("transcript: checksum does not match: edited or damaged")
+	ErrFormat        = errors.New("transcript: another format")
 	ErrNotTranscript = errors.New("transcript: not an alloctrack transcript")
 )
 
