@@ -132,7 +132,7 @@ func (w *writer) write(r Entry) error {
 func encodeLine(r *Entry) []byte {
 	j, _ := json.Marshal(r) // a Record always marshals
 	line := make([]byte, 0, len(j)+10)
-	line = fmt.Appendf(line, "%08x ", crc32.Checksum(j, castagnoli))
+	line = fmt.Appendf(line, "%08x ", crc32Castagnoli(j))
 	line = append(line, j...)
 	return append(line, '\n')
 }
@@ -225,3 +225,5 @@ func (lr *lineReader) next() (*Entry, error) {
 	lr.seq++
 	return r, nil
 }
+
+func crc32Castagnoli(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
