@@ -11,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -325,4 +326,60 @@ func TestReplayUnknownService(t *testing.T) {
 	if errs := rp.Errors(); len(errs) != 1 || !errors.As(errs[0], &ue) || ue.Service != "shell,v2,raw:echo not-recorded" {
 		t.Errorf("Errors() = %v", errs)
 	}
+}
+
+// TestReplayTranscripts replays every transcript in testdata/transcripts,
+// whatever recorded it (a real phone's too): each device service the
+// recording opened is opened again through the real adb server, sent the
+// recorded client bytes, and must answer the recorded device bytes (or be
+// refused, if it was).
+func TestReplayTranscripts(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(transcriptDir, "*.transcript*"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no transcripts in %s (%v)", transcriptDir, err)
+	}
+	srv := adbtest.StartServer(t)
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			rp, serial := serveReplay(t, srv, file)
+			for _, c := range rp.transcriptConns() {
+				replayConn(t, srv, serial, c)
+			}
+			if errs := rp.Errors(); len(errs) > 0 {
+				t.Errorf("requests the transcript did not hold: %v", errs)
+			}
+		})
+	}
+}
+
+func replayConn(t *testing.T, srv *adbtest.Server, serial string, rc *transcript.Conn) {
+	t.Helper()
+	c := srv.Dial(t)
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(testwait.Bound))
+	if err := adbtest.Request(c, "host:transport:"+serial); err != nil {
+		t.Fatal(err)
+	}
+	err := adbtest.Request(c, rc.Service)
+	if ok := rc.Requests[len(rc.Requests)-1].Status == "OKAY"; ok != (err == nil) {
+		t.Fatalf("%s: %v, recorded %s", rc.Service, err, rc.Requests[len(rc.Requests)-1].Status)
+	}
+	if err != nil {
+		return
+	}
+	c.Write(rc.Bytes(transcript.ToDevice))
+	want := rc.Bytes(transcript.FromDevice)
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("%s: got %d bytes (%v), want the recorded %d", rc.Service, len(got), err, len(want))
+	}
+}
+
+// transcriptConns are the device services of the transcript, in order.
+func (r *Replay) transcriptConns() []*transcript.Conn {
+	out := make([]*transcript.Conn, len(r.services))
+	for i, s := range r.services {
+		out[i] = s.conn
+	}
+	return out
 }
