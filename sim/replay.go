@@ -338,14 +338,40 @@ func productOf(list string) [3]string {
 
 var sdkProp = regexp.MustCompile(`\[ro\.build\.version\.sdk\]: \[([0-9]+)\]`)
 
-// sdkOf finds the API level in a recorded getprop listing, or 0.
+// sdkOf finds the API level in a recorded getprop (the whole listing, or
+// the one property), or 0.
 func sdkOf(c *transcript.Conn) int {
 	if !strings.Contains(c.Service, "getprop") {
 		return 0
 	}
-	if m := sdkProp.FindSubmatch(c.Bytes(transcript.FromDevice)); m != nil {
+	out := c.Bytes(transcript.FromDevice)
+	if strings.HasPrefix(c.Service, "shell,v2") {
+		out = shellV2Stdout(out)
+	}
+	if m := sdkProp.FindSubmatch(out); m != nil {
 		n, _ := strconv.Atoi(string(m[1]))
 		return n
 	}
+	if strings.HasSuffix(c.Service, "getprop ro.build.version.sdk") {
+		n, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+		return n
+	}
 	return 0
+}
+
+// shellV2Stdout is the stdout of shell protocol v2 packets (id, u32
+// little-endian length, data; id 1 is stdout).
+func shellV2Stdout(b []byte) []byte {
+	var out []byte
+	for len(b) >= 5 {
+		n := int(binary.LittleEndian.Uint32(b[1:5]))
+		if n > len(b)-5 {
+			break
+		}
+		if b[0] == 1 {
+			out = append(out, b[5:5+n]...)
+		}
+		b = b[5+n:]
+	}
+	return out
 }

@@ -383,3 +383,23 @@ func (r *Replay) transcriptConns() []*transcript.Conn {
 	}
 	return out
 }
+
+// TestReplayPayloadByAPI: the replay's adbd moves data in messages no
+// larger than the recorded device's version sends (AdbdMaxPayload), the
+// API level read from the recorded getprop.
+func TestReplayPayloadByAPI(t *testing.T) {
+	for api, want := range map[int]uint32{19: 4096, 23: 4096, 30: AdbMaxPayload} {
+		f, err := os.Open(filepath.Join(transcriptDir, fmt.Sprintf("sim-api%d.transcript.gz", api)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := transcript.Read(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := NewReplay(tr).maxPayload(); got != want {
+			t.Errorf("API %d: max payload %d, want %d", api, got, want)
+		}
+	}
+}

@@ -202,6 +202,9 @@ func (lr *lineReader) next() (*Entry, error) {
 	}
 	body := bytes.TrimSuffix(b, []byte{'\n'})
 	if len(body) < 10 || body[8] != ' ' {
+		if lr.line == 1 {
+			return nil, lr.fail(ErrNotTranscript, "the first line is no checked record")
+		}
 		return nil, lr.fail(ErrChecksum, "no checksum before the record")
 	}
 	want, perr := strconv.ParseUint(string(body[:8]), 16, 32)

@@ -281,6 +281,7 @@ func TestReadRejects(t *testing.T) {
 		{"cut mid-line", string(good[:len(good)/2]), ErrTruncated, strings.Count(string(good[:len(good)/2]), "\n") + 1, "has no end"},
 		{"no trailer", strings.Join(ls[:n-1], ""), ErrTruncated, n - 1, "no trailer"},
 		{"empty", "", ErrTruncated, 0, "no header"},
+		{"not a transcript", "hello, world\n", ErrNotTranscript, 1, "no checked record"},
 		{"edited", edited, ErrChecksum, 6, "content sums to"},
 		{"record removed", strings.Join(ls[:3], "") + strings.Join(ls[4:], ""), ErrChecksum, 4, "record 4 where 3 belongs"},
 		{"another format", foreign, ErrFormat, 1, "recorded by alloctrack test, format 7; this is format 1"},
