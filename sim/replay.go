@@ -228,13 +228,14 @@ func (r *Replay) refuse(c net.Conn, name string) {
 
 // play sends the recorded device bytes, each chunk once the client has sent
 // as many bytes as the recording shows before it; then ends the stream, or
-// waits for the client to, as the recording did.
+// waits for the client to, as the recording did. A client that sends other
+// bytes than the recorded ones ends the stream with a *DivergedError.
 func (r *Replay) play(c net.Conn, rc *transcript.Conn) {
 	got := make(chan int, 1) // bytes from the client so far; closed at its end
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		readCounts(c, got)
+		r.readClient(c, rc, got)
 	}()
 	defer func() {
 		c.Close()
@@ -249,7 +250,7 @@ func (r *Replay) play(c net.Conn, rc *transcript.Conn) {
 		for sent < need {
 			n, ok := <-got
 			if !ok {
-				return // the client ended before the recorded one did
+				return // the client ended (or diverged) before the recorded one did
 			}
 			sent = n
 		}
@@ -263,16 +264,39 @@ func (r *Replay) play(c net.Conn, rc *transcript.Conn) {
 	}
 }
 
-// readCounts reads everything the client sends, putting the running count
-// on got (the latest only), and closes got at the end of the stream.
-func readCounts(c net.Conn, got chan int) {
+// DivergedError is a client that sent, on a replayed service, bytes the
+// transcript does not hold.
+type DivergedError struct {
+	Service string
+	Offset  int    // where the client's bytes first differ
+	Got     []byte // up to 16 of the client's bytes from there
+	Want    []byte // the recorded ones
+}
+
+func (e *DivergedError) Error() string {
+	return fmt.Sprintf("sim: replay: %s: the client sent % x at byte %d, the transcript has % x", e.Service, e.Got, e.Offset, e.Want)
+}
+
+// readClient reads everything the client sends, checking it against the
+// recording and putting the running count on got (the latest only); got
+// closes at the end of the stream or at the first difference.
+func (r *Replay) readClient(c net.Conn, rc *transcript.Conn, got chan int) {
 	defer close(got)
+	want := rc.Bytes(transcript.ToDevice)
 	buf := make([]byte, 32<<10)
 	total := 0
 	for {
 		n, err := c.Read(buf)
-		total += n
 		if n > 0 {
+			live := r.unsubstitute(buf[:n])
+			rest := want[min(total, len(want)):]
+			if i := firstDiff(live, rest); i >= 0 {
+				r.addErr(&DivergedError{Service: rc.Service, Offset: total + i,
+					Got: bytes.Clone(live[i:min(len(live), i+16)]), Want: bytes.Clone(rest[min(i, len(rest)):min(len(rest), i+16)])})
+				c.Close()
+				return
+			}
+			total += n
 			select {
 			case <-got:
 			default:
@@ -283,6 +307,40 @@ func readCounts(c net.Conn, got chan int) {
 			return
 		}
 	}
+}
+
+// firstDiff is the first index where live differs from want, or -1.
+// Bytes past want's end are no difference: the recording may not hold what
+// a client sent after the device had ended (shell v2's close of stdin).
+func firstDiff(live, want []byte) int {
+	for i, b := range live {
+		if i >= len(want) {
+			return -1
+		}
+		if want[i] != b {
+			return i
+		}
+	}
+	return -1
+}
+
+func (r *Replay) addErr(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs = append(r.errs, err)
+}
+
+// unsubstitute puts recorded values back for live ones of the same length.
+func (r *Replay) unsubstitute(b []byte) []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := b
+	for rec, live := range r.subst {
+		if len(rec) == len(live) && bytes.Contains(out, []byte(live)) {
+			out = bytes.ReplaceAll(out, []byte(live), []byte(rec))
+		}
+	}
+	return out
 }
 
 // substitute puts live values in for recorded ones of the same length.

@@ -403,3 +403,30 @@ func TestReplayPayloadByAPI(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayDiverged: a client that sends other bytes than the recorded
+// ones on a replayed service gets the stream closed, and Errors names the
+// service and the byte.
+func TestReplayDiverged(t *testing.T) {
+	srv := adbtest.StartServer(t)
+	rp, serial := serveReplay(t, srv, filepath.Join(transcriptDir, "sim-api30.transcript.gz"))
+	c := srv.Dial(t)
+	c.SetDeadline(time.Now().Add(testwait.Bound))
+	if err := adbtest.Request(c, "host:transport:"+serial); err != nil {
+		t.Fatal(err)
+	}
+	if err := adbtest.Request(c, "jdwp:4242"); err != nil {
+		t.Fatal(err)
+	}
+	feat := jdwp.AppendPacket(nil, &jdwp.Packet{ID: 1, CommandSet: ddms.CommandSet, Command: ddms.Command,
+		Data: ddms.EncodeChunk(ddms.FEAT, nil)})
+	c.Write(append([]byte(jdwp.Handshake), feat...))
+	b, _ := io.ReadAll(c) // the handshake echo, then the end
+	if len(b) > len(jdwp.Handshake) {
+		t.Errorf("the replay answered %d bytes to a request it does not hold", len(b))
+	}
+	var de *DivergedError
+	if errs := rp.Errors(); len(errs) != 1 || !errors.As(errs[0], &de) || de.Service != "jdwp:4242" || de.Offset < len(jdwp.Handshake) || de.Offset >= len(jdwp.Handshake)+11+4 {
+		t.Errorf("Errors() = %v", errs)
+	}
+}
