@@ -24,6 +24,7 @@ import (
 	"github.com/alloctrack/alloctrack/adb"
 	"github.com/alloctrack/alloctrack/adb/transcript"
 	"github.com/alloctrack/alloctrack/ddms"
+	"github.com/alloctrack/alloctrack/ddms/allocreport"
 	"github.com/alloctrack/alloctrack/internal/adbtest"
 	"github.com/alloctrack/alloctrack/internal/testwait"
 	"github.com/alloctrack/alloctrack/jdwp"
@@ -49,7 +50,9 @@ type doctorAnswers struct {
 	Hello      ddms.Hello
 	TrackingOn bool
 	REAL       digest
-	Perfetto   *perfettoAnswers `json:",omitempty"`
+	// REALRecords is how many allocation records the report parses to.
+	REALRecords int
+	Perfetto    *perfettoAnswers `json:",omitempty"`
 }
 
 type perfettoAnswers struct {
@@ -140,6 +143,11 @@ func ddmCycle(t *testing.T, c *adb.Client, serial string, pid, api int, a *docto
 		t.Fatalf("REAL: %v", err)
 	}
 	a.REAL = digestOf(payload)
+	rep, err := allocreport.Parse(payload)
+	if err != nil {
+		t.Fatalf("REAL: %v", err)
+	}
+	a.REALRecords = len(rep.Allocations)
 	if err := d.SetAllocTracking(false); err != nil {
 		t.Fatalf("REAE off: %v", err)
 	}
@@ -429,4 +437,62 @@ func TestReplayDiverged(t *testing.T) {
 	if errs := rp.Errors(); len(errs) != 1 || !errors.As(errs[0], &de) || de.Service != "jdwp:4242" || de.Offset < len(jdwp.Handshake) || de.Offset >= len(jdwp.Handshake)+11+4 {
 		t.Errorf("Errors() = %v", errs)
 	}
+}
+
+// TestReplayAnonymized: a transcript recorded with Anonymize replays, and
+// the JDWP, DDM and shell framing around the replaced names still holds:
+// the same questions get the same answers, but for the package's name,
+// replaced by a stand-in of its length, and a REAL of the same size and
+// records; no form of the serial or the package is left in the file.
+func TestReplayAnonymized(t *testing.T) {
+	srv := adbtest.StartServer(t)
+	serial := simForTranscript(t, srv, 30)
+	var buf bytes.Buffer
+	proxy, stop, err := transcript.Record(srv.Addr(), &buf, transcript.Options{Tool: "test", Anonymize: true, Packages: []string{replayPackage}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := doctorSequence(t, adb.NewClient(proxy), serial, 30)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := transcript.Read(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := buf.String()
+	for _, c := range tr.Conns {
+		all += string(c.Bytes(transcript.ToDevice)) + string(c.Bytes(transcript.FromDevice))
+	}
+	for _, secret := range []string{serial, fileSafeName(serial), replayPackage, "com/example/shop", utf16BE(replayPackage)} {
+		if strings.Contains(all, secret) {
+			t.Errorf("the transcript holds %q", secret)
+		}
+	}
+	f := filepath.Join(t.TempDir(), "anon.transcript")
+	os.WriteFile(f, buf.Bytes(), 0o644)
+	srv2 := adbtest.StartServer(t)
+	rp, rserial := serveReplay(t, srv2, f)
+	got := doctorSequence(t, adb.NewClient(srv2.Addr()), rserial, 30)
+	if errs := rp.Errors(); len(errs) > 0 {
+		t.Fatalf("replay errors: %v", errs)
+	}
+	if n := got.Hello.AppName; n == replayPackage || len(n) != len(replayPackage) || got.Hello.PackageName != n {
+		t.Errorf("replayed names %q %q", n, got.Hello.PackageName)
+	}
+	if got.REAL.Bytes != live.REAL.Bytes || got.REALRecords != live.REALRecords || got.REALRecords == 0 {
+		t.Errorf("REAL %+v %d records, live %+v %d", got.REAL, got.REALRecords, live.REAL, live.REALRecords)
+	}
+	got.Hello.AppName, got.Hello.PackageName, got.REAL = live.Hello.AppName, live.Hello.PackageName, live.REAL
+	if !reflect.DeepEqual(got, live) {
+		t.Errorf("replay answered %+v, live %+v", got, live)
+	}
+}
+
+func utf16BE(s string) string {
+	var b []byte
+	for _, c := range s {
+		b = append(b, 0, byte(c))
+	}
+	return string(b)
 }

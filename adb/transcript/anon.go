@@ -157,38 +157,75 @@ func replaceInPlace(b, old, new []byte) {
 	}
 }
 
-// stream replaces names in one direction of one connection, holding back
-// the last bytes of each read in case a name goes on in the next.
-type anonStream struct {
+// connAnon replaces names in both directions of one connection. A read
+// whose end could be the start of a name is held back until the rest comes;
+// before anything of one direction is recorded, what the other holds back
+// is recorded first, so that the file keeps the order in which the proxy
+// saw the bytes (a replay depends on it). A name split between two reads
+// with the other side speaking in between is therefore not replaced; the
+// protocols alloctrack speaks send whole messages, so it does not happen.
+type connAnon struct {
 	a     *anonymizer
-	carry []byte
+	mu    sync.Mutex
+	carry map[string][]byte // by direction
 }
 
-func (a *anonymizer) stream() *anonStream {
+func (a *anonymizer) conn() *connAnon {
 	if a == nil {
 		return nil
 	}
-	return &anonStream{a: a}
+	return &connAnon{a: a, carry: map[string][]byte{}}
 }
 
-// push returns the bytes that can be recorded now.
-func (s *anonStream) push(b []byte) []byte {
-	if s == nil {
-		return b
+// push records b, read in direction dir, through emit: anonymized, after
+// the other direction's held-back bytes, holding back its own end if need
+// be. Without anonymizing, emit gets b.
+func (c *connAnon) push(dir string, b []byte, emit func(dir string, data []byte)) {
+	if c == nil {
+		emit(dir, b)
+		return
 	}
-	buf := s.a.replace(append(s.carry, b...))
-	s.a.mu.Lock()
-	keep := min(max(s.a.longest-1, 0), len(buf))
-	s.a.mu.Unlock()
-	s.carry = bytes.Clone(buf[len(buf)-keep:])
-	return buf[:len(buf)-keep]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for other, held := range c.carry {
+		if other != dir && len(held) > 0 {
+			emit(other, c.a.replace(held))
+			c.carry[other] = nil
+		}
+	}
+	buf := c.a.replace(append(c.carry[dir], b...))
+	keep := c.a.partial(buf)
+	c.carry[dir] = bytes.Clone(buf[len(buf)-keep:])
+	if len(buf) > keep {
+		emit(dir, buf[:len(buf)-keep])
+	}
 }
 
-func (s *anonStream) flush() []byte {
-	if s == nil {
-		return nil
+// flush records what direction dir holds back, at its end.
+func (c *connAnon) flush(dir string, emit func(dir string, data []byte)) {
+	if c == nil {
+		return
 	}
-	rest := s.a.replace(s.carry)
-	s.carry = nil
-	return rest
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if held := c.carry[dir]; len(held) > 0 {
+		emit(dir, c.a.replace(held))
+	}
+	c.carry[dir] = nil
+}
+
+// partial is the length of the longest end of b that is the start of a
+// name (in any form), shorter than the name.
+func (a *anonymizer) partial(b []byte) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k := min(a.longest-1, len(b)); k > 0; k-- {
+		tail := b[len(b)-k:]
+		for _, p := range a.pairs {
+			if len(p[0]) > k && bytes.HasPrefix(p[0], tail) {
+				return k
+			}
+		}
+	}
+	return 0
 }

@@ -17,9 +17,12 @@ func (p *proxy) pipe(st *connState, cc, sc net.Conn) {
 	var mu sync.Mutex
 	var fromDevice []byte // for the shell v2 summary
 	shellV2 := strings.HasPrefix(st.service, "shell,v2")
+	anon := p.anon.conn() // nil without anonymizing
+	emit := func(dir string, data []byte) {
+		p.w.write(Entry{Kind: KindData, Conn: st.id, Dir: dir, Data: bytes.Clone(data)})
+	}
 	copyDir := func(dst, src net.Conn, dir string) {
 		defer wg.Done()
-		tail := p.anon.stream() // nil without anonymizing
 		buf := make([]byte, 64<<10)
 		for {
 			n, err := src.Read(buf)
@@ -33,18 +36,13 @@ func (p *proxy) pipe(st *connState, cc, sc net.Conn) {
 					fromDevice = append(fromDevice, data...)
 					mu.Unlock()
 				}
-				rec := tail.push(data)
-				if len(rec) > 0 {
-					p.w.write(Entry{Kind: KindData, Conn: st.id, Dir: dir, Data: bytes.Clone(rec)})
-				}
+				anon.push(dir, data, emit)
 				if _, werr := dst.Write(data); werr != nil {
 					err = werr
 				}
 			}
 			if err != nil {
-				if rest := tail.flush(); len(rest) > 0 {
-					p.w.write(Entry{Kind: KindData, Conn: st.id, Dir: dir, Data: rest})
-				}
+				anon.flush(dir, emit)
 				p.w.write(Entry{Kind: KindClose, Conn: st.id, Dir: dir})
 				// The other side learns of the end as a half close, or
 				// a full one where the connection has no half close.

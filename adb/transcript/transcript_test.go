@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -316,18 +317,21 @@ func TestReadGzip(t *testing.T) {
 	}
 }
 
-// TestAnonStreamAcrossReads: a name split between two reads is replaced.
-func TestAnonStreamAcrossReads(t *testing.T) {
+// TestAnonAcrossReads: a name split between two reads is replaced, and
+// what is held back is recorded before the other direction's next bytes.
+func TestAnonAcrossReads(t *testing.T) {
 	a := newAnonymizer([]string{secretPkg})
 	a.addSerial(secretSerial)
-	s := a.stream()
-	var out []byte
-	for _, part := range []string{"pkg " + secretPkg[:5], secretPkg[5:] + " on " + secretSerial[:3], secretSerial[3:] + "\n"} {
-		out = append(out, s.push([]byte(part))...)
-	}
-	out = append(out, s.flush()...)
-	want := "pkg " + a.names[secretPkg] + " on " + a.names[secretSerial] + "\n"
-	if string(out) != want {
+	c := a.conn()
+	var out []string
+	emit := func(dir string, data []byte) { out = append(out, dir[:2]+":"+string(data)) }
+	c.push(FromDevice, []byte("pkg "+secretPkg[:5]), emit)
+	c.push(FromDevice, []byte(secretPkg[5:]+" on "+secretSerial[:3]), emit)
+	c.push(ToDevice, []byte("ok"), emit)
+	c.push(FromDevice, []byte("zz"), emit)
+	c.flush(FromDevice, emit)
+	want := []string{"fr:pkg ", "fr:" + a.names[secretPkg] + " on ", "fr:" + secretSerial[:3], "to:ok", "fr:zz"}
+	if !slices.Equal(out, want) {
 		t.Errorf("got %q, want %q", out, want)
 	}
 }
