@@ -189,7 +189,9 @@ func (p *proxy) requests(st *connState, cc, sc net.Conn) bool {
 		}
 		p.w.write(Entry{Kind: KindStatus, Conn: st.id, Status: status, Reason: p.anonString(reason)})
 		if _, err := cc.Write(reply); err != nil || status != "OKAY" {
-			return status != "OKAY" && err == nil && p.drain(st, cc, sc)
+			// After a FAIL the server closes the connection.
+			p.w.write(Entry{Kind: KindClose, Conn: st.id, Dir: FromDevice})
+			return false
 		}
 		if serial, ok := transportSerial(req); ok && !st.transport {
 			st.transport, st.serial = true, serial
@@ -200,12 +202,6 @@ func (p *proxy) requests(st *connState, cc, sc net.Conn) bool {
 		}
 		return true
 	}
-}
-
-// drain: after a FAIL the server closes; nothing more to relay.
-func (p *proxy) drain(st *connState, cc, sc net.Conn) bool {
-	p.w.write(Entry{Kind: KindClose, Conn: st.id, Dir: FromDevice})
-	return false
 }
 
 // readRequest reads one request: 4 hex digits of length, then the text.
