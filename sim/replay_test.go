@@ -496,3 +496,27 @@ func utf16BE(s string) string {
 	}
 	return string(b)
 }
+
+// TestReplaySerialOfAnotherLength: a phone's serial recorded in a file name
+// and in what the client sent matches the replay's own serial of another
+// length; the nonce in the name is matched as varying.
+func TestReplaySerialOfAnotherLength(t *testing.T) {
+	rc := &transcript.Conn{Serial: "R58M", Service: "shell,v2,raw:perfetto -o /t/alloctrack-R58M-0123456789abcdef.pftrace",
+		Requests: []transcript.Request{{Text: "host:transport:R58M", Status: "OKAY"}, {Status: "OKAY", Service: true}},
+		Chunks: []transcript.Chunk{{Dir: transcript.ToDevice, Data: []byte("cfg R58M")}, {Dir: transcript.FromDevice, Data: []byte("4203\n")}},
+		ClosedBy: transcript.FromDevice}
+	rp := NewReplay(&transcript.Transcript{Conns: []*transcript.Conn{rc}})
+	defer rp.Close()
+	rp.SetSerial("127.0.0.1:40000")
+	c, err := rp.OpenService("shell,v2,raw:perfetto -o /t/alloctrack-127.0.0.1_40000-fedcba9876543210.pftrace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	go c.Write([]byte("cfg 127.0.0.1:40000"))
+	c.SetDeadline(time.Now().Add(testwait.Bound))
+	b, _ := io.ReadAll(c)
+	if string(b) != "4203\n" || len(rp.Errors()) > 0 {
+		t.Errorf("got %q, errors %v", b, rp.Errors())
+	}
+}
