@@ -501,9 +501,11 @@ func utf16BE(s string) string {
 // and in what the client sent matches the replay's own serial of another
 // length; the nonce in the name is matched as varying.
 func TestReplaySerialOfAnotherLength(t *testing.T) {
-	rc := &transcript.Conn{Serial: "R58M", Service: "shell,v2,raw:perfetto -o /t/alloctrack-R58M-0123456789abcdef.pftrace",
-		Requests: []transcript.Request{{Text: "host:transport:R58M", Status: "OKAY"}, {Status: "OKAY", Service: true}},
-		Chunks: []transcript.Chunk{{Dir: transcript.ToDevice, Data: []byte("cfg R58M")}, {Dir: transcript.FromDevice, Data: []byte("4203\n")}},
+	const phone = "R58M123ABCDEFGHIJ" // longer than 127.0.0.1:PORT
+	framed := func(s string) []byte { return append([]byte{byte(len(s))}, s...) }
+	rc := &transcript.Conn{Serial: phone, Service: "shell,v2,raw:perfetto -o /t/alloctrack-" + phone + "-0123456789abcdef.pftrace",
+		Requests: []transcript.Request{{Text: "host:transport:" + phone, Status: "OKAY"}, {Status: "OKAY", Service: true}},
+		Chunks:   []transcript.Chunk{{Dir: transcript.ToDevice, Data: framed(phone)}, {Dir: transcript.FromDevice, Data: []byte("4203\n")}},
 		ClosedBy: transcript.FromDevice}
 	rp := NewReplay(&transcript.Transcript{Conns: []*transcript.Conn{rc}})
 	defer rp.Close()
@@ -513,7 +515,7 @@ func TestReplaySerialOfAnotherLength(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	go c.Write([]byte("cfg 127.0.0.1:40000"))
+	go c.Write(framed("127.0.0.1:40000"))
 	c.SetDeadline(time.Now().Add(testwait.Bound))
 	b, _ := io.ReadAll(c)
 	if string(b) != "4203\n" || len(rp.Errors()) > 0 {
