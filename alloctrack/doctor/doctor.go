@@ -129,7 +129,7 @@ func decideHeapprofd(d Device, a App) Verdict {
 // heap dumps where am dumpheap would dump the app (docs/heapdumps.md fact
 // 4: a debuggable app, or any app on a ro.debuggable=1 build), else none.
 func fallback(d Device, a App, why, fix string) Verdict {
-	if a.Kind == KindDebuggable || d.roDebuggable() {
+	if MayDump(d, a) {
 		return Verdict{Backend: BackendHeapdump, Reason: why, Fix: fix}
 	}
 	if a.Kind == KindProfileable {
@@ -179,3 +179,10 @@ func (d Device) HasFeature(f string) bool {
 
 // FeatureList is the features joined for a table cell.
 func (d Device) FeatureList() string { return strings.Join(d.Features, ",") }
+
+// MayDump reports whether am dumpheap would dump the app
+// (docs/heapdumps.md fact 4): a debuggable app, or any app on a
+// ro.debuggable=1 build.
+func MayDump(d Device, a App) bool {
+	return a.PID != 0 && (a.Kind == KindDebuggable || d.roDebuggable())
+}

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/alloctrack/alloctrack/alloctrack/doctor"
+	"github.com/alloctrack/alloctrack/sim"
+)
+
+// doctorDevices are the devices of the list: API level and build.
+var doctorDevices = []struct {
+	api   int
+	build string
+}{
+	{19, sim.BuildUser}, {23, sim.BuildUserdebug}, {28, sim.BuildUser}, {30, sim.BuildUserdebug},
+	{31, sim.BuildUser}, {33, sim.BuildUserdebug}, {35, sim.BuildUser}, {35, sim.BuildUserdebug},
+}
+
+// doctorApps are the apps each device runs: debuggable, profileable
+// only, release, held by a debugger, idle.
+var doctorApps = []string{"com.example.dbg", "com.example.prof", "com.example.rel", "com.example.held", "com.example.idle"}
+
+// newDoctorFarm serves one farm with every device of doctorDevices,
+// each running doctorApps, through Debian's adb server.
+func newDoctorFarm(t *testing.T) (*sim.Farm, string, map[string]string) {
+	t.Helper()
+	var apis []int
+	for _, d := range doctorDevices {
+		apis = append(apis, d.api)
+	}
+	f := newCaptureFarm(t, sim.FarmConfig{Devices: len(doctorDevices), AppsPerDevice: 0, APIs: apis, SerialPrefix: "doc",
+		Device: func(i int, c *sim.DeviceConfig) { c.Build = doctorDevices[i].build }})
+	for _, d := range f.Devices() {
+		for _, pkg := range doctorApps {
+			cfg := sim.AppConfig{Package: pkg, Workload: sim.DefaultWorkload()}
+			switch pkg {
+			case "com.example.prof":
+				cfg.NotDebuggable, cfg.Profileable = true, true
+			case "com.example.rel":
+				cfg.NotDebuggable = true
+			case "com.example.idle":
+				cfg.Workload = quietCaptureWorkload()
+			}
+			vm, err := f.AddApp(d.Serial(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pkg == "com.example.held" {
+				vm.SetFaults(sim.Faults{DebuggerAttached: true})
+			}
+		}
+	}
+	addr, serials := serveRealADB(t, f)
+	return f, addr, serials
+}
+
+// want is doctor's verdict for an app of doctorApps on a device: its
+// kind, backend and a part of the reason ("" none), each from the facts
+// docs/doctor.md cites.
+func doctorWant(api int, build, pkg string) (kind, backend, reason string) {
+	user := build == sim.BuildUser
+	heldWhy := "closed the JDWP stream"
+	if api >= 28 {
+		heldWhy = "unanswered or was closed"
+	}
+	if api < doctor.APIHeapprofd {
+		switch {
+		case pkg == "com.example.held" && user:
+			return doctor.KindDebuggable, doctor.BackendHeapdump, heldWhy
+		case pkg == "com.example.held":
+			return doctor.KindUnknown, doctor.BackendHeapdump, heldWhy
+		case !user:
+			return doctor.KindUnknown, doctor.BackendDDM, "" // every app has JDWP (fact 5)
+		case pkg == "com.example.prof" || pkg == "com.example.rel":
+			return doctor.KindNeither, doctor.BackendNone, "ro.debuggable=0"
+		}
+		return doctor.KindDebuggable, doctor.BackendDDM, ""
+	}
+	switch pkg {
+	case "com.example.prof":
+		return doctor.KindProfileable, doctor.BackendHeapprofd, ""
+	case "com.example.rel":
+		if user {
+			return doctor.KindNeither, doctor.BackendNone, "not debuggable on a user build"
+		}
+		return doctor.KindNeither, doctor.BackendHeapdump, "neither debuggable nor profileable"
+	}
+	return doctor.KindDebuggable, doctor.BackendHeapprofd, ""
+}
+
+// TestDoctorFarm runs doctor (no live checks) on every device of the
+// issue's list through Debian's adb server: each app's kind, JDWP list
+// membership, held state, backend and reason, in JSON and in the table;
+// the device facts; exit status 7, since release apps on user builds
+// cannot work.
+func TestDoctorFarm(t *testing.T) {
+	f, addr, serials := newDoctorFarm(t)
+	args := []string{"doctor", "--adb.address", addr, "--no-live", "--request.timeout", "2s"}
+	// Every app listed has a backend (a held one, heap dumps): exit 0.
+	if _, errOut, code := runCmd(t, args...); code != exitOK {
+		t.Fatalf("without --package: exit %d: %s", code, errOut)
+	}
+	for _, p := range doctorApps {
+		args = append(args, "--package", p)
+	}
+	out, errOut, code := runCmd(t, append(args, "--format", "json")...)
+	if code != exitCannotWork {
+		t.Fatalf("exit %d, want %d: %s%s", code, exitCannotWork, errOut, out)
+	}
+	var rep doctorReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	table, errOut, code := runCmd(t, args...)
+	if code != exitCannotWork {
+		t.Fatalf("table: exit %d: %s", code, errOut)
+	}
+	if len(rep.Devices) != len(doctorDevices) || rep.Works {
+		t.Fatalf("%d devices, works %v: %s", len(rep.Devices), rep.Works, out)
+	}
+	for i, want := range doctorDevices {
+		d := f.Devices()[i]
+		var dr *deviceReport
+		for j := range rep.Devices {
+			if rep.Devices[j].Serial == serials[d.Serial()] {
+				dr = &rep.Devices[j]
+			}
+		}
+		if dr == nil {
+			t.Fatalf("no report of %s", d.Serial())
+		}
+		checkDoctorDevice(t, *dr, want.api, want.build, table)
+	}
+}
+
+func checkDoctorDevice(t *testing.T, dr deviceReport, api int, build, table string) {
+	t.Helper()
+	dbg := map[string]string{sim.BuildUser: "0", sim.BuildUserdebug: "1"}[build]
+	if dr.API != api || dr.Build != build || dr.Debuggable != dbg || dr.SELinux != "Enforcing" || dr.Error != "" {
+		t.Errorf("device %+v, want API %d, %s build", dr.Device, api, build)
+	}
+	if (api >= 30) != (dr.Perfetto != "") || (api >= 24) != dr.HasFeature("shell_v2") || (api >= 29) != (dr.Traced == "running") {
+		t.Errorf("API %d: perfetto %q, features %v, traced %q", api, dr.Perfetto, dr.Features, dr.Traced)
+	}
+	if len(dr.Apps) != len(doctorApps) {
+		t.Fatalf("API %d %s: apps %+v", api, build, dr.Apps)
+	}
+	for _, a := range dr.Apps {
+		kind, backend, reason := doctorWant(api, build, a.Package)
+		v := a.Verdict
+		if a.Kind != kind || v.Backend != backend || !strings.Contains(v.Reason, reason) || (reason == "") != (v.Reason == "") {
+			t.Errorf("API %d %s %s: %s (%s), %+v; want %s, %s with %q", api, build, a.Package, a.Kind, a.KindSource, v, kind, backend, reason)
+		}
+		held := a.Package == "com.example.held"
+		if a.InJDWP && (a.Held != held || !a.HeldKnown) {
+			t.Errorf("API %d %s %s: held %v (known %v)", api, build, a.Package, a.Held, a.HeldKnown)
+		}
+		row := fmt.Sprintf("%s %d %s", a.Package, a.PID, a.Kind)
+		if !strings.Contains(strings.Join(strings.Fields(table), " "), row) {
+			t.Errorf("the table has no row %q:\n%s", row, table)
+		}
+	}
+}
