@@ -22,6 +22,7 @@ type doctorCmd struct {
 	format, record             *string
 	heapdump, anonymize, noRun *bool
 	reqTimeout, checkTimeout   *time.Duration
+	checkLength                *time.Duration
 }
 
 func newDoctorCmd(app *kingpin.Application) *doctorCmd {
@@ -36,7 +37,8 @@ func newDoctorCmd(app *kingpin.Application) *doctorCmd {
 	c.record = f("record", "Write a transcript of every exchange with the adb server to FILE (see docs/doctor.md).").PlaceHolder("FILE").String()
 	c.anonymize = f("anonymize", "With --record: replace serials and package names consistently in the transcript.").Bool()
 	c.reqTimeout = f("request.timeout", "Timeout of each request (getprop, lists, JDWP handshake).").Default("5s").Duration()
-	c.checkTimeout = f("check.timeout", "How long each live check may take.").Default("30s").Duration()
+	c.checkLength = f("check.length", "How long a heapprofd check waits for its first dump before it stops (an app that allocates nothing gives none).").Default("5s").Duration()
+	c.checkTimeout = f("check.timeout", "How long each live check may take in all.").Default("30s").Duration()
 	return c
 }
 
@@ -210,16 +212,16 @@ func (c *doctorCmd) examineApp(ctx context.Context, client *adb.Client, d doctor
 	if *c.noRun {
 		return ar
 	}
-	cctx, cancel := context.WithTimeout(ctx, *c.checkTimeout)
-	defer cancel()
 	switch ar.Verdict.Backend {
 	case doctor.BackendDDM:
+		cctx, cancel := context.WithTimeout(ctx, *c.checkTimeout)
 		ar.Checks = append(ar.Checks, ddmCheck(cctx, client, d, a.PID, c.ddmConfig()))
+		cancel()
 	case doctor.BackendHeapprofd:
-		ar.Checks = append(ar.Checks, heapprofdCheck(cctx, client, d, a, *c.checkTimeout))
+		ar.Checks = append(ar.Checks, heapprofdCheck(ctx, client, d, a, *c.checkLength, *c.checkTimeout))
 	}
 	if *c.heapdump && ar.Verdict.Works() && doctor.MayDump(d, a) {
-		ar.Checks = append(ar.Checks, heapdumpCheck(cctx, client, d, a.PID, *c.checkTimeout))
+		ar.Checks = append(ar.Checks, heapdumpCheck(ctx, client, d, a.PID, *c.checkTimeout))
 	}
 	return ar
 }

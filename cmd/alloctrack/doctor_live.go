@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/alloctrack/alloctrack/adb"
@@ -27,9 +28,14 @@ type liveCheck struct {
 	RTTMs   float64 `json:"rtt_ms,omitempty"`
 	// TrackerOff: asked again after, the VM said its tracker is off.
 	TrackerOff *bool `json:"tracker_off,omitempty"`
-	// heapprofd: dumps and samples.
-	Dumps   uint64 `json:"dumps,omitempty"`
-	Samples uint64 `json:"samples,omitempty"`
+	// heapprofd: sessions, trace bytes, dumps and samples, and the app's
+	// state at the end.
+	Sessions   uint64 `json:"sessions,omitempty"`
+	TraceBytes uint64 `json:"trace_bytes,omitempty"`
+	Dumps      uint64 `json:"dumps,omitempty"`
+	Samples    uint64 `json:"samples,omitempty"`
+	State      string `json:"state,omitempty"`
+	Note       string `json:"note,omitempty"`
 	// heap dump: bytes of the dump file on the device.
 	DumpBytes int64 `json:"dump_bytes,omitempty"`
 }
@@ -80,7 +86,7 @@ func ddmCheck(ctx context.Context, client *adb.Client, d doctor.Device, pid int,
 }
 
 // heapprofdCheck runs one heapprofd session until its first dump.
-func heapprofdCheck(ctx context.Context, client *adb.Client, d doctor.Device, a doctor.App, timeout time.Duration) liveCheck {
+func heapprofdCheck(ctx context.Context, client *adb.Client, d doctor.Device, a doctor.App, length, timeout time.Duration) liveCheck {
 	lc := liveCheck{Backend: doctor.BackendHeapprofd}
 	start := time.Now()
 	dir, err := os.MkdirTemp("", "alloctrack-doctor-")
@@ -96,20 +102,23 @@ func heapprofdCheck(ctx context.Context, client *adb.Client, d doctor.Device, a 
 	}
 	w.SetPackage(a.Package)
 	stop := make(chan struct{})
-	done := false
+	var once sync.Once
+	end := func() { once.Do(func() { close(stop) }) }
 	rec := &offline.HeapprofdRecorder{
 		Serial: d.Serial, PID: a.PID, API: d.API, Window: time.Second,
 		Exec: func(ctx context.Context, stdin []byte, argv ...string) ([]byte, []byte, int, error) {
 			return client.Exec(ctx, d.Serial, stdin, argv...)
 		},
-		Config: heapprofd.Config{},
 		Progress: func(st *alloctrack.AppStats) {
-			if !done && st.Snapshot().Heapprofd.Dumps > 0 {
-				done = true
-				close(stop)
+			if st.Snapshot().Heapprofd.Dumps > 0 {
+				end()
 			}
 		},
 	}
+	// An app that allocates nothing gives no dump (fact 6): stop after
+	// length, its session having run.
+	timer := time.AfterFunc(length, end)
+	defer timer.Stop()
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	err = rec.Record(rctx, stop, w)
@@ -117,13 +126,16 @@ func heapprofdCheck(ctx context.Context, client *adb.Client, d doctor.Device, a 
 	lc.Seconds = time.Since(start).Seconds()
 	if rec.Stats != nil {
 		st := rec.Stats.Snapshot().Heapprofd
-		lc.Dumps, lc.Samples = st.Dumps, st.Samples
+		lc.Dumps, lc.Samples, lc.Sessions, lc.TraceBytes = st.Dumps, st.Samples, st.Sessions, st.TraceBytes
+		lc.State, _ = rec.Stats.State()
 	}
 	switch {
 	case err != nil:
 		lc.Error = err.Error()
-	case lc.Dumps == 0:
-		lc.Error = fmt.Sprintf("no dump within %v", timeout)
+	case lc.Sessions == 0 || lc.TraceBytes == 0:
+		lc.Error = "the heapprofd session wrote nothing"
+	case lc.Samples == 0:
+		lc.Note = "no sample: the app allocated nothing during the check, or another profiler holds it (docs/heapprofd-devices.md facts 6 and 13)"
 	}
 	lc.OK = lc.Error == ""
 	return lc

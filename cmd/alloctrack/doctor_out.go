@@ -123,7 +123,10 @@ func checkText(lc liveCheck) string {
 			fmt.Fprintf(&b, "; tracker off after: %s", yesNo(*lc.TrackerOff))
 		}
 	case doctor.BackendHeapprofd:
-		fmt.Fprintf(&b, "; %d dumps, %d samples", lc.Dumps, lc.Samples)
+		fmt.Fprintf(&b, "; %d dumps, %d samples, %d trace bytes, app %s", lc.Dumps, lc.Samples, lc.TraceBytes, orDash(lc.State))
+		if lc.Note != "" {
+			fmt.Fprintf(&b, "; %s", lc.Note)
+		}
 	case doctor.BackendHeapdump:
 		fmt.Fprintf(&b, "; %d bytes", lc.DumpBytes)
 	}

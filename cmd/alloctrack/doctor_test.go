@@ -164,3 +164,66 @@ func checkDoctorDevice(t *testing.T, dr deviceReport, api int, build, table stri
 		}
 	}
 }
+
+// TestDoctorLiveChecks runs doctor's live checks through Debian's adb
+// server: on Android 11 one DDM cycle (records of the report, its round
+// trip, the tracker off after), on Android 13 one heapprofd dump (its
+// samples), and with --heapdump one dump each (its bytes); an idle app
+// passes with no record; nothing is left on the devices, and the VMs'
+// trackers are off.
+func TestDoctorLiveChecks(t *testing.T) {
+	f := newCaptureFarm(t, sim.FarmConfig{Devices: 2, AppsPerDevice: 0, APIs: []int{30, 33}, SerialPrefix: "live"})
+	for _, d := range f.Devices() {
+		f.AddApp(d.Serial(), sim.AppConfig{Package: "com.example.dbg", Workload: sim.DefaultWorkload()})
+		f.AddApp(d.Serial(), sim.AppConfig{Package: "com.example.idle", Workload: quietCaptureWorkload()})
+	}
+	addr, _ := serveRealADB(t, f)
+	out, errOut, code := runCmd(t, "doctor", "--adb.address", addr, "--package", "com.example.dbg", "--package", "com.example.idle", "--heapdump", "--format", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s%s", code, errOut, out)
+	}
+	var rep doctorReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, dr := range rep.Devices {
+		if dr.LeftBehind != nil || dr.LeftError != "" || len(dr.Apps) != 2 {
+			t.Errorf("API %d: left %v %s; apps %+v", dr.API, dr.LeftBehind, dr.LeftError, dr.Apps)
+		}
+		for _, a := range dr.Apps {
+			checkLive(t, dr.API, a)
+		}
+	}
+	for _, d := range f.Devices() {
+		if left := append(d.Files("/data/local/tmp"), d.Files(sim.PerfettoTraceDir)...); len(left) > 0 {
+			t.Errorf("%s: left on the device: %v", d.Serial(), left)
+		}
+		for _, vm := range d.VMs() {
+			if vm.Tracking() {
+				t.Errorf("%s %s: tracker left on", d.Serial(), vm.ProcessName())
+			}
+		}
+	}
+}
+
+func checkLive(t *testing.T, api int, a appReport) {
+	t.Helper()
+	idle := a.Package == "com.example.idle"
+	want := doctor.BackendDDM
+	if api >= doctor.APIHeapprofd {
+		want = doctor.BackendHeapprofd
+	}
+	if len(a.Checks) != 2 || a.Checks[0].Backend != want || a.Checks[1].Backend != doctor.BackendHeapdump {
+		t.Fatalf("API %d %s: checks %+v", api, a.Package, a.Checks)
+	}
+	c, hd := a.Checks[0], a.Checks[1]
+	if !c.OK || !hd.OK || hd.DumpBytes == 0 {
+		t.Errorf("API %d %s: %+v, %+v", api, a.Package, c, hd)
+	}
+	switch {
+	case want == doctor.BackendDDM && (c.TrackerOff == nil || !*c.TrackerOff || (c.Records == 0) != idle || c.RTTMs <= 0):
+		t.Errorf("API %d %s: DDM check %+v", api, a.Package, c)
+	case want == doctor.BackendHeapprofd && (c.Sessions != 1 || c.TraceBytes == 0 || (c.Dumps == 0) != idle || (c.Samples == 0) != idle || (c.Note == "") == idle):
+		t.Errorf("API %d %s: heapprofd check %+v", api, a.Package, c)
+	}
+}
