@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -225,5 +226,36 @@ func checkLive(t *testing.T, api int, a appReport) {
 		t.Errorf("API %d %s: DDM check %+v", api, a.Package, c)
 	case want == doctor.BackendHeapprofd && (c.Sessions != 1 || c.TraceBytes == 0 || (c.Dumps == 0) != idle || (c.Samples == 0) != idle || (c.Note == "") == idle):
 		t.Errorf("API %d %s: heapprofd check %+v", api, a.Package, c)
+	}
+}
+
+// TestDoctorExitStatus: 0 when everything asked for works; 7 for an app
+// that is not running (its reason in the table), and for a file of
+// alloctrack's left on the device (named); 2 for a bad flag; 1 for
+// --record until the recording proxy is built, leaving no file.
+func TestDoctorExitStatus(t *testing.T) {
+	f := newCaptureFarm(t, sim.FarmConfig{Devices: 1, AppsPerDevice: 1, APIs: []int{30}, SerialPrefix: "exit", Workload: quietCaptureWorkload()})
+	addr, _ := serveRealADB(t, f)
+	base := []string{"doctor", "--adb.address", addr, "--no-live"}
+	if _, errOut, code := runCmd(t, append(base, "--package", "com.example.app1")...); code != exitOK {
+		t.Errorf("a debuggable app: exit %d: %s", code, errOut)
+	}
+	out, _, code := runCmd(t, append(base, "--package", "com.example.gone")...)
+	if code != exitCannotWork || !strings.Contains(out, "com.example.gone is not running") {
+		t.Errorf("an app not running: exit %d:\n%s", code, out)
+	}
+	left := "/data/local/tmp/alloctrack-1-2.hprof"
+	f.Devices()[0].PutFile(left, []byte("x"))
+	out, _, code = runCmd(t, base...)
+	if code != exitCannotWork || !strings.Contains(out, "left behind: "+left) {
+		t.Errorf("a file left: exit %d:\n%s", code, out)
+	}
+	if _, errOut, code := runCmd(t, append(base, "--format", "yaml")...); code != exitUsage {
+		t.Errorf("--format yaml: exit %d: %s", code, errOut)
+	}
+	rec := t.TempDir() + "/t.transcript"
+	_, errOut, code := runCmd(t, append(base, "--record", rec, "--anonymize")...)
+	if _, err := os.Stat(rec); code != exitFailure || !strings.Contains(errOut, "not built") || err == nil {
+		t.Errorf("--record: exit %d, file %v: %s", code, err, errOut)
 	}
 }
