@@ -140,11 +140,15 @@ func TestDoctorFarm(t *testing.T) {
 func checkDoctorDevice(t *testing.T, dr deviceReport, api int, build, table string) {
 	t.Helper()
 	dbg := map[string]string{sim.BuildUser: "0", sim.BuildUserdebug: "1"}[build]
-	if dr.API != api || dr.Build != build || dr.Debuggable != dbg || dr.SELinux != "Enforcing" || dr.Error != "" {
+	release := map[int]string{19: "4.4", 23: "6.0", 28: "9", 30: "11", 31: "12", 33: "13", 35: "15"}[api]
+	if dr.API != api || dr.Release != release || dr.Build != build || dr.Debuggable != dbg || dr.SELinux != "Enforcing" || dr.Error != "" {
 		t.Errorf("device %+v, want API %d, %s build", dr.Device, api, build)
 	}
 	if (api >= 30) != (dr.Perfetto != "") || (api >= 24) != dr.HasFeature("shell_v2") || (api >= 29) != (dr.Traced == "running") {
 		t.Errorf("API %d: perfetto %q, features %v, traced %q", api, dr.Perfetto, dr.Features, dr.Traced)
+	}
+	if dr.LeftBehind != nil || dr.LeftError != "" {
+		t.Errorf("API %d: left behind %v (%s)", api, dr.LeftBehind, dr.LeftError)
 	}
 	if len(dr.Apps) != len(doctorApps) {
 		t.Fatalf("API %d %s: apps %+v", api, build, dr.Apps)
