@@ -67,3 +67,16 @@ func TestKind(t *testing.T) {
 		}
 	}
 }
+
+// TestStateReason: a device adb cannot talk to gets its state and the fix.
+func TestStateReason(t *testing.T) {
+	for state, want := range map[string]string{
+		"device": "", "unauthorized": "Allow USB debugging", "offline": "adb kill-server",
+		"no permissions (missing udev rules? user is in the plugdev group)": "udev rule", "recovery": "recovery",
+	} {
+		got := StateReason(state)
+		if (want == "") != (got == "") || !strings.Contains(got, want) {
+			t.Errorf("%s: %q, want %q", state, got, want)
+		}
+	}
+}

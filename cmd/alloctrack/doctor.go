@@ -131,12 +131,18 @@ func (c *doctorCmd) examine(ctx context.Context, client *adb.Client) (*doctorRep
 	if err != nil {
 		return nil, fmt.Errorf("listing devices at the adb server %s: %w", client.Addr(), err)
 	}
+	states := deviceStates(ctx, client, *c.reqTimeout)
 	rep := &doctorReport{Works: true}
 	for _, info := range devs {
 		if *c.serial != "" && info.Serial != *c.serial {
 			continue
 		}
-		dr := c.examineDevice(ctx, client, info)
+		var dr deviceReport
+		if why := doctor.StateReason(states[info.Serial]); why != "" {
+			dr = deviceReport{Device: doctor.Device{Serial: info.Serial, Model: info.Model, Error: why}}
+		} else {
+			dr = c.examineDevice(ctx, client, info)
+		}
 		rep.Devices = append(rep.Devices, dr)
 		rep.Works = rep.Works && deviceWorks(dr)
 	}
@@ -224,4 +230,19 @@ func (c *doctorCmd) examineApp(ctx context.Context, client *adb.Client, d doctor
 		ar.Checks = append(ar.Checks, heapdumpCheck(ctx, client, d, a.PID, *c.checkTimeout))
 	}
 	return ar
+}
+
+// deviceStates is the adb server's first device list: each serial's
+// state (empty when the list did not come).
+func deviceStates(ctx context.Context, client *adb.Client, timeout time.Duration) map[string]string {
+	states := map[string]string{}
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client.TrackDevices(tctx, func(l []adb.DeviceState) {
+		for _, d := range l {
+			states[d.Serial] = d.State
+		}
+		cancel()
+	})
+	return states
 }

@@ -263,3 +263,23 @@ func TestDoctorExitStatus(t *testing.T) {
 		t.Errorf("--record: exit %d, file %v: %s", code, err, errOut)
 	}
 }
+
+// TestDoctorUnauthorized: a device adb lists as unauthorized is named
+// with what to do on the phone, and exits 7; the other device is asked.
+func TestDoctorUnauthorized(t *testing.T) {
+	s := sim.NewHostServer()
+	t.Cleanup(func() { s.Close() })
+	for _, serial := range []string{"sim-ok", "sim-unauth"} {
+		s.AddDevice(sim.NewDevice(sim.DeviceConfig{Serial: serial, API: 30}))
+	}
+	a, err := s.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetState("sim-unauth", "unauthorized")
+	out, errOut, code := runCmd(t, "doctor", "--adb.address", a.String(), "--no-live")
+	if code != exitCannotWork || !strings.Contains(out, "device sim-unauth") || !strings.Contains(out, "Allow USB debugging") ||
+		!strings.Contains(out, "device sim-ok: ") || !strings.Contains(out, "build userdebug") {
+		t.Errorf("exit %d: %s\n%s", code, errOut, out)
+	}
+}
