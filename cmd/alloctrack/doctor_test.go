@@ -235,7 +235,8 @@ func checkLive(t *testing.T, api int, a appReport) {
 
 // TestDoctorExitStatus: 0 when everything asked for works; 7 for an app
 // that is not running (its reason in the table), and for a file of
-// alloctrack's left on the device (named); 2 for a bad flag; 1 for
+// alloctrack's left on the device (named); 2 for a bad flag and for
+// --anonymize without --record; 1 for a device not attached, and for
 // --record until the recording proxy is built, leaving no file.
 func TestDoctorExitStatus(t *testing.T) {
 	f := newCaptureFarm(t, sim.FarmConfig{Devices: 1, AppsPerDevice: 1, APIs: []int{30}, SerialPrefix: "exit", Workload: quietCaptureWorkload()})
@@ -256,6 +257,12 @@ func TestDoctorExitStatus(t *testing.T) {
 	}
 	if _, errOut, code := runCmd(t, append(base, "--format", "yaml")...); code != exitUsage {
 		t.Errorf("--format yaml: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := runCmd(t, append(base, "--anonymize")...); code != exitUsage || !strings.Contains(errOut, "--anonymize needs --record") {
+		t.Errorf("--anonymize alone: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := runCmd(t, append(base, "--serial", "nosuch")...); code != exitFailure || !strings.Contains(errOut, `no device "nosuch"`) {
+		t.Errorf("--serial nosuch: exit %d: %s", code, errOut)
 	}
 	rec := t.TempDir() + "/t.transcript"
 	_, errOut, code := runCmd(t, append(base, "--record", rec, "--anonymize")...)
