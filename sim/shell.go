@@ -281,6 +281,8 @@ func (d *Device) runCommandIO(f []string, in *shellInput) (out, errOut []byte, c
 		if d.cfg.API >= apiPidof {
 			return d.killCommand(f[1:])
 		}
+	case "run-as":
+		return d.runAs(f, in)
 	case "ls": // toolbox's before Android 6.0, toybox's after
 		return d.fileCommand(f)
 	case "tail", "cat":

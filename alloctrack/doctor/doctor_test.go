@@ -50,19 +50,22 @@ func TestKind(t *testing.T) {
 		d      Device
 		inJDWP bool
 		ta     *TrackApp
+		ra     RunAs
 		want   string
 	}{
-		{dev(33, "user"), false, &TrackApp{Listed: true, Profileable: true}, KindProfileable},
-		{dev(33, "user"), false, &TrackApp{}, KindNeither},
-		{dev(35, "user"), true, &TrackApp{Listed: true, Debuggable: true, Profileable: true}, KindDebuggable},
-		{dev(28, "user"), true, nil, KindDebuggable},
-		{dev(28, "user"), false, nil, KindNeither},
-		{dev(28, "userdebug"), true, nil, KindUnknown},
-		{dev(34, "userdebug"), true, nil, KindDebuggable},
-		{prop, true, nil, KindUnknown},
-		{dev(34, "eng"), true, nil, KindUnknown},
+		{dev(33, "user"), false, &TrackApp{Listed: true, Profileable: true}, RunAsNotAsked, KindProfileable},
+		{dev(33, "user"), false, &TrackApp{}, RunAsNotAsked, KindNeither},
+		{dev(35, "user"), true, &TrackApp{Listed: true, Debuggable: true, Profileable: true}, RunAsNotAsked, KindDebuggable},
+		{dev(28, "user"), true, nil, RunAsNotAsked, KindDebuggable},
+		{dev(28, "user"), false, nil, RunAsNotAsked, KindNeither},
+		{dev(28, "userdebug"), true, nil, RunAsNotAsked, KindUnknown},
+		{dev(28, "userdebug"), true, nil, RunAsDebuggable, KindDebuggable},
+		{dev(28, "userdebug"), true, nil, RunAsNotDebuggable, KindNeither},
+		{dev(34, "userdebug"), true, nil, RunAsNotAsked, KindDebuggable},
+		{prop, true, nil, RunAsNotAsked, KindUnknown},
+		{dev(34, "eng"), true, nil, RunAsNotAsked, KindUnknown},
 	} {
-		if k, src := Kind(tc.d, tc.inJDWP, tc.ta); k != tc.want || src == "" {
+		if k, src := Kind(tc.d, tc.inJDWP, tc.ta, tc.ra); k != tc.want || src == "" {
 			t.Errorf("%+v jdwp %v %+v: %s (%s), want %s", tc.d, tc.inJDWP, tc.ta, k, src, tc.want)
 		}
 	}

@@ -22,10 +22,20 @@ func (d Device) ReleaseJDWP() bool {
 	return eng || (d.Build == "userdebug" && prop)
 }
 
+// RunAs is what `run-as PKG true` said: run-as runs commands only as a
+// debuggable package (docs/doctor.md).
+type RunAs int
+
+const (
+	RunAsNotAsked      RunAs = iota // not asked, or its answer says nothing
+	RunAsDebuggable                 // it ran: the package is debuggable
+	RunAsNotDebuggable              // it refused: not debuggable
+)
+
 // Kind decides whether an app is debuggable, profileable or neither, and
 // says from which source. ta is nil where track-app was not asked (below
-// Android 12) or failed.
-func Kind(d Device, inJDWP bool, ta *TrackApp) (kind, source string) {
+// Android 12) or failed; ra is what run-as said (below Android 12).
+func Kind(d Device, inJDWP bool, ta *TrackApp, ra RunAs) (kind, source string) {
 	if ta != nil {
 		switch {
 		case !ta.Listed:
@@ -38,6 +48,12 @@ func Kind(d Device, inJDWP bool, ta *TrackApp) (kind, source string) {
 		return KindNeither, "track-app lists it with neither flag"
 	}
 	switch {
+	case ra == RunAsDebuggable:
+		return KindDebuggable, "run-as runs a command as it (only a debuggable package)"
+	case ra == RunAsNotDebuggable && d.API < APIProfileable:
+		return KindNeither, "run-as: not debuggable (profileable apps came with Android 10)"
+	case ra == RunAsNotDebuggable:
+		return KindNeither, "run-as: not debuggable (profileable is not asked before Android 12)"
 	case d.ReleaseJDWP():
 		return KindUnknown, "every app is in the JDWP list on this build, debuggable or not"
 	case inJDWP:
@@ -45,3 +61,7 @@ func Kind(d Device, inJDWP bool, ta *TrackApp) (kind, source string) {
 	}
 	return KindNeither, "not in the JDWP list, which on this build holds every debuggable app (profileable is not asked before Android 12)"
 }
+
+// APIProfileable is the first API level (Android 10) whose apps may be
+// profileable (<profileable android:shell="true"/>).
+const APIProfileable = 29

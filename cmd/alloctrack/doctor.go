@@ -195,7 +195,9 @@ func (c *doctorCmd) examineDevice(ctx context.Context, client *adb.Client, info 
 		return dr
 	}
 	for _, a := range l.appsOfInterest(*c.pkgs) {
-		l.appFacts(dr.Device, &a)
+		actx, cancel := context.WithTimeout(ctx, *c.reqTimeout)
+		l.appFacts(actx, client, dr.Device, &a)
+		cancel()
 		dr.Apps = append(dr.Apps, c.examineApp(ctx, client, dr.Device, a))
 	}
 	lctx, cancel = context.WithTimeout(ctx, 2**c.reqTimeout)

@@ -123,18 +123,37 @@ func (l appList) appsOfInterest(pkgs []string) []doctor.App {
 	return apps
 }
 
-// appFacts fills in what the device says of app a.
-func (l appList) appFacts(d doctor.Device, a *doctor.App) {
+// appFacts fills in what the device says of app a: track-app's flags
+// (Android 12+), else what run-as says.
+func (l appList) appFacts(ctx context.Context, client *adb.Client, d doctor.Device, a *doctor.App) {
 	if a.PID == 0 {
 		return
 	}
 	a.InJDWP = slices.Contains(l.jdwp, a.PID)
 	var ta *doctor.TrackApp
+	ra := doctor.RunAsNotAsked
 	if l.trackApp != nil {
 		p, ok := l.trackApp[a.PID]
 		ta = &doctor.TrackApp{Listed: ok, Debuggable: p.Debuggable, Profileable: p.Profileable}
+	} else {
+		ra = runAs(ctx, client, d.Serial, a.Package)
 	}
-	a.Kind, a.KindSource = doctor.Kind(d, a.InJDWP, ta)
+	a.Kind, a.KindSource = doctor.Kind(d, a.InJDWP, ta, ra)
+}
+
+// runAs asks run-as to run true as pkg: it does so only for a debuggable
+// package, and says "not debuggable" otherwise (docs/doctor.md).
+func runAs(ctx context.Context, client *adb.Client, serial, pkg string) doctor.RunAs {
+	out, errOut, code, err := client.Run(ctx, serial, nil, "run-as", pkg, "true")
+	switch {
+	case err != nil:
+		return doctor.RunAsNotAsked
+	case code == 0:
+		return doctor.RunAsDebuggable
+	case strings.Contains(string(out)+string(errOut), "not debuggable"):
+		return doctor.RunAsNotDebuggable
+	}
+	return doctor.RunAsNotAsked
 }
 
 // heldCheck opens JDWP to an app in the JDWP list, says hello and leaves

@@ -68,14 +68,14 @@ func doctorWant(api int, build, pkg string) (kind, backend, reason string) {
 		heldWhy = "unanswered or was closed"
 	}
 	if api < doctor.APIHeapprofd {
+		// run-as tells debuggable apps from the others.
+		release := pkg == "com.example.prof" || pkg == "com.example.rel"
 		switch {
-		case pkg == "com.example.held" && user:
-			return doctor.KindDebuggable, doctor.BackendHeapdump, heldWhy
 		case pkg == "com.example.held":
-			return doctor.KindUnknown, doctor.BackendHeapdump, heldWhy
-		case !user:
-			return doctor.KindUnknown, doctor.BackendDDM, "" // every app has JDWP (fact 5)
-		case pkg == "com.example.prof" || pkg == "com.example.rel":
+			return doctor.KindDebuggable, doctor.BackendHeapdump, heldWhy
+		case release && !user:
+			return doctor.KindNeither, doctor.BackendDDM, "" // every app has JDWP (fact 5)
+		case release:
 			return doctor.KindNeither, doctor.BackendNone, "ro.debuggable=0"
 		}
 		return doctor.KindDebuggable, doctor.BackendDDM, ""
