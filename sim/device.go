@@ -191,14 +191,36 @@ func (d *Device) Props() map[string]string {
 		"ro.debuggable":            debuggableProp(d.cfg.Build),
 		"ro.build.type":            d.cfg.Build,
 	}
+	d.serviceProps(p)
 	for k, v := range d.cfg.Props {
 		p[k] = v
 	}
 	return p
 }
 
+// serviceProps sets init.svc.traced and init.svc.heapprofd as init does
+// (docs/doctor.md): traced runs from boot on Android 10+ and is off by
+// default on 9 (persist.traced.enable); heapprofd is a lazy service,
+// stopped until a session needs it.
+func (d *Device) serviceProps(p map[string]string) {
+	if d.cfg.API < apiPerfetto || d.cfg.NoPerfetto {
+		return
+	}
+	p["init.svc.traced"] = "running"
+	if d.cfg.API == apiPerfetto {
+		p["init.svc.traced"] = "stopped"
+	}
+	if d.cfg.API > apiPerfetto {
+		p["init.svc.heapprofd"] = "stopped"
+	}
+}
+
 func release(api int) string {
 	switch {
+	case api >= 33: // Android 13 is API 33: 12L (32) took a level
+		return strconv.Itoa(api - 20)
+	case api == 32:
+		return "12"
 	case api >= 29:
 		return strconv.Itoa(api - 19)
 	case api >= 24:

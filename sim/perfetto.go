@@ -186,6 +186,9 @@ func (d *Device) perfettoCommand(argv []string, in *shellInput) (out, errOut []b
 	if d.cfg.API < apiPerfetto || d.cfg.NoPerfetto {
 		return nil, []byte("/system/bin/sh: perfetto: inaccessible or not found\n"), 127
 	}
+	if len(argv) == 2 && argv[1] == "--version" {
+		return []byte(perfettoVersion(d.cfg.API) + "\n"), nil, 0
+	}
 	var cfgPath, outPath string
 	background, wait, txt := false, false, false
 	for i := 1; i < len(argv); i++ {
@@ -722,12 +725,13 @@ func (d *Device) fileCommand(argv []string) (out, errOut []byte, code int) {
 		return nil, nil, 0
 	case "ls":
 		dirs := argv[1:]
-		if len(dirs) != 1 || strings.TrimSuffix(dirs[0], "/") != PerfettoTraceDir {
-			return nil, []byte("ls: sim: only ls " + PerfettoTraceDir + "\n"), 1
+		if len(dirs) != 1 {
+			return nil, []byte("ls: sim: only ls DIR\n"), 1
 		}
+		dir := strings.TrimSuffix(dirs[0], "/")
 		var names []string
 		for path := range d.files {
-			if name, ok := strings.CutPrefix(path, PerfettoTraceDir+"/"); ok {
+			if name, ok := strings.CutPrefix(path, dir+"/"); ok && !strings.Contains(name, "/") {
 				names = append(names, name)
 			}
 		}
@@ -738,4 +742,17 @@ func (d *Device) fileCommand(argv []string) (out, errOut []byte, code int) {
 		return out, nil, 0
 	}
 	return nil, nil, 127
+}
+
+// perfettoVersion is the first line of perfetto --version: v16 on Android
+// 12 and v22 on 13 (docs/heapprofd-devices.md fact 4); other releases
+// get a string that names the simulator (docs/doctor.md).
+func perfettoVersion(api int) string {
+	switch api {
+	case 31, 32:
+		return "Perfetto v16.0 (simulated)"
+	case 33:
+		return "Perfetto v22.0 (simulated)"
+	}
+	return fmt.Sprintf("Perfetto (simulated, API %d)", api)
 }

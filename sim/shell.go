@@ -281,7 +281,11 @@ func (d *Device) runCommandIO(f []string, in *shellInput) (out, errOut []byte, c
 		if d.cfg.API >= apiPidof {
 			return d.killCommand(f[1:])
 		}
-	case "tail", "cat", "ls":
+	case "run-as":
+		return d.runAs(f, in)
+	case "ls": // toolbox's before Android 6.0, toybox's after
+		return d.fileCommand(f)
+	case "tail", "cat":
 		if d.cfg.API >= apiPerfetto {
 			return d.fileCommand(f)
 		}
@@ -346,6 +350,10 @@ func (d *Device) runCommand(f []string) (out []byte, code int) {
 		d.reboots++
 		d.mu.Unlock()
 		return nil, 0
+	case "getenforce":
+		// SELinux enforces on every release the simulator models
+		// (docs/doctor.md).
+		return []byte("Enforcing\n"), 0
 	case "pidof":
 		if api < apiPidof {
 			break

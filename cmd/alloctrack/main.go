@@ -7,6 +7,7 @@
 //	capture          record one app's allocations for a while into a directory
 //	report INPUT...  summarise reports (.alloc files, capture directories); budgets
 //	diff BASE NEW    compare two runs per class and site
+//	doctor           what will work on each device and app, and why not
 package main
 
 import (
@@ -36,12 +37,17 @@ const (
 	// exitTestsFailed: a test failed, errored or crashed, or am's run
 	// failed (alloctrack test decides it). Precedence: 4, 6, 3, 5.
 	exitTestsFailed = 6
+	// exitCannotWork: doctor found something asked for that cannot work
+	// (an app with no backend, a failed live check, a device that did not
+	// answer, something left on the device).
+	exitCannotWork = 7
 )
 
 const exitStatuses = "Exit statuses: 0 ok; 1 runtime failure (a device, a file); 2 bad flags, arguments or budget file; " +
 	"3 over budget; 4 insufficient data: a capture that failed, was interrupted, ran short or holds nothing, not judged " +
 	"(--allow-partial, --allow-empty); 5 a budget rule matched nothing (unless optional: true); " +
-	"6 tests failed (a test failed, errored or crashed, or the instrumentation run failed). When several apply: 4, then 6, then 3, then 5."
+	"6 tests failed (a test failed, errored or crashed, or the instrumentation run failed); " +
+	"7 doctor: something asked for cannot work (an app with no backend, a failed live check, a device that did not answer, files left on it). When several apply: 4, then 6, then 3, then 5."
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -68,6 +74,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	df := newDiffCmd(app)
 	cp := newCaptureCmd(app)
 	hd := newHeapdumpCmd(app)
+	dr := newDoctorCmd(app)
 	// Not app.Version: kingpin would print to the usage writer and then go
 	// on to complain that no command was given.
 	app.Flag("version", "Show the version and exit.").Action(func(*kingpin.ParseContext) error {
@@ -96,6 +103,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cp.run(stdout, stderr)
 	case hd.cmd.FullCommand():
 		return hd.run(stderr)
+	case dr.cmd.FullCommand():
+		return dr.run(stdout, stderr)
 	case "":
 		// --help already printed.
 		return exitOK
