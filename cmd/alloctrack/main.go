@@ -5,6 +5,7 @@
 //	serve            the daemon: track apps through adb servers, export Prometheus metrics
 //	sim              serve simulated devices and apps (to a real adb server or as one)
 //	capture          record one app's allocations for a while into a directory
+//	test -- am ...   run an instrumentation suite and record each test's allocations
 //	report INPUT...  summarise reports (.alloc files, capture directories); budgets
 //	diff BASE NEW    compare two runs per class and site
 package main
@@ -33,11 +34,13 @@ const (
 	exitBudget       = 3 // over budget
 	exitInsufficient = 4 // an input holds less than a whole run: not judged
 	exitUnmatched    = 5 // a budget rule matched nothing (and is not optional)
+	exitTestsFailed  = 6 // a test failed, errored or crashed, or am could not run the suite
 )
 
 const exitStatuses = "Exit statuses: 0 ok; 1 runtime failure (a device, a file); 2 bad flags, arguments or budget file; " +
 	"3 over budget; 4 insufficient data: a capture that failed, was interrupted, ran short or holds nothing, not judged " +
-	"(--allow-partial, --allow-empty); 5 a budget rule matched nothing (unless optional: true)."
+	"(--allow-partial, --allow-empty); 5 a budget rule matched nothing (unless optional: true); " +
+	"6 tests failed (test, capture --tests). Precedence: 4, 6, 3, 5."
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -64,6 +67,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	df := newDiffCmd(app)
 	cp := newCaptureCmd(app)
 	hd := newHeapdumpCmd(app)
+	ts := newTestCmd(app)
 	// Not app.Version: kingpin would print to the usage writer and then go
 	// on to complain that no command was given.
 	app.Flag("version", "Show the version and exit.").Action(func(*kingpin.ParseContext) error {
@@ -92,6 +96,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cp.run(stdout, stderr)
 	case hd.cmd.FullCommand():
 		return hd.run(stderr)
+	case ts.cmd.FullCommand():
+		return ts.run(stdout, stderr)
 	case "":
 		// --help already printed.
 		return exitOK

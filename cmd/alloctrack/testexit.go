@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/alloctrack/alloctrack/adb"
+	"github.com/alloctrack/alloctrack/alloctrack/ddm"
+	"github.com/alloctrack/alloctrack/alloctrack/offline"
+	"github.com/alloctrack/alloctrack/alloctrack/pertest"
+	"github.com/alloctrack/alloctrack/instrument"
+)
+
+// insufficient says why a run holds less than a whole run ("" when it is
+// whole): the device went away, it was stopped, am's output broke off,
+// or (without am) no run finished.
+func (s *testRunSpec) insufficient(res *offline.RunRecord) string {
+	if _, ok := errors.AsType[*instrument.FailedError](res.AmErr); ok {
+		return "" // am could not start the run: a failure (6), not a cut
+	}
+	switch {
+	case res.Gone != nil:
+		return fmt.Sprintf("%s went away during the run (%v): the tests after it are missing", s.serial, res.Gone)
+	case res.Stopped:
+		return "the run was stopped before it finished (--timeout, or interrupted)"
+	case s.argv != nil && res.AmErr != nil:
+		return fmt.Sprintf("am instrument's output ended before the run did: %v", res.AmErr)
+	case s.argv == nil && !res.Run.Complete:
+		return "no run finished while recording"
+	}
+	return ""
+}
+
+// failedTests says why the run failed ("" when it did not): a test failed,
+// errored or crashed, or am could not run the suite.
+func failedTests(res *offline.RunRecord) string {
+	if fe, ok := errors.AsType[*instrument.FailedError](res.AmErr); ok {
+		return "am could not start the run: " + fe.Msg
+	}
+	var bad []string
+	for _, t := range res.Run.Tests {
+		switch t.Outcome {
+		case pertest.Failed, pertest.Errored, pertest.Crashed:
+			bad = append(bad, fmt.Sprintf("%s %s", t.Name, t.Outcome))
+		}
+	}
+	if len(bad) > 0 {
+		more := ""
+		if len(bad) > 5 {
+			bad, more = bad[:5], fmt.Sprintf(" and %d more", len(bad)-5)
+		}
+		return fmt.Sprintf("%d tests did not pass: %s%s", len(bad), strings.Join(bad, ", "), more)
+	}
+	if res.Am.Crashed() {
+		return "am reports the instrumentation process crashed: " + res.Am.Values["shortMsg"]
+	}
+	return ""
+}
+
+// exitStatus is the run's exit status, by precedence: 4 (insufficient),
+// 6 (tests failed), then the budget's 3 or 5.
+func (s *testRunSpec) exitStatus(res *offline.RunRecord, why, who string, stderr io.Writer) int {
+	if why != "" {
+		fmt.Fprintf(stderr, "%s: %s; not judged (exit status %d)\n", who, why, exitInsufficient)
+		return exitInsufficient
+	}
+	failed := failedTests(res)
+	code := exitOK
+	if s.budget != nil {
+		code = checkCaptureBudget(stderr, s.out, s.budget, s.gate)
+	}
+	if failed != "" {
+		fmt.Fprintf(stderr, "%s: %s (exit status %d)\n", who, failed, exitTestsFailed)
+		if code != exitInsufficient {
+			code = exitTestsFailed
+		}
+	}
+	return code
+}
+
+// testOutputs writes junit.xml and, with --pprof, a profile per test.
+// TODO(issue 34, branch outputs): call its JUnit and pprof writers here.
+func (s *testRunSpec) testOutputs(run *pertest.Run, who string, stderr io.Writer) {
+	if s.junit != "" || s.pprof {
+		fmt.Fprintf(stderr, "%s: --junit and --pprof are not built into this binary yet (issue 34); tests.json holds every test\n", who)
+	}
+}
+
+// lookupDevice finds the device (serial, or the only one attached) and
+// its API level. A non-zero code comes with a message.
+func lookupDevice(ctx context.Context, client *adb.Client, addr, wantSerial string, cfg ddm.Config) (serial, model string, api, code int, msg string) {
+	lookup, cancel := context.WithTimeout(ctx, 2*cfg.RequestTimeout)
+	defer cancel()
+	devs, err := client.Devices(lookup)
+	if err != nil {
+		return "", "", 0, exitFailure, fmt.Sprintf("listing devices at the adb server %s: %v", addr, err)
+	}
+	var serials []string
+	for _, d := range devs {
+		serials = append(serials, d.Serial)
+		if d.Serial == wantSerial {
+			model = d.Model
+		}
+	}
+	serial = wantSerial
+	switch {
+	case serial == "" && len(devs) == 1:
+		serial, model = devs[0].Serial, devs[0].Model
+	case serial == "":
+		return "", "", 0, exitUsage, fmt.Sprintf("%d devices are attached (%s): choose one with --serial", len(devs), strings.Join(serials, ", "))
+	case !slices.Contains(serials, serial):
+		return "", "", 0, exitFailure, fmt.Sprintf("no such device %q at the adb server %s (attached: %s)", serial, addr, strings.Join(serials, ", "))
+	}
+	v, err := client.Prop(lookup, serial, "ro.build.version.sdk")
+	if err == nil {
+		api, err = strconv.Atoi(v)
+	}
+	if err != nil || api <= 0 {
+		return "", "", 0, exitFailure, fmt.Sprintf("reading the API level of %s (getprop ro.build.version.sdk gave %q): %v", serial, v, err)
+	}
+	return serial, model, api, exitOK, ""
+}
+
+// instrumentationTarget asks the device (`pm list instrumentation`) which
+// app instrumentation instr (PKG/RUNNER, or PKG/.RUNNER) runs in. An
+// instrumentation not installed is no error here: am reports it (sheet
+// 14), with note saying what is installed.
+func instrumentationTarget(ctx context.Context, client *adb.Client, serial, instr string, timeout time.Duration) (pkg, note string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*timeout)
+	defer cancel()
+	out, err := client.Shell(ctx, serial, "pm", "list", "instrumentation")
+	if err != nil {
+		return "", "", fmt.Errorf("listing the instrumentations of %s: %w", serial, err)
+	}
+	list := parseInstrumentations(out)
+	want := expandComponent(instr)
+	var have []string
+	for _, in := range list {
+		if expandComponent(in.component) == want {
+			return in.target, "", nil
+		}
+		have = append(have, in.component)
+	}
+	return "", fmt.Sprintf("pm list instrumentation on %s has no %s (installed: %s)", serial, instr, strings.Join(have, ", ")), nil
+}
+
+type instrumentation struct{ component, target string }
+
+// parseInstrumentations reads `pm list instrumentation`:
+//
+//	instrumentation:com.example.test/androidx.test.runner.AndroidJUnitRunner (target=com.example)
+func parseInstrumentations(out string) []instrumentation {
+	var list []instrumentation
+	for _, line := range strings.Split(strings.ReplaceAll(out, "\r", ""), "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "instrumentation:")
+		if !ok {
+			continue
+		}
+		comp, tail, _ := strings.Cut(rest, " ")
+		target, ok := strings.CutPrefix(strings.TrimSpace(tail), "(target=")
+		if !ok {
+			continue
+		}
+		list = append(list, instrumentation{component: comp, target: strings.TrimSuffix(target, ")")})
+	}
+	return list
+}
+
+// expandComponent writes PKG/.Cls as PKG/PKG.Cls, as Android reads it.
+func expandComponent(c string) string {
+	pkg, cls, ok := strings.Cut(c, "/")
+	if ok && strings.HasPrefix(cls, ".") {
+		return pkg + "/" + pkg + cls
+	}
+	return c
+}
