@@ -147,7 +147,7 @@ func (r *RunRecorder) Record(ctx context.Context, stop <-chan struct{}) (*RunRec
 		}()
 	}
 	res.Gone, res.Stopped = st.await(stop, amDone, jdwpDone)
-	if res.Gone == nil && !res.Stopped && r.Instrument != nil && !res.Am.HasCode {
+	if res.Gone == nil && !res.Stopped && r.Instrument != nil && cutShort(res) {
 		// am's output broke off: the device may have gone with it.
 		res.Gone, res.Stopped = st.deviceGone(stop, jdwpDone)
 	}
@@ -180,6 +180,13 @@ func (s *runState) await(stop <-chan struct{}, amDone <-chan struct{}, jdwpDone 
 			}
 		}
 	}
+}
+
+// cutShort tells whether am's output, read to its end, ended without the
+// run's result, and not because am could not start the run.
+func cutShort(res *RunRecord) bool {
+	_, failed := errors.AsType[*instrument.FailedError](res.AmErr)
+	return !res.Am.HasCode && !failed
 }
 
 // deviceGone waits (for at most Settle) for the JDWP list to break, after

@@ -236,6 +236,9 @@ func (s *testRunSpec) write(w *offline.CaptureWriter, res *offline.RunRecord, in
 	}
 	fmt.Fprintf(stdout, "%s: %d tests (%d passed, %d failed, %d errored, %d crashed, %d ignored, %d partial), %d allocations, %d bytes in %.1fs; pids %s\n",
 		s.out, ts.Total, ts.Passed, ts.Failed, ts.Errored, ts.Crashed, ts.Ignored, ts.Partial, sum.Allocations, sum.Bytes, sum.DurationSeconds, joinInts(res.Tracked))
+	if len(res.Tracked) == 0 && ts.Total > 0 {
+		fmt.Fprintf(stderr, "%s: no process of %s was tracked: is the app built debuggable (in the device's JDWP list)? The tests have no figures\n", who, s.pkg)
+	}
 	for _, p := range run.Problems {
 		fmt.Fprintf(stderr, "%s: %s\n", who, p)
 	}
