@@ -107,3 +107,16 @@ func TestTestUsage(t *testing.T) {
 		t.Fatalf("exit %d, %q", code, stderr.String())
 	}
 }
+
+func TestCaptureTestsUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"capture", "--tests", "--pid", "123"},
+		{"capture", "--tests", "--package", "com.example.app", "--pid", "123"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(append(args, "--out", t.TempDir()), &stdout, &stderr)
+		if code != exitUsage || !strings.Contains(stderr.String(), "--package") {
+			t.Errorf("%q: exit %d, %q", args, code, stderr.String())
+		}
+	}
+}

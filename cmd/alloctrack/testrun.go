@@ -141,9 +141,12 @@ func (s *testRunSpec) location(ctx context.Context) *time.Location {
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
 	tz, err := s.client.Prop(pctx, s.serial, "persist.sys.timezone")
-	if err != nil || tz == "" {
+	if err != nil {
 		s.log.Warn("device time zone not read; logcat times taken as UTC", zap.Error(err))
 		return nil
+	}
+	if tz == "" {
+		return nil // none set: Android keeps GMT
 	}
 	loc, err := time.LoadLocation(tz)
 	if err != nil {
