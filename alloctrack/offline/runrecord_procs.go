@@ -309,27 +309,26 @@ func (s *runState) stopSessions() {
 // were never tracked. The caller holds mu.
 func (s *runState) dropped() string {
 	var other, untracked []string
-	n := 0
+	var nOther, nUntracked int
 	for _, pid := range slices.Sorted(maps.Keys(s.procs)) {
 		p := s.procs[pid]
 		switch {
 		case p.dropped > 0:
-			other = append(other, strconv.Itoa(pid))
-			n += p.dropped
+			other, nOther = append(other, strconv.Itoa(pid)), nOther+p.dropped
 		case len(p.held) > 0:
-			untracked = append(untracked, strconv.Itoa(pid))
-			n += len(p.held)
+			untracked, nUntracked = append(untracked, strconv.Itoa(pid)), nUntracked+len(p.held)
 		}
 	}
 	var parts []string
-	if len(other) > 0 {
-		parts = append(parts, "of pids "+strings.Join(other, ", ")+", not "+s.r.Package+" (another app or run)")
+	if nOther > 0 {
+		parts = append(parts, fmt.Sprintf("%d of pids %s, not %s (another app or run)", nOther, strings.Join(other, ", "), s.r.Package))
 	}
-	if len(untracked) > 0 {
-		parts = append(parts, "of pids "+strings.Join(untracked, ", ")+", processes never tracked (not debuggable, older than the run, or gone before they could be asked their name)")
+	if nUntracked > 0 {
+		parts = append(parts, fmt.Sprintf("%d of pids %s, processes never tracked (not debuggable, older than the run, or gone before they could be asked their name)",
+			nUntracked, strings.Join(untracked, ", ")))
 	}
-	if n == 0 {
+	if len(parts) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%d runner lines were left out: %s", n, strings.Join(parts, "; "))
+	return "runner lines were left out: " + strings.Join(parts, "; ")
 }

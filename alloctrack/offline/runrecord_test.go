@@ -188,7 +188,8 @@ func status(code int, method string) string {
 
 // TestRunRecorderFollowsTheRun: a run's fresh process is tracked as soon as
 // it is listed (an older process of the app is left alone); its runner
-// lines, held until it names itself, are fed in order; each finished:
+// lines, held until it names itself, are fed in order (another app's
+// fresh process is tracked too until it names itself, then left); each finished:
 // cycles its tracker at once, so the test's report comes before the next
 // test; another process's lines are left out and said so; am's statuses
 // and result are fed; the process's end is told; nothing is left on.
@@ -199,8 +200,10 @@ func TestRunRecorderFollowsTheRun(t *testing.T) {
 	done := f.start(nil)
 	<-f.instrumented
 	vm := f.addVM(200, testPkg, 300*time.Millisecond)
-	f.lists <- []int{100, 200}
+	other := f.addVM(250, "com.example.other", 300*time.Millisecond)
+	f.lists <- []int{100, 200, 250}
 	until(t, "the fresh process tracked", vm.Tracking)
+	f.logLine(t, 250, 'I', "started: y(other.App)")
 	f.logLine(t, 200, 'I', "run started: 2 tests")
 	f.logLine(t, 999, 'I', "started: x(other.App)")
 	f.logLine(t, 200, 'I', "started: a(com.example.T)")
@@ -237,7 +240,10 @@ func TestRunRecorderFollowsTheRun(t *testing.T) {
 	if !slices.Equal(r.res.Tracked, []int{200}) || r.res.AmErr != nil || r.res.Stopped || r.res.Gone != nil {
 		t.Errorf("result %+v", r.res)
 	}
-	if p := strings.Join(r.res.Run.Problems, "; "); !strings.Contains(p, "1 runner lines were left out: of pids 999") {
+	if other.Tracking() || !slices.Contains(other.Trace(), "REAE 1") {
+		t.Errorf("another app's fresh process: tracking %v, trace %q; want it tracked early, then turned off", other.Tracking(), other.Trace())
+	}
+	if p := strings.Join(r.res.Run.Problems, "; "); !strings.Contains(p, "runner lines were left out: 1 of pids 250, not com.example.app (another app or run); 1 of pids 999, processes never tracked") {
 		t.Errorf("problems %q: the other process's line is not named", p)
 	}
 	if len(old.Trace()) != 0 {
