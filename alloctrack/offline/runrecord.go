@@ -1,6 +1,7 @@
 package offline
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -116,7 +117,7 @@ func (r *RunRecorder) Record(ctx context.Context, stop <-chan struct{}) (*RunRec
 	}
 	logDone := make(chan struct{})
 	go func() { defer close(logDone); st.readLogcat(lc) }()
-	defer func() { lc.Close(); <-logDone }()
+	defer func() { st.closeLog(lc); <-logDone }()
 
 	first := make(chan struct{})
 	jdwpDone := make(chan error, 1)
@@ -152,6 +153,11 @@ func (r *RunRecorder) Record(ctx context.Context, stop <-chan struct{}) (*RunRec
 		res.Gone, res.Stopped = st.deviceGone(stop, jdwpDone)
 	}
 	st.finish(res, stop)
+	st.closeLog(lc)
+	<-logDone
+	if st.logEnd != "" {
+		res.Notes = append(res.Notes, st.logEnd)
+	}
 	return res, nil
 }
 
@@ -296,6 +302,7 @@ func (s *runState) readAm(out io.Reader, res *RunRecord) {
 // readLogcat reads the runner's lines into the attributor, until the
 // stream ends.
 func (s *runState) readLogcat(lc io.Reader) {
+	src := lc
 	if s.r.LogcatOut != nil {
 		lc = io.TeeReader(lc, s.r.LogcatOut)
 	}
@@ -305,9 +312,7 @@ func (s *runState) readLogcat(lc io.Reader) {
 		if _, ok := errors.AsType[*instrument.SyntaxError](err); ok {
 			s.note("logcat: %v", err)
 		} else if err != nil {
-			if !errors.Is(err, io.EOF) && s.ctx.Err() == nil {
-				s.note("logcat: %v", err)
-			}
+			s.logcatEnded(src, err)
 			return
 		}
 		if rec.Kind != instrument.LogEntry {
@@ -319,6 +324,33 @@ func (s *runState) readLogcat(lc io.Reader) {
 		}
 		s.event(rec.Entry.PID, StampTime(rec.Entry.Stamp, s.r.Location, time.Now()), rec.Runner)
 	}
+}
+
+// closeLog ends the logcat stream; its end is no news then.
+func (s *runState) closeLog(lc io.Closer) {
+	s.mu.Lock()
+	s.logClosed = true
+	s.mu.Unlock()
+	lc.Close()
+}
+
+// logcatEnded says (in logEnd) that the logcat stream ended before the run
+// did (an option the device refused, logcat killed), with what it wrote on
+// standard error when the stream keeps it.
+func (s *runState) logcatEnded(src io.Reader, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.logClosed {
+		return
+	}
+	msg := "logcat stopped before the run ended: the tests after have no runner lines"
+	if e, ok := src.(interface{ Stderr() []byte }); ok && len(bytes.TrimSpace(e.Stderr())) > 0 {
+		msg += "; it said: " + string(bytes.TrimSpace(e.Stderr()))
+	}
+	if !errors.Is(err, io.EOF) {
+		msg += fmt.Sprintf(" (%v)", err)
+	}
+	s.logEnd = msg
 }
 
 // StampTime is the time a logcat stamp names: seconds (-v epoch) as Unix

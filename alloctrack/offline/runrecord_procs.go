@@ -68,8 +68,12 @@ type runState struct {
 	tracked  []int
 	notes    []string
 	finished bool
-	changed  chan struct{}
-	sessions sync.WaitGroup
+	// logClosed: Record closed the logcat stream; logEnd says why it
+	// ended before (read once the reader is done).
+	logClosed bool
+	logEnd    string
+	changed   chan struct{}
+	sessions  sync.WaitGroup
 }
 
 func newRunState(r *RunRecorder, ctx context.Context) *runState {

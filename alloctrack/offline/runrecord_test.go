@@ -351,3 +351,29 @@ func TestStampTime(t *testing.T) {
 		}
 	}
 }
+
+// TestRunRecorderLogcatEnds: a logcat that stops before the run does (an
+// option the device refused) is said, with what it wrote on stderr.
+func TestRunRecorderLogcatEnds(t *testing.T) {
+	f := newRunFixture(t, true)
+	f.run.Logcat = func(ctx context.Context) (io.ReadCloser, error) {
+		return stderrStream{f.logR, "logcat: Unknown option '-x'."}, nil
+	}
+	f.lists <- []int{}
+	done := f.start(nil)
+	<-f.instrumented
+	f.logW.Close()
+	f.am(t, "INSTRUMENTATION_RESULT: stream=OK\nINSTRUMENTATION_CODE: -1\n")
+	f.amW.Close()
+	r := waitDone(t, done)
+	if n := strings.Join(r.res.Notes, "; "); !strings.Contains(n, "logcat stopped before the run ended") || !strings.Contains(n, "Unknown option '-x'") {
+		t.Errorf("notes %q", n)
+	}
+}
+
+type stderrStream struct {
+	io.ReadCloser
+	stderr string
+}
+
+func (s stderrStream) Stderr() []byte { return []byte(s.stderr) }
