@@ -336,12 +336,13 @@ func (s *runState) closeLog(lc io.Closer) {
 
 // logcatEnded says (in logEnd) that the logcat stream ended before the run
 // did (an option the device refused, logcat killed), with what it wrote on
-// standard error when the stream keeps it.
+// standard error when the stream keeps it. A clean end of stream is the
+// command's own; Record's close gives an error.
 func (s *runState) logcatEnded(src io.Reader, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.logClosed {
-		return
+	if s.logClosed && !errors.Is(err, io.EOF) {
+		return // our own close
 	}
 	msg := "logcat stopped before the run ended: the tests after have no runner lines"
 	if e, ok := src.(interface{ Stderr() []byte }); ok && len(bytes.TrimSpace(e.Stderr())) > 0 {

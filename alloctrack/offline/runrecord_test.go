@@ -356,13 +356,15 @@ func TestStampTime(t *testing.T) {
 // option the device refused) is said, with what it wrote on stderr.
 func TestRunRecorderLogcatEnds(t *testing.T) {
 	f := newRunFixture(t, true)
+	eof := make(chan struct{})
 	f.run.Logcat = func(ctx context.Context) (io.ReadCloser, error) {
-		return stderrStream{f.logR, "logcat: Unknown option '-x'."}, nil
+		return stderrStream{f.logR, "logcat: Unknown option '-x'.", eof}, nil
 	}
 	f.lists <- []int{}
 	done := f.start(nil)
 	<-f.instrumented
 	f.logW.Close()
+	<-eof // logcat ended before the run did
 	f.am(t, "INSTRUMENTATION_RESULT: stream=OK\nINSTRUMENTATION_CODE: -1\n")
 	f.amW.Close()
 	r := waitDone(t, done)
@@ -374,6 +376,15 @@ func TestRunRecorderLogcatEnds(t *testing.T) {
 type stderrStream struct {
 	io.ReadCloser
 	stderr string
+	eof    chan struct{} // closed when a read met the end of the stream
+}
+
+func (s stderrStream) Read(b []byte) (int, error) {
+	n, err := s.ReadCloser.Read(b)
+	if err == io.EOF {
+		close(s.eof)
+	}
+	return n, err
 }
 
 func (s stderrStream) Stderr() []byte { return []byte(s.stderr) }
