@@ -246,6 +246,9 @@ func (s *runState) finish(res *RunRecord, stop <-chan struct{}) {
 	}
 	s.stopSessions()
 	if res.Stopped && s.r.Abort != nil && s.r.Instrument != nil {
+		s.mu.Lock()
+		s.aborted = true // what am says of the end we make is not the run's
+		s.mu.Unlock()
 		actx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), s.r.Settle)
 		if err := s.r.Abort(actx); err != nil {
 			s.note("ending the run on the device: %v", err)
@@ -286,15 +289,17 @@ func (s *runState) readAm(out io.Reader, res *RunRecord) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			res.Am = a.Result()
-			if errors.Is(err, io.EOF) {
+			if errors.Is(err, io.EOF) && !s.aborted {
 				s.r.Attributor.Result(res.Am)
-			} else {
+			} else if err != io.EOF {
 				res.AmErr = err
 			}
 			return
 		}
 		s.mu.Lock()
-		s.r.Attributor.Status(ev)
+		if !s.aborted {
+			s.r.Attributor.Status(ev)
+		}
 		s.mu.Unlock()
 	}
 }

@@ -68,6 +68,9 @@ type runState struct {
 	tracked  []int
 	notes    []string
 	finished bool
+	// aborted: Record ended the run on the device (Abort): am's account
+	// of that end is not fed.
+	aborted bool
 	// logClosed: Record closed the logcat stream; logEnd says why it
 	// ended before (read once the reader is done).
 	logClosed bool
