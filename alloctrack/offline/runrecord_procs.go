@@ -173,7 +173,8 @@ func (s *runState) classify(p *proc, app string) bool {
 }
 
 // sessionEnded: p's process is gone (or its session failed): a test it
-// was running keeps what was collected.
+// was running keeps what was collected. A session Record stopped (nil) is
+// no end of the process.
 func (s *runState) sessionEnded(p *proc, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -185,7 +186,7 @@ func (s *runState) sessionEnded(p *proc, err error) {
 		}
 		return
 	}
-	if !s.finished {
+	if !s.finished && err != nil { // nil: stopped by Record, the process lives on
 		s.r.Attributor.Gone(p.pid)
 	}
 	if err != nil && !errors.Is(err, alloctrack.ErrStreamEnded) && len(s.notes) < maxNotes {
