@@ -28,7 +28,7 @@ func (s *testRunSpec) insufficient(res *offline.RunRecord) string {
 	case res.Gone != nil:
 		return fmt.Sprintf("%s went away during the run (%v): the tests after it are missing", s.serial, res.Gone)
 	case res.Stopped:
-		return "the run was stopped before it finished (--timeout, or interrupted)"
+		return fmt.Sprintf("the run was stopped before it finished (%s, or interrupted)", s.timeoutFlag())
 	case s.argv != nil && res.AmErr != nil:
 		return fmt.Sprintf("am instrument's output ended before the run did: %v", res.AmErr)
 	case s.argv == nil && !res.Run.Complete:

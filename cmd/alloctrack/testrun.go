@@ -178,6 +178,15 @@ func (s *testRunSpec) closeRaw() {
 	}
 }
 
+// timeoutFlag is the flag that bounds the run: capture's --duration, or
+// test's --timeout.
+func (s *testRunSpec) timeoutFlag() string {
+	if s.argv == nil {
+		return "--duration"
+	}
+	return "--timeout"
+}
+
 // stopOn returns the channel that stops the run: --timeout, or Ctrl-C
 // once (twice: at once, tracking still turned off).
 func (s *testRunSpec) stopOn(ctx context.Context, stderr io.Writer, who string) (<-chan struct{}, func() bool, func()) {
@@ -192,7 +201,7 @@ func (s *testRunSpec) stopOn(ctx context.Context, stderr io.Writer, who string) 
 		defer close(done)
 		select {
 		case <-timer.C:
-			fmt.Fprintf(stderr, "%s: the run has not finished after --timeout %v; reading what is left and stopping it\n", who, s.timeout)
+			fmt.Fprintf(stderr, "%s: the run has not finished after %s %v; reading what is left and stopping it\n", who, s.timeoutFlag(), s.timeout)
 		case <-sigs:
 			interrupted = true
 			fmt.Fprintf(stderr, "\n%s: interrupted; reading what is left and turning tracking off\n", who)
