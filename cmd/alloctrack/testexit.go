@@ -85,7 +85,10 @@ func (s *testRunSpec) exitStatus(res *offline.RunRecord, why, who string, stderr
 }
 
 // testOutputs writes junit.xml and, with --pprof, a profile per test.
-// TODO(issue 34, branch outputs): call its JUnit and pprof writers here.
+// TODO(issue 34, branch outputs): once it is merged, write
+// pertest.WriteJUnit(run) to --junit (default DIR/junit.xml, always) and,
+// with --pprof, pertest.WriteTestProfiles(DIR/tests, run); run holds each
+// test's Tally (tests.json does not).
 func (s *testRunSpec) testOutputs(run *pertest.Run, who string, stderr io.Writer) {
 	if s.junit != "" || s.pprof {
 		fmt.Fprintf(stderr, "%s: --junit and --pprof are not built into this binary yet (issue 34); tests.json holds every test\n", who)
