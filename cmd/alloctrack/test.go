@@ -42,8 +42,9 @@ func addTestRunFlags(cmd *kingpin.CmdClause, capture bool) *testRunFlags {
 	f := cmd.Flag
 	t := &testRunFlags{
 		settle: f("settle", "At the end of a run, how long to wait for the app's processes to end and logcat to give their last lines; without am (capture --tests), how long no process of the app may run after a run finished before the recording ends.").Default("5s").Duration(),
-		junit:  f("junit", "Also write a JUnit XML report of the tests to this file (default: junit.xml in --out).").String(),
-		pprof:  f("pprof", "Also write one pprof profile per test, as tests/NNN.pb.gz in --out.").Bool(),
+		// Hidden until the outputs part of issue 34 is merged (testOutputs).
+		junit: f("junit", "Also write a JUnit XML report of the tests to this file (default: junit.xml in --out).").Hidden().String(),
+		pprof: f("pprof", "Also write one pprof profile per test, as tests/NNN.pb.gz in --out.").Hidden().Bool(),
 	}
 	if !capture { // capture has its own (--duration is its timeout)
 		t.timeout = f("timeout", "Give up on a run that has not finished after this long: what was collected is written, tracking is turned off, the app is force-stopped; exit status 4.").Default("1h").Duration()
@@ -58,7 +59,7 @@ func addTestRunFlags(cmd *kingpin.CmdClause, capture bool) *testRunFlags {
 }
 
 func newTestCmd(app *kingpin.Application) *testCmd {
-	c := &testCmd{cmd: app.Command("test", "Run an instrumentation suite (`-- am instrument -w -r ... PKG/RUNNER`) and record what each test allocated: tests.json, junit.xml, instrument.txt, logcat.txt and the usual capture files in --out. Exit status 6 when a test failed.")}
+	c := &testCmd{cmd: app.Command("test", "Run an instrumentation suite (`-- am instrument -w -r ... PKG/RUNNER`) and record what each test allocated: tests.json, instrument.txt, logcat.txt and the usual capture files in --out. Exit status 6 when a test failed.")}
 	f := c.cmd.Flag
 	c.log = addLogFlags(c.cmd)
 	c.adbAddr = f("adb.address", "adb server address host:port. Default: $ADB_SERVER_SOCKET (tcp:host:port), $ANDROID_ADB_SERVER_PORT, 127.0.0.1:5037.").String()
