@@ -54,6 +54,9 @@ type proc struct {
 	live   bool // its session runs
 	// Its runner logged run started / run finished.
 	ranStart, ranEnd bool
+	// early: its first runner line came before any process was tracked
+	// (an older line of the log, such as the one -T 1 prints).
+	early bool
 }
 
 // runState is what Record shares between its goroutines; mu guards it
@@ -68,6 +71,7 @@ type runState struct {
 	tracked  []int
 	notes    []string
 	finished bool
+	tracking bool // a session was started
 	// aborted: Record ended the run on the device (Abort): am's account
 	// of that end is not fed.
 	aborted bool
@@ -131,6 +135,7 @@ func (s *runState) pids(list []int, first chan struct{}) {
 func (s *runState) startSession(p *proc) {
 	sctx, cancel := context.WithCancel(s.ctx)
 	p.cycle, p.stop, p.cancel, p.live = make(chan struct{}, 1), make(chan struct{}), cancel, true
+	s.tracking = true
 	sess := &ddm.Session{
 		Serial: s.r.Serial, PID: p.pid, API: s.r.API,
 		Open:        func(ctx context.Context) (io.ReadWriteCloser, error) { return s.r.Open(ctx, p.pid) },
@@ -219,9 +224,13 @@ func (s *runState) window(p *proc, cy *ddm.Cycle, win *alloctrack.Window) {
 func (s *runState) event(pid int, at time.Time, ev instrument.RunnerEvent) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	_, known := s.procs[pid]
 	p := s.proc(pid)
 	if p == nil || s.finished {
 		return
+	}
+	if !known && !s.tracking {
+		p.early = true
 	}
 	switch ev.Kind {
 	case instrument.TestFinished:
@@ -323,6 +332,8 @@ func (s *runState) dropped() string {
 		switch {
 		case p.dropped > 0:
 			other, nOther = append(other, strconv.Itoa(pid)), nOther+p.dropped
+		case len(p.held) > 0 && p.early && p.stop == nil:
+			// Lines older than the run: nothing to say.
 		case len(p.held) > 0:
 			untracked, nUntracked = append(untracked, strconv.Itoa(pid)), nUntracked+len(p.held)
 		}

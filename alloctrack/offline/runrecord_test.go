@@ -396,3 +396,24 @@ func (s stderrStream) Read(b []byte) (int, error) {
 }
 
 func (s stderrStream) Stderr() []byte { return []byte(s.stderr) }
+
+// TestRunRecorderOldLines: runner lines read before any process of the
+// run was tracked (what -T 1 or Android 4.4's whole buffer print of
+// earlier runs) are no problem of this run.
+func TestRunRecorderOldLines(t *testing.T) {
+	f := newRunFixture(t, true)
+	eof := make(chan struct{})
+	f.run.Logcat = func(ctx context.Context) (io.ReadCloser, error) { return stderrStream{f.logR, "", eof}, nil }
+	f.lists <- []int{}
+	done := f.start(nil)
+	<-f.instrumented
+	f.logLine(t, 77, 'I', "run finished: 3 tests, 0 failed, 0 ignored")
+	f.logW.Close()
+	<-eof
+	f.am(t, "INSTRUMENTATION_RESULT: stream=OK\nINSTRUMENTATION_CODE: -1\n")
+	f.amW.Close()
+	r := waitDone(t, done)
+	if len(r.res.Run.Problems) > 0 {
+		t.Errorf("problems %q", r.res.Run.Problems)
+	}
+}
