@@ -49,7 +49,7 @@ func (c *captureCmd) runTests(stdout, stderr io.Writer) int {
 	defer cancel()
 	client := adb.NewClient(addr)
 	serial, model, api, _, code, msg := lookupWaiting(ctx, *c.wait, func() (string, string, int, int, int, string) {
-		s, m, a, code, msg := lookupDevice(ctx, client, addr, *c.serial, spec.cfg)
+		s, m, a, code, msg := lookupTestDevice(ctx, client, addr, *c.serial, spec.cfg)
 		return s, m, a, 0, code, msg
 	})
 	if code != exitOK {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -95,39 +93,13 @@ func (s *testRunSpec) testOutputs(run *pertest.Run, who string, stderr io.Writer
 	}
 }
 
-// lookupDevice finds the device (serial, or the only one attached) and
-// its API level. A non-zero code comes with a message.
-func lookupDevice(ctx context.Context, client *adb.Client, addr, wantSerial string, cfg ddm.Config) (serial, model string, api, code int, msg string) {
+// lookupTestDevice finds the device (serial, or the only one attached)
+// and its API level (capture.go's lookupDevice, bounded by two request
+// timeouts). A non-zero code comes with a message.
+func lookupTestDevice(ctx context.Context, client *adb.Client, addr, wantSerial string, cfg ddm.Config) (serial, model string, api, code int, msg string) {
 	lookup, cancel := context.WithTimeout(ctx, 2*cfg.RequestTimeout)
 	defer cancel()
-	devs, err := client.Devices(lookup)
-	if err != nil {
-		return "", "", 0, exitFailure, fmt.Sprintf("listing devices at the adb server %s: %v", addr, err)
-	}
-	var serials []string
-	for _, d := range devs {
-		serials = append(serials, d.Serial)
-		if d.Serial == wantSerial {
-			model = d.Model
-		}
-	}
-	serial = wantSerial
-	switch {
-	case serial == "" && len(devs) == 1:
-		serial, model = devs[0].Serial, devs[0].Model
-	case serial == "":
-		return "", "", 0, exitUsage, fmt.Sprintf("%d devices are attached (%s): choose one with --serial", len(devs), strings.Join(serials, ", "))
-	case !slices.Contains(serials, serial):
-		return "", "", 0, exitFailure, fmt.Sprintf("no such device %q at the adb server %s (attached: %s)", serial, addr, strings.Join(serials, ", "))
-	}
-	v, err := client.Prop(lookup, serial, "ro.build.version.sdk")
-	if err == nil {
-		api, err = strconv.Atoi(v)
-	}
-	if err != nil || api <= 0 {
-		return "", "", 0, exitFailure, fmt.Sprintf("reading the API level of %s (getprop ro.build.version.sdk gave %q): %v", serial, v, err)
-	}
-	return serial, model, api, exitOK, ""
+	return lookupDevice(lookup, client, addr, wantSerial)
 }
 
 // instrumentationTarget asks the device (`pm list instrumentation`) which
