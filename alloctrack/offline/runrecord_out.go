@@ -8,10 +8,6 @@ import (
 	"github.com/alloctrack/alloctrack/alloctrack/pertest"
 )
 
-// testsFile is the name of a test run's tests in its capture directory:
-// the pertest.Run, indented JSON.
-const testsFile = "tests.json"
-
 // TestsSummary is the "tests" block of a test run's summary.json.
 type TestsSummary struct {
 	Total            int    `json:"total"`
@@ -29,7 +25,7 @@ type TestsSummary struct {
 
 // SummarizeTests counts run's tests by outcome.
 func SummarizeTests(run *pertest.Run) *TestsSummary {
-	ts := &TestsSummary{Total: len(run.Tests), Complete: run.Complete, File: testsFile}
+	ts := &TestsSummary{Total: len(run.Tests), Complete: run.Complete, File: TestsFile}
 	for _, t := range run.Tests {
 		switch t.Outcome {
 		case pertest.Passed:
@@ -57,13 +53,13 @@ func SummarizeTests(run *pertest.Run) *TestsSummary {
 // SetTests puts the tests block into the summary Close writes.
 func (w *CaptureWriter) SetTests(ts *TestsSummary) { w.sum.Tests = ts }
 
-// WriteTests writes run as testsFile in dir.
+// WriteTests writes run as TestsFile in dir.
 func WriteTests(dir string, run *pertest.Run) error {
 	b, err := json.MarshalIndent(run, "", "  ")
 	if err != nil {
-		return fmt.Errorf("capture: encoding %s: %w", testsFile, err)
+		return fmt.Errorf("capture: encoding %s: %w", TestsFile, err)
 	}
-	if err := WriteFileAtomic(filepath.Join(dir, testsFile), append(b, '\n')); err != nil {
+	if err := WriteFileAtomic(filepath.Join(dir, TestsFile), append(b, '\n')); err != nil {
 		return fmt.Errorf("capture: %w", err)
 	}
 	return nil

@@ -42,9 +42,8 @@ func addTestRunFlags(cmd *kingpin.CmdClause, capture bool) *testRunFlags {
 	f := cmd.Flag
 	t := &testRunFlags{
 		settle: f("settle", "At the end of a run, how long to wait for the app's processes to end and logcat to give their last lines; without am (capture --tests), how long no process of the app may run after a run finished before the recording ends.").Default("5s").Duration(),
-		// Hidden until the outputs part of issue 34 is merged (testOutputs).
-		junit: f("junit", "Also write a JUnit XML report of the tests to this file (default: junit.xml in --out).").Hidden().String(),
-		pprof: f("pprof", "Also write one pprof profile per test, as tests/NNN.pb.gz in --out.").Hidden().Bool(),
+		junit:  f("junit", "Write the JUnit XML report of the tests to this file instead of junit.xml in --out.").String(),
+		pprof:  f("pprof", "Also write one pprof profile per test, as tests/NNN.pb.gz in --out.").Bool(),
 	}
 	if !capture { // capture has its own (--duration is its timeout)
 		t.timeout = f("timeout", "Give up on a run that has not finished after this long: what was collected is written, tracking is turned off, the app is force-stopped; exit status 4.").Default("1h").Duration()
@@ -52,14 +51,14 @@ func addTestRunFlags(cmd *kingpin.CmdClause, capture bool) *testRunFlags {
 		t.requestTimeout = f("request.timeout", "Timeout of the JDWP handshake, HELO, and the REAQ probe.").Default("5s").Duration()
 		t.reportTimeout = f("report.timeout", "Timeout of a REAL (allocation report) request.").Default("30s").Duration()
 		t.top = f("top", "Classes and sites listed per test and in summary.json.").Default("10").Int()
-		t.budget = f("budget", "Check the run against a budget file (YAML): exit status 3 if it is exceeded, 5 if a rule matched nothing.").String()
+		t.budget = f("budget", "Check the run against a budget file (YAML; tests: rules judge each test): exit status 3 if it is exceeded, 5 if a rule matched nothing, 4 if a test a rule matched is partial (unless --allow-partial).").String()
 		t.gate = addGateFlags(cmd)
 	}
 	return t
 }
 
 func newTestCmd(app *kingpin.Application) *testCmd {
-	c := &testCmd{cmd: app.Command("test", "Run an instrumentation suite (`-- am instrument -w -r ... PKG/RUNNER`) and record what each test allocated: tests.json, instrument.txt, logcat.txt and the usual capture files in --out. Exit status 6 when a test failed.")}
+	c := &testCmd{cmd: app.Command("test", "Run an instrumentation suite (`-- am instrument -w -r ... PKG/RUNNER`) and record what each test allocated: tests.json, junit.xml, instrument.txt, logcat.txt and the usual capture files in --out. Exit status 6 when a test failed.")}
 	f := c.cmd.Flag
 	c.log = addLogFlags(c.cmd)
 	c.adbAddr = f("adb.address", "adb server address host:port. Default: $ADB_SERVER_SOCKET (tcp:host:port), $ANDROID_ADB_SERVER_PORT, 127.0.0.1:5037.").String()

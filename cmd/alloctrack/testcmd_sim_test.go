@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/pprof/profile"
 
 	"github.com/alloctrack/alloctrack/alloctrack/offline"
 	"github.com/alloctrack/alloctrack/alloctrack/pertest"
@@ -104,6 +107,53 @@ func checkExact(t *testing.T, d *sim.Device, run *pertest.Run) {
 	}
 }
 
+// checkJUnitAndProfiles checks junit.xml (one testcase per test, by the
+// runner's names) and tests/NNN.pb.gz (one profile per test, holding its
+// allocations).
+func checkJUnitAndProfiles(t *testing.T, out string, run *pertest.Run) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(out, "junit.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suites struct {
+		Suites []struct {
+			Cases []struct {
+				Name      string `xml:"name,attr"`
+				ClassName string `xml:"classname,attr"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(b, &suites); err != nil {
+		t.Fatalf("junit.xml: %v", err)
+	}
+	n := 0
+	for _, s := range suites.Suites {
+		n += len(s.Cases)
+	}
+	if n != len(run.Tests) {
+		t.Errorf("junit.xml has %d testcases, the run %d tests", n, len(run.Tests))
+	}
+	for i, tt := range run.Tests {
+		f, err := os.Open(filepath.Join(out, "tests", pertest.ProfileName(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := profile.Parse(f)
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", tt.Name, err)
+		}
+		var allocs int64
+		for _, s := range p.Sample {
+			allocs += s.Value[0]
+		}
+		if uint64(allocs) != tt.Allocations {
+			t.Errorf("%s: profile holds %d allocations, the test %d", tt.Name, allocs, tt.Allocations)
+		}
+	}
+}
+
 // noTracking checks that no process of the device is left tracking.
 func noTracking(t *testing.T, d *sim.Device) {
 	t.Helper()
@@ -126,13 +176,14 @@ func TestTestCommandExactPerTest(t *testing.T) {
 		t.Run(fmt.Sprintf("API %d %s", tc.api, tc.backend.name), func(t *testing.T) {
 			f, addr, serial := suiteFarm(t, tc.api, tc.backend, sim.SeedSpec{Tests: 12, Seed: uint64(tc.api), OddNames: true})
 			out := filepath.Join(t.TempDir(), "run")
-			c := testRunOf("--adb.address", addr, "--serial", serial, "--out", out, "--",
+			c := testRunOf("--adb.address", addr, "--serial", serial, "--out", out, "--pprof", "--",
 				"am", "instrument", "-w", "-r", "-e", "delay_msec", "100", suiteComp)
 			c.wait(t, testwait.Bound)
 			if c.code != exitOK {
 				t.Fatalf("%s", c.say())
 			}
 			run := readTests(t, out)
+			checkJUnitAndProfiles(t, out, run)
 			checkExact(t, f.Devices()[0], run)
 			if !run.Complete || len(run.Problems) > 0 {
 				t.Errorf("complete %v, problems %q", run.Complete, run.Problems)
@@ -296,5 +347,22 @@ func TestCaptureTests(t *testing.T) {
 	checkExact(t, d, readTests(t, out))
 	if _, err := os.Stat(filepath.Join(out, "instrument.txt")); err == nil {
 		t.Error("instrument.txt written for a run alloctrack did not start")
+	}
+}
+
+// TestTestCommandTestBudget: a tests: budget judges each test: one over
+// its limit fails the run with exit 3 naming it.
+func TestTestCommandTestBudget(t *testing.T) {
+	_, addr, serial := suiteFarm(t, 30, captureBackends[1], sim.SeedSpec{Tests: 4, Seed: 2})
+	dir := t.TempDir()
+	bud := filepath.Join(dir, "budget.yaml")
+	if err := os.WriteFile(bud, []byte("tests:\n  - match: 'test003\\(.*\\)'\n    max_bytes: 100\n  - match: '.*'\n    max_bytes: 100000000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := testRunOf("--adb.address", addr, "--serial", serial, "--out", filepath.Join(dir, "run"), "--budget", bud, "--",
+		"am", "instrument", "-w", "-r", "-e", "delay_msec", "100", suiteComp)
+	c.wait(t, testwait.Bound)
+	if c.code != exitBudget || !strings.Contains(c.stderr.String(), "on test003(com.example.app1.") {
+		t.Fatalf("want exit 3 naming test003: %s", c.say())
 	}
 }

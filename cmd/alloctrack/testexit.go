@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -68,29 +70,63 @@ func (s *testRunSpec) exitStatus(res *offline.RunRecord, why, who string, stderr
 		fmt.Fprintf(stderr, "%s: %s; not judged (exit status %d)\n", who, why, exitInsufficient)
 		return exitInsufficient
 	}
-	failed := failedTests(res)
-	code := exitOK
-	if s.budget != nil {
-		code = checkCaptureBudget(stderr, s.out, s.budget, s.gate)
-	}
-	if failed != "" {
+	code := s.judgeBudget(res.Run, who, stderr)
+	if failed := failedTests(res); failed != "" {
 		fmt.Fprintf(stderr, "%s: %s (exit status %d)\n", who, failed, exitTestsFailed)
-		if code != exitInsufficient {
-			code = exitTestsFailed
-		}
+		code = worstExit(code, exitTestsFailed)
 	}
 	return code
 }
 
-// testOutputs writes junit.xml and, with --pprof, a profile per test.
-// TODO(issue 34, branch outputs): once it is merged, write
-// pertest.WriteJUnit(run) to --junit (default DIR/junit.xml, always) and,
-// with --pprof, pertest.WriteTestProfiles(DIR/tests, run); run holds each
-// test's Tally (tests.json does not).
-func (s *testRunSpec) testOutputs(run *pertest.Run, who string, stderr io.Writer) {
-	if s.junit != "" || s.pprof {
-		fmt.Fprintf(stderr, "%s: --junit and --pprof are not built into this binary yet (issue 34); tests.json holds every test\n", who)
+// judgeBudget judges the run against --budget: its allocation limits on
+// the whole capture, its tests: rules on each test.
+func (s *testRunSpec) judgeBudget(run *pertest.Run, who string, stderr io.Writer) int {
+	if s.budget == nil {
+		return exitOK
 	}
+	code := exitOK
+	if s.budget.HasAllocationLimits() {
+		code = checkCaptureBudget(stderr, s.out, s.budget, s.gate)
+	}
+	if s.budget.HasTestLimits() {
+		tr := &offline.TestRun{Name: s.out, Path: filepath.Join(s.out, offline.TestsFile), Run: run}
+		code = worstExit(code, judgeTests(stderr, who, s.budget, []*offline.TestRun{tr}, s.gate))
+	}
+	return code
+}
+
+// worstExit is the one of two exit statuses said first: 1, then 4, 6, 3, 5.
+func worstExit(a, b int) int {
+	for _, c := range []int{exitFailure, exitUsage, exitInsufficient, exitTestsFailed, exitBudget, exitUnmatched} {
+		if a == c || b == c {
+			return c
+		}
+	}
+	return exitOK
+}
+
+// testOutputs writes junit.xml (to --junit, default DIR/junit.xml) and,
+// with --pprof, a profile per test (DIR/tests/NNN.pb.gz), from run, which
+// holds each test's Tally (tests.json does not). It reports false when
+// one could not be written.
+func (s *testRunSpec) testOutputs(run *pertest.Run, who string, stderr io.Writer) bool {
+	path := s.junit
+	if path == "" {
+		path = filepath.Join(s.out, "junit.xml")
+	}
+	var buf bytes.Buffer
+	err := pertest.WriteJUnit(&buf, run)
+	if err == nil {
+		err = offline.WriteFileAtomic(path, buf.Bytes())
+	}
+	if err == nil && s.pprof {
+		_, err = pertest.WriteTestProfiles(s.out, run)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", who, err)
+		return false
+	}
+	return true
 }
 
 // lookupTestDevice finds the device (serial, or the only one attached)

@@ -254,6 +254,8 @@ func (s *testRunSpec) write(w *offline.CaptureWriter, res *offline.RunRecord, in
 	for _, p := range run.Problems {
 		fmt.Fprintf(stderr, "%s: %s\n", who, p)
 	}
-	s.testOutputs(run, who, stderr)
+	if !s.testOutputs(run, who, stderr) {
+		return exitFailure
+	}
 	return s.exitStatus(res, why, who, stderr)
 }
