@@ -146,8 +146,18 @@ type Session struct {
 	// unless its report was already asked for: that one is still awaited
 	// (for at most DisableTimeout) and counted.
 	Stop <-chan struct{}
-	Log  *zap.Logger
-	now  func() time.Time
+	// CycleNow, when it receives, ends the window under way at once, as
+	// its timer does (test mode cycles when the runner logs a finished
+	// test, so that the cycle falls between tests).
+	CycleNow <-chan struct{}
+	// EnableEarly: a VM that is not named yet ("<pre-initialized>") gets
+	// its tracker turned on right after HELO, before its name comes;
+	// Accept and Bind run once it does, and an app Accept turns away has
+	// tracking turned off again. A test run's fresh process is tracked so
+	// before its first test (docs/test-runs.md).
+	EnableEarly bool
+	Log         *zap.Logger
+	now         func() time.Time
 }
 
 // Run opens the session and runs windows until ctx ends (nil is returned)
@@ -183,36 +193,29 @@ func (s *Session) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	early := app == "" // EnableEarly and not named yet
+	if early {
+		if err := s.enable(ctx, client, cfg, alloctrack.NewAppStats(s.Serial, s.PID), log); err != nil {
+			return enableErr(ctx, err)
+		}
+		if app, err = s.awaitName(ctx, cfg, names, alloctrack.PreInitialized); err != nil {
+			s.disable(ctx, client, cfg)
+			return err
+		}
+	}
 	if s.Accept != nil && !s.Accept(app) {
+		if early {
+			return s.turnAway(ctx, client, cfg, app)
+		}
 		return s.checkFiltered(ctx, client, cfg, app)
 	}
 	counters, stats := s.Bind(app)
 	stats.Update(func(st *alloctrack.AppStatus) { st.PID, st.AppName, st.Package = s.PID, app, app })
 	log = log.With(zap.String("package", app))
-
-	// Probe: a VM that never answers REAQ cannot track (Android 12+).
-	pctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
-	on, err := client.AllocTracking(pctx)
-	cancel()
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
+	if !early {
+		if err := s.enable(ctx, client, cfg, stats, log); err != nil {
+			return enableErr(ctx, err)
 		}
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ddms.ErrEmptyReply) {
-			// Android 12+ VMs answer REAQ with nothing (or, with libjdwp
-			// loaded, an empty reply). Below that the tracker exists: a
-			// slow answer is retried, unless it keeps happening.
-			// An API level not known is no evidence: it is retried as
-			// a slow VM is.
-			if s.API >= alloctrack.APIHeapprofd || s.UnansweredProbes+1 >= UnansweredProbeLimit {
-				stats.SetState(alloctrack.StateUnsupported)
-				return alloctrack.ErrUnsupported
-			}
-			stats.CountError(alloctrack.StageProbe)
-			return alloctrack.StageErrorf(alloctrack.StageProbe, "%w (%d in a row): %w", alloctrack.ErrProbeUnanswered, s.UnansweredProbes+1, err)
-		}
-		stats.CountError(alloctrack.StageProbe)
-		return alloctrack.StageErrorf(alloctrack.StageProbe, "%w", err)
 	}
 	defer func() {
 		derr := s.disable(ctx, client, cfg)
@@ -227,16 +230,6 @@ func (s *Session) Run(ctx context.Context) (err error) {
 			log.Warn("could not confirm tracking is off", zap.Error(derr))
 		}
 	}()
-	if on {
-		// Left on by an earlier client: its records are not ours.
-		log.Info("allocation tracking was already on; restarting it")
-		if err := client.SetAllocTracking(false); err != nil {
-			return alloctrack.StageErrorf(alloctrack.StageProbe, "%w", err)
-		}
-	}
-	if err := client.SetAllocTracking(true); err != nil {
-		return alloctrack.StageErrorf(alloctrack.StageProbe, "%w", err)
-	}
 	stats.SetState(alloctrack.StateTracking)
 	log.Info("tracking allocations", zap.Duration("window", cfg.Window))
 
@@ -255,6 +248,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 		case <-s.Stop:
 			last = true
 		case <-timer.C:
+		case <-s.CycleNow:
 		}
 		if s.Slots != nil {
 			select {
@@ -335,6 +329,63 @@ func (s *Session) Run(ctx context.Context) (err error) {
 		}
 		timer.Reset(window)
 	}
+}
+
+// enable probes the tracker (a VM that never answers REAQ cannot track,
+// Android 12+) and turns it on, restarting one left on by an earlier
+// client. A nil error with ctx ended means the session is over.
+func (s *Session) enable(ctx context.Context, client *ddms.Client, cfg Config, stats *alloctrack.AppStats, log *zap.Logger) error {
+	pctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
+	on, err := client.AllocTracking(pctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ddms.ErrEmptyReply) {
+			// Android 12+ VMs answer REAQ with nothing (or, with libjdwp
+			// loaded, an empty reply). Below that the tracker exists: a
+			// slow answer is retried, unless it keeps happening.
+			// An API level not known is no evidence: it is retried as
+			// a slow VM is.
+			if s.API >= alloctrack.APIHeapprofd || s.UnansweredProbes+1 >= UnansweredProbeLimit {
+				stats.SetState(alloctrack.StateUnsupported)
+				return alloctrack.ErrUnsupported
+			}
+			stats.CountError(alloctrack.StageProbe)
+			return alloctrack.StageErrorf(alloctrack.StageProbe, "%w (%d in a row): %w", alloctrack.ErrProbeUnanswered, s.UnansweredProbes+1, err)
+		}
+		stats.CountError(alloctrack.StageProbe)
+		return alloctrack.StageErrorf(alloctrack.StageProbe, "%w", err)
+	}
+	if on {
+		// Left on by an earlier client: its records are not ours.
+		log.Info("allocation tracking was already on; restarting it")
+		if err := client.SetAllocTracking(false); err != nil {
+			return alloctrack.StageErrorf(alloctrack.StageProbe, "%w", err)
+		}
+	}
+	if err := client.SetAllocTracking(true); err != nil {
+		return alloctrack.StageErrorf(alloctrack.StageProbe, "%w", err)
+	}
+	return nil
+}
+
+// enableErr is what Run returns when enable failed: nil once ctx has
+// ended (the session was stopped, not broken).
+func enableErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// turnAway ends the session of an app tracked before it was named
+// (EnableEarly) that Accept turned away: its tracker is turned off.
+func (s *Session) turnAway(ctx context.Context, client *ddms.Client, cfg Config, app string) error {
+	fe := &FilteredError{App: app, TrackingOn: true}
+	fe.Stopped = s.disable(ctx, client, cfg) == nil
+	return fe
 }
 
 // handshake opens JDWP on the stream. A VM that closes the stream during
@@ -470,19 +521,25 @@ func (s *Session) hello(ctx context.Context, c *ddms.Client, cfg Config, names <
 		return "", alloctrack.StageErrorf(alloctrack.StageHello, "%w", err)
 	}
 	app := h.AppName
-	if app == "" || app == alloctrack.PreInitialized {
+	if app == alloctrack.PreInitialized {
 		app = ""
 	}
-	if app == "" {
-		select {
-		case app = <-names:
-		case <-time.After(cfg.NameTimeout):
-			return "", alloctrack.StageErrorf(alloctrack.StageHello, "app not named within %v (still %q)", cfg.NameTimeout, h.AppName)
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
+	if app == "" && !s.EnableEarly {
+		return s.awaitName(ctx, cfg, names, h.AppName)
 	}
 	return app, nil
+}
+
+// awaitName waits for the VM's APNM naming its app (was: what HELO said).
+func (s *Session) awaitName(ctx context.Context, cfg Config, names <-chan string, was string) (string, error) {
+	select {
+	case app := <-names:
+		return app, nil
+	case <-time.After(cfg.NameTimeout):
+		return "", alloctrack.StageErrorf(alloctrack.StageHello, "app not named within %v (still %q)", cfg.NameTimeout, was)
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
 }
 
 // cycle runs the end of one window: REAL, REAE 0 and REAE 1 written in one

@@ -593,3 +593,72 @@ func TestSessionErrorStage(t *testing.T) {
 		t.Fatal("a stage read from an error's text")
 	}
 }
+
+// TestSessionCycleNow: a receive on CycleNow ends the window under way at
+// once, long before its timer.
+func TestSessionCycleNow(t *testing.T) {
+	f := newFixture(t, 30, sim.AppConfig{Workload: quietWorkload()}, ddm.Config{Window: time.Hour})
+	cycle := make(chan struct{}, 1)
+	f.session.CycleNow = cycle
+	f.run(t)
+	waitFor(t, "tracking on", f.vm.Tracking)
+	for i := 1; i <= 2; i++ {
+		f.vm.Allocate(7)
+		cycle <- struct{}{}
+		waitFor(t, fmt.Sprintf("window %d", i), func() bool { return f.windows() >= uint64(i) })
+	}
+	if got := f.counters.Snapshot().Total.Allocations; got != 14 {
+		t.Fatalf("counted %d allocations in two cycled windows, want 14", got)
+	}
+}
+
+func quietWorkload() sim.Workload {
+	w := sim.DefaultWorkload()
+	w.Rate = 0
+	return w
+}
+
+// TestSessionEnableEarly: with EnableEarly a VM still "<pre-initialized>"
+// has its tracker on before it names itself, and what it allocates then
+// is counted once it is named.
+func TestSessionEnableEarly(t *testing.T) {
+	f := newFixture(t, 30, sim.AppConfig{Package: "com.late", NameAfter: time.Hour, Workload: quietWorkload()},
+		ddm.Config{Window: time.Hour, NameTimeout: 2 * testwait.Bound})
+	f.session.EnableEarly = true
+	bound := make(chan string, 1)
+	bind := f.session.Bind
+	f.session.Bind = func(app string) (*alloctrack.Counters, *alloctrack.AppStats) {
+		bound <- app
+		return bind(app)
+	}
+	f.run(t)
+	waitFor(t, "tracking on before the app is named", f.vm.Tracking)
+	select {
+	case app := <-bound:
+		t.Fatalf("bound to %q before the app was named", app)
+	default:
+	}
+	if f.vm.AppName() == "com.late" {
+		t.Fatal("the VM is named already: the test shows nothing")
+	}
+}
+
+// TestSessionEnableEarlyTurnedAway: an app tracked before it was named
+// that Accept turns away has its tracker turned off again.
+func TestSessionEnableEarlyTurnedAway(t *testing.T) {
+	f := newFixture(t, 30, sim.AppConfig{Package: "com.other", NameAfter: 300 * time.Millisecond, Workload: quietWorkload()},
+		ddm.Config{Window: time.Hour})
+	f.session.EnableEarly = true
+	f.session.Accept = func(app string) bool { return app == "com.wanted" }
+	err := f.session.Run(testwait.Context(t))
+	fe, ok := errors.AsType[*ddm.FilteredError](err)
+	if !ok || !fe.Stopped || fe.App != "com.other" {
+		t.Fatalf("err %v, want a FilteredError for com.other with tracking stopped", err)
+	}
+	if f.vm.Tracking() {
+		t.Fatal("tracking left on")
+	}
+	if tr := f.vm.Trace(); !slices.Contains(tr, "REAE 1") {
+		t.Fatalf("trace %q: tracking was never turned on early", tr)
+	}
+}

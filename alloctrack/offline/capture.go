@@ -90,6 +90,10 @@ type Summary struct {
 	Dumps               int    `json:"dumps,omitempty"`
 	ErrorStackSamples   uint64 `json:"error_stack_samples,omitempty"`
 	UnknownStackSamples uint64 `json:"unknown_stack_samples,omitempty"`
+
+	// Tests sums up an instrumentation run's tests (a test run's capture;
+	// the tests themselves are in Tests.File).
+	Tests *TestsSummary `json:"tests,omitempty"`
 }
 
 // TraceFile is the name of a heapprofd capture's raw trace.

@@ -38,6 +38,8 @@ type captureCmd struct {
 	top      *int
 	budget   *string
 	gate     *gateFlags
+	tests    *bool
+	testRun  *testRunFlags
 }
 
 func newCaptureCmd(app *kingpin.Application) *captureCmd {
@@ -55,6 +57,8 @@ func newCaptureCmd(app *kingpin.Application) *captureCmd {
 	c.top = f("top", "Classes and sites listed in summary.json.").Default("20").Int()
 	c.budget = f("budget", "Check the capture against a budget file (YAML); exit status 3 if it is exceeded, 4 if the capture holds less than asked, 5 if a rule matched nothing.").String()
 	c.gate = addGateFlags(c.cmd)
+	c.tests = f("tests", "Record an instrumentation run someone else starts, per test (--package: the app under test): its runner's logcat lines and every fresh process of the app, until the run finished or --duration; tests.json, junit.xml, logcat.txt. Exit status 6 when a test failed.").Bool()
+	c.testRun = addTestRunFlags(c.cmd, true)
 	return c
 }
 
@@ -86,6 +90,9 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 	}
 	if err := c.session.validate(); err != nil {
 		return fail(exitUsage, "%v", err)
+	}
+	if *c.tests {
+		return c.runTests(stdout, stderr)
 	}
 	var bud *offline.Budget
 	if *c.budget != "" {

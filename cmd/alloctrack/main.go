@@ -5,6 +5,7 @@
 //	serve            the daemon: track apps through adb servers, export Prometheus metrics
 //	sim              serve simulated devices and apps (to a real adb server or as one)
 //	capture          record one app's allocations for a while into a directory
+//	test -- am ...   run an instrumentation suite and record each test's allocations
 //	report INPUT...  summarise reports (.alloc files, capture directories); budgets
 //	diff BASE NEW    compare two runs per class and site
 //	doctor           what will work on each device and app, and why not
@@ -75,6 +76,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cp := newCaptureCmd(app)
 	hd := newHeapdumpCmd(app)
 	dr := newDoctorCmd(app)
+	ts := newTestCmd(app)
 	// Not app.Version: kingpin would print to the usage writer and then go
 	// on to complain that no command was given.
 	app.Flag("version", "Show the version and exit.").Action(func(*kingpin.ParseContext) error {
@@ -105,6 +107,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return hd.run(stderr)
 	case dr.cmd.FullCommand():
 		return dr.run(stdout, stderr)
+	case ts.cmd.FullCommand():
+		return ts.run(stdout, stderr)
 	case "":
 		// --help already printed.
 		return exitOK

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/alloctrack/alloctrack/adb"
+	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/offline"
+)
+
+// runTests is `capture --tests`: record a run someone else starts, from
+// its logcat lines and the app's fresh processes, until the run finished
+// (and no process of the app is left) or --duration.
+func (c *captureCmd) runTests(stdout, stderr io.Writer) int {
+	fail := func(code int, format string, args ...any) int {
+		fmt.Fprintf(stderr, "alloctrack capture: "+format+"\n", args...)
+		return code
+	}
+	if *c.pkg == "" || *c.pid != 0 {
+		return fail(exitUsage, "--tests records the app under test: give --package (not --pid)")
+	}
+	if *c.session.backend == alloctrack.BackendHeapprofd {
+		return fail(exitUsage, "--tests: per-test figures through heapprofd are not built yet")
+	}
+	spec, code, msg := c.testRun.spec(*c.out)
+	if code != exitOK {
+		return fail(code, "%s", msg)
+	}
+	spec.cfg, spec.timeout, spec.top, spec.gate, spec.existing = c.session.ddmConfig(), *c.duration, *c.top, c.gate, true
+	spec.cfg.Fill()
+	if *c.budget != "" {
+		var err error
+		if spec.budget, err = offline.ReadBudget(*c.budget); err != nil {
+			return fail(exitUsage, "%v", err)
+		}
+	}
+	log, _, err := c.log.newLogger(stderr)
+	if err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	defer log.Sync()
+	addr := *c.adbAddr
+	if addr == "" {
+		addr = adb.DefaultAddress()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := adb.NewClient(addr)
+	serial, model, api, _, code, msg := lookupWaiting(ctx, *c.wait, func() (string, string, int, int, int, string) {
+		s, m, a, code, msg := lookupTestDevice(ctx, client, addr, *c.serial, spec.cfg)
+		return s, m, a, 0, code, msg
+	})
+	if code != exitOK {
+		return fail(code, "%s", msg)
+	}
+	spec.client, spec.serial, spec.model, spec.api, spec.pkg, spec.log = client, serial, model, api, *c.pkg, log
+	return spec.record(ctx, "alloctrack capture", stdout, stderr)
+}
