@@ -14,6 +14,9 @@ import (
 // ctx ends (the connection is closed then); Close stops the command.
 // Before Android 7.0 the shell: service runs the command in a PTY: lines
 // end in "\r\n" and standard error is mixed in.
+// (The daemon's logcat uses it; `alloctrack test` has a fuller stream
+// with shell protocol v2 on its branch: one of them should go once both
+// are merged.)
 func (c *Client) ShellStream(ctx context.Context, serial string, argv ...string) (io.ReadCloser, error) {
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("adb: %s: shell: no command", serial)
