@@ -48,6 +48,10 @@ type TestsConfig struct {
 	// Grace is how long a process's run stays open after the process
 	// left, for its last logcat lines to arrive (default 1 s).
 	Grace time.Duration
+	// Refresh is how often the tests of a run that was fed are updated
+	// for the snapshot (default 1 s): a run's state is built from all
+	// its tests, so it is not built again for every line and report.
+	Refresh time.Duration
 }
 
 func (c *TestsConfig) fill() {
@@ -59,6 +63,9 @@ func (c *TestsConfig) fill() {
 	}
 	if c.Grace <= 0 {
 		c.Grace = time.Second
+	}
+	if c.Refresh <= 0 {
+		c.Refresh = time.Second
 	}
 }
 
@@ -95,6 +102,7 @@ type pidTests struct {
 	att     attributor
 	pending []pendingEvent
 	gone    bool
+	dirty   bool // fed since the app's tests were last updated
 }
 
 // testFollower follows one DDM device's instrumentation runs.
@@ -104,7 +112,7 @@ type testFollower struct {
 	api    int
 	log    *zap.Logger
 
-	done chan struct{} // follow returned
+	done chan struct{} // follow and refreshing returned
 
 	mu     sync.Mutex
 	pids   map[int]*pidTests
@@ -122,9 +130,34 @@ func (d *Daemon) followTests(ctx context.Context, src Source, serial string, api
 	f := &testFollower{d: d, serial: serial, api: api, log: log, pids: map[int]*pidTests{}, done: make(chan struct{})}
 	go func() {
 		defer close(f.done)
-		f.follow(ctx, ls)
+		var wg sync.WaitGroup
+		wg.Go(func() { f.follow(ctx, ls) })
+		wg.Go(func() { f.refreshing(ctx) })
+		wg.Wait()
 	}()
 	return f
+}
+
+// refreshing updates the tests of the runs fed since the last tick until
+// ctx ends.
+func (f *testFollower) refreshing(ctx context.Context) {
+	t := time.NewTicker(f.d.cfg.Tests.Refresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		f.mu.Lock()
+		for pid, p := range f.pids {
+			if p.dirty && p.att != nil {
+				p.dirty = false
+				p.tests.update(pid, p.att.Snapshot(), false)
+			}
+		}
+		f.mu.Unlock()
+	}
 }
 
 // entry returns pid's entry, making one; d.mu is not needed, f.mu is held.
@@ -172,7 +205,7 @@ func (f *testFollower) event(pid int, at time.Time, ev instrument.RunnerEvent) {
 	}
 	f.start(p)
 	p.att.Event(pid, at, ev)
-	p.tests.update(pid, p.att.Snapshot(), false)
+	p.dirty = true
 }
 
 // bound says a session named process pid app: its runner lines read so
@@ -196,7 +229,7 @@ func (f *testFollower) bound(pid int, app string, t *appTests) {
 		p.att.Event(pid, e.at, e.ev)
 	}
 	p.pending = nil
-	p.tests.update(pid, p.att.Snapshot(), false)
+	p.dirty = true
 }
 
 // report takes one window's report of process pid; it keeps nothing of
@@ -213,7 +246,7 @@ func (f *testFollower) report(pid int, r *allocreport.Report, overflowed bool) {
 	if err := p.att.Report(pid, r, overflowed); err != nil {
 		f.d.logs.warn(f.log, "tests/"+f.serial, "a report could not be split among tests", err)
 	}
-	p.tests.update(pid, p.att.Snapshot(), false)
+	p.dirty = true
 }
 
 // listenerSuffix ends the class names of AndroidX Test's (and the support
@@ -260,6 +293,7 @@ func (f *testFollower) finishLocked(pid int, p *pidTests) {
 	}
 	p.att.Gone(pid)
 	p.tests.update(pid, p.att.Finish(), true)
+	p.dirty = false
 }
 
 // close waits for the logcat reader (ctx has ended) and finishes every

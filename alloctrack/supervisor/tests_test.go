@@ -150,7 +150,7 @@ func startTestDaemon(t *testing.T, farm *sim.Farm, recent int) (*daemonRun, *fak
 	}
 	src := &fakeLogcat{ADB: source.New(a.String()), stream: make(chan *io.PipeWriter, 4)}
 	cfg := daemonConfig()
-	cfg.Tests = supervisor.TestsConfig{Follow: true, Recent: recent, Grace: 50 * time.Millisecond}
+	cfg.Tests = supervisor.TestsConfig{Follow: true, Recent: recent, Grace: 50 * time.Millisecond, Refresh: 20 * time.Millisecond}
 	d := supervisor.NewDaemon(cfg, []supervisor.Source{src}, zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
 	d.SetNewAttributor(newFakeAttributor)
 	ctx, cancel := context.WithCancel(context.Background())
