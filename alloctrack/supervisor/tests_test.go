@@ -227,3 +227,26 @@ func TestDaemonFollowsTests(t *testing.T) {
 		t.Errorf("device errors %v, want logcat 1", dv.Errors)
 	}
 }
+
+// A device that goes away mid-test ends its runs at once: the running
+// test is kept, unfinished, and none is running any more.
+func TestDaemonTestsDeviceGone(t *testing.T) {
+	farm := newFarm(sim.FarmConfig{Devices: 1, AppsPerDevice: 1, APIs: []int{23}})
+	r, src := startTestDaemon(t, farm, 50)
+	const serial, pkg = "sim-1", "com.example.app1"
+	eventually(t, "tracking", func() bool { return r.tracking(serial, pkg, 1) })
+	pid := onlyPID(t, farm, serial, pkg)
+	w := <-src.stream
+	if _, apis := src.calls(); apis[0] != 23 {
+		t.Errorf("logcat started for API %d, want 23", apis[0])
+	}
+	writeLines(t, w, logLine(1, pid, 'I', "run started: 1 tests"), logLine(2, pid, 'I', "started: long(com.example.T)"))
+	eventually(t, "test running", func() bool { return testsOf(r, serial, pkg).Current != nil })
+	if err := farm.Disconnect(serial); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the test unfinished once the device left", func() bool {
+		ts := testsOf(r, serial, pkg)
+		return ts.Current == nil && names(ts.Recent) == "long(com.example.T) unfinished" && ts.Outcomes["unfinished"] == 1
+	})
+}
