@@ -2,8 +2,11 @@
 // root, section 2).
 //
 // It has its own smart-socket client for every exchange: host:version,
-// host:devices-l, host:track-devices, and host:transport:<serial> followed
-// by shell:, shell,v2,raw: (Exec), sync: (Stat, Pull), track-jdwp,
+// host:devices-l, host:track-devices, host-serial:<serial>:features, and
+// host:transport:<serial> followed by shell:, shell,v2,raw: (Exec; Run
+// takes it where the device lists shell_v2, and shell: with the exit
+// status echoed after the command where not, as before Android 7.0),
+// sync: (Stat, Pull), track-jdwp,
 // track-app (Android 12+, docs/track-app.md) or jdwp:<pid>, handing the raw
 // JDWP stream to the caller. Every length a server or device sends is
 // checked before it sizes anything, every read is bounded (by the

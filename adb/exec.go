@@ -39,6 +39,8 @@ var ErrOutputTooLarge = errors.New("adb: command output over the limit")
 // MaxExecOutput is ErrOutputTooLarge, with no output; a packet's declared
 // length sizes nothing, the output grows as its bytes arrive. The context
 // bounds the whole call; when it ends, the connection is closed.
+// Before Android 7.0 adbd closes the stream at once: Run chooses by the
+// device's features, for commands that may meet such a device.
 func (c *Client) Exec(ctx context.Context, serial string, stdin []byte, argv ...string) (stdout, stderr []byte, code int, err error) {
 	if len(argv) == 0 {
 		return nil, nil, 0, fmt.Errorf("adb: %s: exec: no command", serial)

@@ -97,7 +97,12 @@ func (c *Client) shell(ctx context.Context, serial string, limit int, argv []str
 	if len(argv) == 0 {
 		return "", fmt.Errorf("adb: %s: shell: no command", serial)
 	}
-	cmd := ShellCommand(argv...)
+	return c.shellLine(ctx, serial, limit, ShellCommand(argv...))
+}
+
+// shellLine runs a command line through the shell: service and returns
+// its output, at most limit bytes.
+func (c *Client) shellLine(ctx context.Context, serial string, limit int, cmd string) (string, error) {
 	cn, err := c.transport(ctx, serial, false)
 	if err != nil {
 		return "", fmt.Errorf("adb: %s: shell %s: %w", serial, cmd, err)

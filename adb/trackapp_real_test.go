@@ -38,7 +38,7 @@ func attachADB(t *testing.T, srv *adbtest.Server, d *sim.Device) string {
 // fails instead when CI is set.
 func TestTrackAppRealADB(t *testing.T) {
 	srv := adbtest.StartServer(t)
-	d := sim.NewDevice(sim.DeviceConfig{Serial: "sim-s", API: 31})
+	d := sim.NewDevice(sim.DeviceConfig{Serial: "sim-s", API: 31, Build: sim.BuildUser}) // release apps have no JDWP
 	d.AddVM(sim.NewVM(sim.AppConfig{PID: 3341, Package: "com.debug"}, 31))
 	d.AddVM(sim.NewVM(sim.AppConfig{PID: 3307, Package: "com.profileable", NotDebuggable: true, Profileable: true}, 31))
 	d.AddVM(sim.NewVM(sim.AppConfig{PID: 3400, Package: "com.release", NotDebuggable: true}, 31))

@@ -368,7 +368,7 @@ func TestTrackAppFakeUnsupported(t *testing.T) {
 // this package's decoder agree, and a release build that is profileable
 // is in track-app but not in track-jdwp.
 func TestTrackAppSim(t *testing.T) {
-	d := sim.NewDevice(sim.DeviceConfig{Serial: "sim-12", API: 31})
+	d := sim.NewDevice(sim.DeviceConfig{Serial: "sim-12", API: 31, Build: sim.BuildUser}) // release apps have no JDWP
 	d.AddVM(sim.NewVM(sim.AppConfig{PID: 300, Package: "com.debug"}, 31))
 	d.AddVM(sim.NewVM(sim.AppConfig{PID: 301, Package: "com.profileable", NotDebuggable: true, Profileable: true}, 31))
 	d.AddVM(sim.NewVM(sim.AppConfig{PID: 302, Package: "com.release", NotDebuggable: true}, 31))

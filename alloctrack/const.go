@@ -75,7 +75,8 @@ const (
 	StateStarting      = "starting"         // a session runs, heapprofd has written nothing for it yet
 	StateRefused       = "perfetto-refused" // the device's tracing service refused the session (too many sessions)
 	StateUnprofileable = "unprofileable"    // the device says the app is neither debuggable nor profileable
-	StateRejected      = "rejected"         // another profiler held the process for a whole session
+	// An app another heapprofd session holds is shown StateHeld, as one
+	// another debugger holds: heapprofd rejected it (rejected_concurrent).
 
 	StagePerfettoStart   = "perfetto-start"   // perfetto could not be started
 	StagePerfettoRefused = "perfetto-refused" // the tracing service refused the session

@@ -16,7 +16,7 @@ import (
 // tool's shell session, which counts toward that limit too. Sessions
 // rotate every 4 s. Every other app tracks, with samples equal to the
 // simulator's truth across the rotations; the app the other tool holds is
-// shown rejected; an app idle for 20 windows is never unprofileable and
+// shown held; an app idle for 20 windows is never unprofileable and
 // is exact once it allocates; each device holds at most one session and
 // one trace file of ours at a time; and after SIGTERM nothing of ours is
 // left.
@@ -84,10 +84,10 @@ func TestHeapprofdFarmThroughADB(t *testing.T) {
 	}()
 
 	r.d.waitState(t, appsOf(append(busy, idleApp)), "tracking", 30*time.Second)
-	waitFor(t, 30*time.Second, "the app another tool holds shown rejected", func() (bool, string) {
+	waitFor(t, 30*time.Second, "the app another tool holds shown held", func() (bool, string) {
 		sc := r.d.metrics(t)
-		st := sc.value("alloctrack_app_state", held.labels("state", "rejected")...)
-		return st == 1, fmt.Sprintf("rejected %v", st)
+		st := sc.value("alloctrack_app_state", held.labels("state", "held")...)
+		return st == 1, fmt.Sprintf("held %v", st)
 	})
 	// 20 dumps of a busy app of the idle app's device, each read after the
 	// one before: the idle app lives through them without a sample.

@@ -187,7 +187,7 @@ func TestHeapprofdGroundTruthThroughADB(t *testing.T) {
 // perfetto session and trace file on the device; the next daemon stops
 // and removes them before it starts its own (waiting on /proc, as the
 // shell may not send perfetto signal 0), leaves another tool's session
-// and file alone, shows the app that tool profiles as rejected once a
+// and file alone, shows the app that tool profiles as held once a
 // session stops (heapprofd tells it only then), and after SIGTERM leaves
 // nothing of its own behind.
 func TestHeapprofdRestartCleansUp(t *testing.T) {
@@ -221,14 +221,14 @@ func TestHeapprofdRestartCleansUp(t *testing.T) {
 	})
 	r.d = first
 	r.d.waitState(t, []app{r.app("sim-1", vms[0].ProcessName()), r.app("sim-1", vms[1].ProcessName())}, "tracking", 30*time.Second)
-	waitFor(t, 30*time.Second, "the app another tool profiles shown rejected", func() (bool, string) {
+	waitFor(t, 30*time.Second, "the app another tool profiles shown held", func() (bool, string) {
 		sc := first.metrics(t)
-		st := sc.value("alloctrack_app_state", held.labels("state", "rejected")...)
+		st := sc.value("alloctrack_app_state", held.labels("state", "held")...)
 		n := sc.value("alloctrack_app_errors_total", held.labels("stage", "rejected-concurrent")...)
-		return st == 1 && n >= 1, fmt.Sprintf("rejected %v, errors %v", st, n)
+		return st == 1 && n >= 1, fmt.Sprintf("held %v, errors %v", st, n)
 	})
 	if v := first.metrics(t).value("alloctrack_app_tracking", held.labels()...); v != 0 {
-		t.Errorf("the rejected app is shown tracking")
+		t.Errorf("the held app is shown tracking")
 	}
 	waitFor(t, 30*time.Second, "a session of the first daemon running", func() (bool, string) {
 		s, f := ours()

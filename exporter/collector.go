@@ -26,7 +26,7 @@ var AppStates = []string{
 
 // HeapprofdStates are the further states of apps watched through
 // heapprofd; only those apps have a series for them.
-var HeapprofdStates = []string{alloctrack.StateStarting, alloctrack.StateUnprofileable, alloctrack.StateRejected, alloctrack.StateRefused}
+var HeapprofdStates = []string{alloctrack.StateStarting, alloctrack.StateUnprofileable, alloctrack.StateRefused}
 
 // DeviceStates are the device states reported, one series each; a state
 // adb reports that is not listed shows as "other".
@@ -70,7 +70,7 @@ var (
 	descDeviceErrors  = desc("device_errors_total", "Errors on a device before an app was named, by stage.", "serial", "stage")
 	descDeviceOrphans = desc("device_orphaned_trackers", "Apps the package filters exclude whose allocation tracker an earlier, wider run left on, slowing them for nobody (--orphans.turn-off turns such trackers off).", "server", "serial")
 
-	descAppState      = desc("app_state", "App session state, 1 for the current one (docs/serve.md gives each state's meaning, unsupported and the heapprofd states starting, unprofileable, rejected and perfetto-refused included).", "serial", "package", "state")
+	descAppState      = desc("app_state", "App session state, 1 for the current one (docs/serve.md gives each state's meaning, unsupported and the heapprofd states starting, unprofileable and perfetto-refused included).", "serial", "package", "state")
 	descAppTracking   = desc("app_tracking", "Whether allocation tracking is on for the app (1) or not (0).", app...)
 	descAppPID        = desc("app_pid", "Process id of the app's newest process.", app...)
 	descWindows       = desc("windows_total", "Windows whose report was counted.", app...)

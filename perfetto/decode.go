@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"sort"
 	"strings"
 
@@ -109,6 +110,13 @@ type Dump struct {
 	// HasBootTime is false when no snapshot relates the two clocks.
 	BootTimestamp, BootStartTimestamp uint64
 	HasBootTime                       bool
+	// The window in REALTIME ns since the Unix epoch (the device's wall
+	// clock, the clock of logcat's stamps), converted the same way with the
+	// snapshots that hold REALTIME; RealPacketTimestamp is PacketTimestamp
+	// in REALTIME. HasRealTime is false when no snapshot relates REALTIME
+	// to MONOTONIC_COARSE (the window) and BOOTTIME (the packet).
+	RealTimestamp, RealStartTimestamp, RealPacketTimestamp uint64
+	HasRealTime                                            bool
 
 	SamplingInterval     uint64 // sampling_interval_bytes
 	OrigSamplingInterval uint64 // orig_sampling_interval_bytes (before adaptive sampling)
@@ -208,7 +216,7 @@ type Decoder struct {
 	profiles  map[profileKey]*profile
 	queue     []*Dump
 	stats     Stats
-	clocks    []clockPair // MONOTONIC_COARSE and BOOTTIME per clock snapshot
+	clocks    []clockSnap // the clock snapshots that relate two clocks we use
 }
 
 // NewDecoder returns a Decoder reading from r. opts may be nil.
@@ -302,29 +310,59 @@ func (d *Decoder) Profiles() []Profile {
 	return out
 }
 
-// clockPair is one clock snapshot's reading of the two clocks a dump
-// window needs.
-type clockPair struct{ mono, boot uint64 }
+// The clocks a dump's times are converted between, as indexes of
+// clockSnap.t.
+const (
+	kMono = iota // MONOTONIC_COARSE: the dump's window
+	kBoot        // BOOTTIME: packet timestamps
+	kReal        // REALTIME: the device's wall clock
+)
 
-// bootTime converts a MONOTONIC_COARSE time to BOOTTIME.
-func (d *Decoder) bootTime(mono uint64) (uint64, bool) {
-	if len(d.clocks) == 0 {
-		return 0, false
-	}
-	c := d.clocks[0]
-	for _, p := range d.clocks {
-		if p.mono <= mono && p.mono >= c.mono {
+// maxClockSnaps bounds the snapshots kept: the first (for times before
+// any other) and the newest (a dump is converted with the latest one at or
+// before its time, and dumps come in time order). The tracing service
+// takes one every 10 s at most.
+const maxClockSnaps = 64
+
+// clockSnap is one clock snapshot's reading of the clocks we use; have
+// has bit 1<<k set for each clock k it holds.
+type clockSnap struct {
+	t    [3]uint64
+	have uint8
+}
+
+// convert converts time x of clock src to clock dst as perfetto's trace
+// processor does: with the latest snapshot holding both clocks whose src
+// reading is at or before x, else the first such snapshot.
+func (d *Decoder) convert(x uint64, src, dst int) (uint64, bool) {
+	need := uint8(1<<src | 1<<dst)
+	var first, c *clockSnap
+	for i := range d.clocks {
+		p := &d.clocks[i]
+		if p.have&need != need {
+			continue
+		}
+		if first == nil {
+			first = p
+		}
+		if p.t[src] <= x && (c == nil || p.t[src] >= c.t[src]) {
 			c = p
 		}
 	}
-	return mono - c.mono + c.boot, true
+	if c == nil {
+		c = first
+	}
+	if c == nil {
+		return 0, false
+	}
+	return x - c.t[src] + c.t[dst], true
 }
 
-// clockSnapshot records a snapshot holding both clocks.
+// clockSnapshot records a snapshot holding two or more of the clocks we
+// use.
 func (d *Decoder) clockSnapshot(m *msg) {
 	var f field
-	var pair clockPair
-	have := 0
+	var snap clockSnap
 	for m.next(&f) {
 		if f.num != fSnapshotClocks || !m.want(&f, "clocks", protowire.BytesType) {
 			continue
@@ -341,15 +379,45 @@ func (d *Decoder) clockSnapshot(m *msg) {
 			}
 		}
 		m.inherit(&cm)
+		k := -1
 		switch id {
-		case clockMonotonicCoarse:
-			pair.mono, have = ts, have|1
-		case clockBoottime:
-			pair.boot, have = ts, have|2
+		case ClockMonotonicCoarse:
+			k = kMono
+		case ClockBoottime:
+			k = kBoot
+		case ClockRealtime:
+			k = kReal
+		}
+		if k >= 0 {
+			snap.t[k], snap.have = ts, snap.have|1<<k
 		}
 	}
-	if m.err == nil && have == 3 {
-		d.clocks = append(d.clocks, pair)
+	if m.err != nil || bits.OnesCount8(snap.have) < 2 {
+		return
+	}
+	if len(d.clocks) == maxClockSnaps {
+		copy(d.clocks[1:], d.clocks[2:])
+		d.clocks = d.clocks[:maxClockSnaps-1]
+	}
+	d.clocks = append(d.clocks, snap)
+}
+
+// dumpTimes sets a dump's window in BOOTTIME and REALTIME.
+func (d *Decoder) dumpTimes(dump *Dump) {
+	if bt, ok := d.convert(dump.Timestamp, kMono, kBoot); ok {
+		dump.BootTimestamp, dump.HasBootTime = bt, true
+		if dump.StartTimestamp != 0 {
+			dump.BootStartTimestamp, _ = d.convert(dump.StartTimestamp, kMono, kBoot)
+		}
+	}
+	rt, ok := d.convert(dump.Timestamp, kMono, kReal)
+	pt, pok := d.convert(dump.PacketTimestamp, kBoot, kReal)
+	if !ok || !pok {
+		return
+	}
+	dump.RealTimestamp, dump.RealPacketTimestamp, dump.HasRealTime = rt, pt, true
+	if dump.StartTimestamp != 0 {
+		dump.RealStartTimestamp, _ = d.convert(dump.StartTimestamp, kMono, kReal)
 	}
 }
 
@@ -915,12 +983,7 @@ func (d *Decoder) commit(s *sequence, index int) {
 	for _, grp := range s.groups {
 		dump := grp.d
 		dump.Packet = index
-		if bt, ok := d.bootTime(dump.Timestamp); ok {
-			dump.BootTimestamp, dump.HasBootTime = bt, true
-			if dump.StartTimestamp != 0 {
-				dump.BootStartTimestamp, _ = d.bootTime(dump.StartTimestamp)
-			}
-		}
+		d.dumpTimes(dump)
 		art := dump.Heap == ArtHeap
 		pos := d.pos
 		clear(pos)

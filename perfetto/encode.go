@@ -251,6 +251,50 @@ func (w *Writer) WriteRejected(ts uint64, pids ...uint64) error {
 	return w.write(pkt)
 }
 
+// Builtin clock ids (perfetto's protos/perfetto/common/builtin_clock.proto):
+// the clocks of a ClockSnapshot, which the tracing service takes at a
+// session's start and then every 10 s when one drifted 10 ms or more from
+// BOOTTIME (src/base/clock_snapshots.cc, tracing_service_impl.cc).
+const (
+	ClockRealtime        = 1
+	ClockRealtimeCoarse  = 2
+	ClockMonotonic       = 3
+	ClockMonotonicCoarse = 4
+	ClockMonotonicRaw    = 5
+	ClockBoottime        = 6
+)
+
+// ClockReading is one clock of a snapshot: its builtin id and its time in
+// ns.
+type ClockReading struct {
+	ID        uint32
+	Timestamp uint64
+}
+
+// WriteClockSnapshot writes a ClockSnapshot packet stamped ts (BOOTTIME),
+// as the tracing service writes into every trace.
+func (w *Writer) WriteClockSnapshot(ts uint64, clocks ...ClockReading) error {
+	if w.err != nil {
+		return w.err
+	}
+	var cs []byte
+	for _, c := range clocks {
+		var e []byte
+		e = protowire.AppendTag(e, fClockID, protowire.VarintType)
+		e = protowire.AppendVarint(e, uint64(c.ID))
+		e = protowire.AppendTag(e, fClockTimestamp, protowire.VarintType)
+		e = protowire.AppendVarint(e, c.Timestamp)
+		cs = protowire.AppendTag(cs, fSnapshotClocks, protowire.BytesType)
+		cs = protowire.AppendBytes(cs, e)
+	}
+	var pkt []byte
+	pkt = protowire.AppendTag(pkt, fPacketClockSnapshot, protowire.BytesType)
+	pkt = protowire.AppendBytes(pkt, cs)
+	pkt = protowire.AppendTag(pkt, fPacketTimestamp, protowire.VarintType)
+	pkt = protowire.AppendVarint(pkt, ts)
+	return w.write(pkt)
+}
+
 func (w *Writer) write(pkt []byte) error {
 	b := protowire.AppendTag(nil, tracePacketField, protowire.BytesType)
 	b = protowire.AppendBytes(b, pkt)

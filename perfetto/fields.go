@@ -20,7 +20,9 @@ package perfetto
 //	 42  previous_packet_dropped       varint  bool
 //
 //	ClockSnapshot    1 clocks (repeated Clock)
-//	Clock            1 clock_id varint (4 = MONOTONIC_COARSE, 6 = BOOTTIME),
+//	Clock            1 clock_id varint (builtin ids: 1 REALTIME,
+//	                   2 REALTIME_COARSE, 3 MONOTONIC, 4 MONOTONIC_COARSE,
+//	                   5 MONOTONIC_RAW, 6 BOOTTIME),
 //	                 2 timestamp varint (ns)
 //
 //	InternedData                       (each entry: InternedString, Frame, ...)
@@ -72,9 +74,6 @@ const (
 	fSnapshotClocks = 1
 	fClockID        = 1
 	fClockTimestamp = 2
-
-	clockMonotonicCoarse = 4
-	clockBoottime        = 6
 
 	seqIncrementalStateCleared = 1
 	seqNeedsIncrementalState   = 2

@@ -301,3 +301,50 @@ func TestWriterIdleAndRejectedAtStop(t *testing.T) {
 		t.Errorf("stats %+v: want no missing packets, 8 profile packets (3 idle rounds, 2 for each busy round, the stop packet), 2 rejected", st)
 	}
 }
+
+// TestRealTime converts dump windows and packet times to REALTIME (the
+// clock of logcat's stamps) with the clock snapshots that hold it: the
+// latest at or before each time, the first for earlier times, none from a
+// snapshot without REALTIME; the snapshots are the Writer's.
+func TestRealTime(t *testing.T) {
+	var buf bytes.Buffer
+	w := perfetto.NewWriter(&buf, nil)
+	c := func(id uint32, ts uint64) perfetto.ClockReading { return perfetto.ClockReading{ID: id, Timestamp: ts} }
+	write := func(pkt, start, end uint64) {
+		one := []perfetto.SampleSpec{{Frames: []perfetto.Frame{frameAlloc}, Values: perfetto.Values{Allocated: end, Count: end}}}
+		if err := w.WriteDumps(perfetto.DumpSpec{PacketTimestamp: pkt, PID: 1, Heap: perfetto.ArtHeap, StartTimestamp: start, Timestamp: end, Samples: one}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// No REALTIME yet: boot time only.
+	w.WriteClockSnapshot(100, c(perfetto.ClockBoottime, 100), c(perfetto.ClockMonotonicCoarse, 90))
+	write(120, 95, 110)
+	// Wall clock 1e12 at boot time 200 (MONOTONIC_COARSE 190).
+	w.WriteClockSnapshot(200, c(perfetto.ClockBoottime, 200), c(perfetto.ClockRealtimeCoarse, 5), c(perfetto.ClockMonotonicCoarse, 190), c(perfetto.ClockRealtime, 1e12), c(perfetto.ClockMonotonic, 191))
+	write(230, 150, 220)
+	// The wall clock stepped 1000 ns ahead.
+	w.WriteClockSnapshot(300, c(perfetto.ClockBoottime, 300), c(perfetto.ClockMonotonicCoarse, 290), c(perfetto.ClockRealtime, 1e12+1100))
+	write(330, 220, 320)
+	dumps, _ := decodeAll(t, &buf)
+	if len(dumps) != 3 {
+		t.Fatalf("%d dumps", len(dumps))
+	}
+	for i, want := range []struct {
+		has             bool
+		start, end, pkt uint64
+	}{
+		{false, 0, 0, 0},
+		// 150 is before the REALTIME snapshot: the first one converts it.
+		{true, 1e12 - 40, 1e12 + 30, 1e12 + 30},
+		{true, 1e12 + 30, 1e12 + 1130, 1e12 + 1130},
+	} {
+		dp := dumps[i]
+		if dp.HasRealTime != want.has || dp.RealStartTimestamp != want.start || dp.RealTimestamp != want.end || dp.RealPacketTimestamp != want.pkt {
+			t.Errorf("dump %d: %v %d..%d packet %d, want %v %d..%d packet %d", i, dp.HasRealTime, dp.RealStartTimestamp, dp.RealTimestamp, dp.RealPacketTimestamp,
+				want.has, want.start, want.end, want.pkt)
+		}
+		if !dp.HasBootTime {
+			t.Errorf("dump %d has no boot time", i)
+		}
+	}
+}

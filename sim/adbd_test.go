@@ -451,9 +451,15 @@ type rawPeer struct {
 
 func dialAdbd(t *testing.T, apps ...AppConfig) (*rawPeer, *Adbd, *Device) {
 	t.Helper()
-	d := NewDevice(DeviceConfig{Serial: "raw", API: 30, Product: "p", Model: "m"})
+	return dialAdbdAPI(t, 30, apps...)
+}
+
+// dialAdbdAPI is dialAdbd with a device of another API level.
+func dialAdbdAPI(t *testing.T, api int, apps ...AppConfig) (*rawPeer, *Adbd, *Device) {
+	t.Helper()
+	d := NewDevice(DeviceConfig{Serial: "raw", API: api, Product: "p", Model: "m"})
 	for _, cfg := range apps {
-		d.AddVM(NewVM(cfg, 30))
+		d.AddVM(NewVM(cfg, api))
 	}
 	a := NewAdbd(d)
 	addr, err := a.Listen("127.0.0.1:0")
@@ -529,7 +535,8 @@ func (p *rawPeer) drainOKAY(arg0, arg1 uint32, d time.Duration) {
 func (p *rawPeer) connect(version, maxData uint32) adbMessage {
 	p.t.Helper()
 	p.send(cmdCNXN, version, maxData, "host::features=shell_v2,cmd\x00")
-	return p.expect(cmdCNXN, adbVersion, min(maxData, AdbMaxPayload), "device::ro.product.name=p;ro.product.model=m;ro.product.device=simulated;features=shell_v2,cmd")
+	return p.expect(cmdCNXN, adbVersion, min(maxData, AdbMaxPayload), "device::ro.product.name=p;ro.product.model=m;ro.product.device=simulated;features="+
+		"shell_v2,cmd,stat_v2,apex,abb,abb_exec,fixed_push_symlink_timestamp,ls_v2,sendrecv_v2,sendrecv_v2_brotli")
 }
 
 func TestAdbdWireStreams(t *testing.T) {

@@ -79,6 +79,8 @@ POST   devices/{serial}/apps/{pid}/restart       restart it with a new pid
 PUT    devices/{serial}/apps/{pid}/faults        set faults
 POST   devices/{serial}/disconnect               pull the cable
 POST   devices/{serial}/reconnect                plug it back
+POST   devices/{serial}/suites                   install a seeded test suite: {"test_package":…,"target":…,"tests":…,"seed":…,…} or {"orchestrator":true}
+GET    devices/{serial}/runs                     instrumentation runs and each test's true allocations (JSON)
 
 Every POST, PUT and DELETE needs the header X-Alloctrack-Request (any value).
 `
@@ -218,6 +220,7 @@ func (f *Farm) Handler() http.Handler {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+	f.suiteRoutes(mux) // control_suites.go
 	return xsrf.Guard(mux)
 }
 

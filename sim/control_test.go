@@ -53,6 +53,7 @@ func TestControlAPIRefusesCrossSiteWrites(t *testing.T) {
 		{"PUT", "/devices/sim-1/apps/" + pid + "/faults", `{"hang_real":-1}`},
 		{"POST", "/devices/sim-1/disconnect", ""},
 		{"POST", "/devices/sim-1/reconnect", ""},
+		{"POST", "/devices/sim-1/suites", `{"orchestrator":true}`},
 	} {
 		req, _ := http.NewRequest(c.method, srv.URL+c.path, strings.NewReader(c.body))
 		req.Header.Set("Content-Type", "text/plain")

@@ -26,6 +26,12 @@ type DeviceConfig struct {
 	Model   string // ro.product.model
 	Device  string // ro.product.device
 	API     int    // ro.build.version.sdk
+	// Build is the build type: "user", "userdebug" (the default) or
+	// "eng". ro.build.type names it and ro.debuggable is 1 but on user
+	// builds (Props may still set either); with the app's own flags it
+	// decides who is in the JDWP list and who am dumpheap dumps
+	// (debuggable.go).
+	Build string
 	// Props are extra system properties for getprop.
 	Props map[string]string
 	// NoPerfetto leaves perfetto out of the device's image: its shell
@@ -42,6 +48,9 @@ type DeviceConfig struct {
 	// device's tracing service runs: they count toward its limit of
 	// MaxSessions in all.
 	OtherUIDSessions int
+	// LogBufferSize bounds each log buffer (main, system, crash, ...) as
+	// logd counts entries (logbuf.go); DefaultLogBufferSize when zero.
+	LogBufferSize int
 }
 
 // Device is a simulated Android device: its properties, its processes and
@@ -53,6 +62,7 @@ type Device struct {
 	vms      map[int]*VM // by pid
 	watchers map[chan struct{}]struct{}
 	closed   bool
+	stopped  chan struct{}         // closed by Close
 	conns    map[net.Conn]struct{} // service streams, closed on Disconnect
 	procs    map[int]string        // processes that are not debuggable VMs, by pid
 	shellLog [][]string            // commands the shell ran, oldest first
@@ -68,6 +78,8 @@ type Device struct {
 	propStall  time.Duration // how long each stalls
 
 	logs logBuffer // logd's buffers (logbuf.go, logcat.go)
+
+	tests deviceTests // installed test suites and instrumentation runs (suite.go)
 }
 
 // StallGetprop makes the device's next n getprop commands answer only
@@ -103,6 +115,9 @@ func NewDevice(cfg DeviceConfig) *Device {
 	if cfg.Device == "" {
 		cfg.Device = "simulated"
 	}
+	if cfg.Build == "" {
+		cfg.Build = BuildUserdebug
+	}
 	return &Device{
 		cfg:       cfg,
 		vms:       map[int]*VM{},
@@ -112,6 +127,7 @@ func NewDevice(cfg DeviceConfig) *Device {
 		boot:      time.Now(),
 		files:     map[string][]byte{},
 		perfettos: map[int]*perfettoProc{},
+		stopped:   make(chan struct{}),
 	}
 }
 
@@ -121,19 +137,44 @@ func (d *Device) Serial() string { return d.cfg.Serial }
 // Config returns the device's configuration.
 func (d *Device) Config() DeviceConfig { return d.cfg }
 
-// Features are the adbd features the device advertises: track_app from
-// Android 12 (docs/track-app.md).
+// Features are the adbd features the device advertises, as the real adbd
+// of its Android version does (docs/heapdumps.md, "What each Android
+// version does"): none before 7.0, whose adbd has no feature list;
+// shell_v2 and cmd from 7.0, stat_v2 from 8.0, apex, abb, abb_exec and
+// fixed_push_symlink_timestamp from 10, ls_v2, sendrecv_v2 and
+// sendrecv_v2_brotli from 11, track_app from 12 (docs/track-app.md).
 func (d *Device) Features() []string {
-	if d.cfg.API >= APITrackApp {
-		return []string{"shell_v2", "cmd", "track_app"}
+	var out []string
+	for _, f := range adbdFeatures {
+		if d.cfg.API >= f.api {
+			out = append(out, f.names...)
+		}
 	}
-	return []string{"shell_v2", "cmd"}
+	return out
 }
 
-// Banner is the CNXN banner adbd sends: system type, then properties.
+// adbdFeatures are the features adbd's transport.cpp lists, by the API
+// level of the release that first has them.
+var adbdFeatures = []struct {
+	api   int
+	names []string
+}{
+	{apiShellV2, []string{"shell_v2", "cmd"}},
+	{26, []string{"stat_v2"}},
+	{29, []string{"apex", "abb", "abb_exec", "fixed_push_symlink_timestamp"}},
+	{30, []string{"ls_v2", "sendrecv_v2", "sendrecv_v2_brotli"}},
+	{APITrackApp, []string{"track_app"}},
+}
+
+// Banner is the CNXN banner adbd sends: system type, then properties,
+// and from Android 7.0 the features.
 func (d *Device) Banner() string {
-	return fmt.Sprintf("device::ro.product.name=%s;ro.product.model=%s;ro.product.device=%s;features=%s",
-		d.cfg.Product, d.cfg.Model, d.cfg.Device, strings.Join(d.Features(), ","))
+	b := fmt.Sprintf("device::ro.product.name=%s;ro.product.model=%s;ro.product.device=%s",
+		d.cfg.Product, d.cfg.Model, d.cfg.Device)
+	if d.cfg.API < apiShellV2 {
+		return b
+	}
+	return b + ";features=" + strings.Join(d.Features(), ",")
 }
 
 // Props returns every system property of the device.
@@ -145,8 +186,8 @@ func (d *Device) Props() map[string]string {
 		"ro.build.version.sdk":     strconv.Itoa(d.cfg.API),
 		"ro.build.version.release": release(d.cfg.API),
 		"ro.serialno":              d.cfg.Serial,
-		"ro.debuggable":            "1",
-		"ro.build.type":            "userdebug",
+		"ro.debuggable":            debuggableProp(d.cfg.Build),
+		"ro.build.type":            d.cfg.Build,
 	}
 	for k, v := range d.cfg.Props {
 		p[k] = v
@@ -208,13 +249,16 @@ func (d *Device) VMs() []*VM {
 	return out
 }
 
-// PIDs lists the pids of the debuggable processes, ascending.
+// PIDs lists the pids of the processes with JDWP (the JDWP list:
+// debuggable apps, and others as the build allows; debuggable.go),
+// ascending.
 func (d *Device) PIDs() []int {
+	all := d.releaseJDWP()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := make([]int, 0, len(d.vms))
 	for pid, vm := range d.vms {
-		if !vm.cfg.NotDebuggable {
+		if !vm.cfg.NotDebuggable || all {
 			out = append(out, pid)
 		}
 	}
@@ -250,7 +294,7 @@ func (d *Device) Disconnect() {
 }
 
 // OpenService opens a device service and returns the client's end of its
-// stream. Services: shell:<cmd>, shell,v2,…:<cmd>, track-jdwp, track-app
+// stream. Services: shell:<cmd>, shell,v2,…:<cmd> (API 24+), track-jdwp, track-app
 // (API 31+), jdwp, jdwp:<pid>, sync: (sync.go). Others are refused with ErrRefused.
 func (d *Device) OpenService(name string) (net.Conn, error) {
 	var serve func(net.Conn)
@@ -276,7 +320,7 @@ func (d *Device) OpenService(name string) (net.Conn, error) {
 			return nil, fmt.Errorf("%w: %q: bad pid", ErrRefused, name)
 		}
 		vm := d.VM(pid)
-		if vm == nil || !vm.Alive() || vm.cfg.NotDebuggable {
+		if vm == nil || !vm.Alive() || !d.hasJDWP(vm) {
 			return nil, fmt.Errorf("%w: %q: no such debuggable process", ErrRefused, name)
 		}
 		serve = vm.ServeJDWP
@@ -287,6 +331,11 @@ func (d *Device) OpenService(name string) (net.Conn, error) {
 			return nil, fmt.Errorf("%w: %q", ErrRefused, name)
 		}
 		args := strings.Split(name[len("shell,"):i], ",")
+		if d.cfg.API < apiShellV2 {
+			// adbd before 7.0 knows only shell:; an unknown service's
+			// stream is closed at once.
+			return nil, fmt.Errorf("%w: %q: unknown service (no shell protocol v2 before Android 7.0)", ErrRefused, name)
+		}
 		if !slices.Contains(args, "v2") {
 			return nil, fmt.Errorf("%w: %q: only shell protocol v2 is offered", ErrRefused, name)
 		}
@@ -298,6 +347,9 @@ func (d *Device) OpenService(name string) (net.Conn, error) {
 		cmd := strings.TrimPrefix(name, "exec:")
 		serve = func(c net.Conn) {
 			defer c.Close()
+			if d.streamShell(c, cmd, streamExec) {
+				return
+			}
 			out, _, _ := d.runShellIO(cmd, &shellInput{raw: c})
 			c.Write(out)
 		}
@@ -305,6 +357,9 @@ func (d *Device) OpenService(name string) (net.Conn, error) {
 		cmd := strings.TrimPrefix(name, "shell:")
 		serve = func(c net.Conn) {
 			defer c.Close()
+			if d.streamShell(c, cmd, d.legacyShellMode()) {
+				return
+			}
 			out, _ := d.runShell(cmd)
 			if d.cfg.API < apiShellV2 {
 				// Before Android 7.0 the shell ran on a pty, which turns
@@ -344,6 +399,9 @@ func (d *Device) OpenService(name string) (net.Conn, error) {
 // Close stops the device: every stream is closed and no more are opened.
 func (d *Device) Close() {
 	d.mu.Lock()
+	if !d.closed {
+		close(d.stopped)
+	}
 	d.closed = true
 	d.mu.Unlock()
 	d.Disconnect()
@@ -425,6 +483,9 @@ func (d *Device) serveTrackJDWP(c net.Conn) {
 // close-stdin frame (4).
 func (d *Device) serveShellV2(c net.Conn, cmd string) {
 	defer c.Close()
+	if d.streamShell(c, cmd, streamV2) {
+		return
+	}
 	out, errOut, code := d.runShellIO(cmd, &shellInput{v2: c})
 	var b []byte
 	for _, f := range []struct {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
@@ -27,6 +28,49 @@ const (
 	keepEvery = 64   // one allocation in this many is kept
 )
 
+// hlayout is how one VM version writes a dump: the per-version switch of
+// the simulator's hprof writer (docs/heapdumps.md, "What each Android
+// version does", has each fact and its source).
+type hlayout struct {
+	// stringFields are java.lang.String's own instance fields, in the
+	// order the dump lists them.
+	stringFields []hfield
+	// inline: the characters live inside the String, written as an
+	// array after it that a fake "value" field points at (6.0 and
+	// later); before, a String is count chars of its char[] from offset.
+	inline bool
+	// compressed: an ASCII String's characters are a byte[] (8.0).
+	compressed bool
+	// appImage is the heap the app's own image is written in (7.x: 'I';
+	// else 0: the app's).
+	appImage byte
+	// overhead names the fake static for a class's overhead ("": none);
+	// smallOverhead: 4 bytes or less are a primitive static (8.1 and
+	// later), more a byte[] 4 bytes shorter.
+	overhead      string
+	smallOverhead bool
+	// vmRoots: VM-internal roots (0x8D) for the zygote's objects, and
+	// each class's own fields (its loader, superclass...) as "$class$"
+	// statics (8.1).
+	vmRoots bool
+}
+
+// layoutFor returns how the VM of an API level writes a dump.
+func layoutFor(api int) hlayout {
+	in, obj := hprof.Int, hprof.Object
+	switch {
+	case api <= 22: // Android 5.x (ART)
+		return hlayout{stringFields: []hfield{{"value", obj}, {"count", in}, {"hashCode", in}, {"offset", in}}}
+	case api == 23:
+		return hlayout{stringFields: []hfield{{"count", in}, {"hash", in}}, inline: true, overhead: "$staticOverhead"}
+	case api <= 25:
+		return hlayout{stringFields: []hfield{{"count", in}, {"hash", in}}, inline: true, overhead: "$classOverhead", appImage: heapImage}
+	case api == 26:
+		return hlayout{stringFields: []hfield{{"count", in}, {"hash", in}}, inline: true, compressed: true, overhead: "$classOverhead"}
+	}
+	return hlayout{stringFields: []hfield{{"count", in}, {"hash", in}}, inline: true, compressed: true, overhead: "$classOverhead", smallOverhead: true, vmRoots: true}
+}
+
 type hfield struct {
 	name string
 	t    hprof.Type
@@ -45,6 +89,7 @@ type hclass struct {
 	fields  []hfield
 	statics []hstatic
 	heap    byte
+	loader  uint32 // the app's class loader, for the app's classes
 }
 
 type hobj struct {
@@ -56,6 +101,7 @@ type hobj struct {
 	prim  hprof.Type
 	data  []byte // primitive array values
 	n     uint32
+	text  string // a String's
 }
 
 // HeapTruth is what a dump of a simulated heap must show.
@@ -69,10 +115,22 @@ type HeapTruth struct {
 	// contents, each with a buffer of its own (API 25 and before: later
 	// pixels are native and not in the dump).
 	IconCopies int
+	// LeftOut and LeftOutBytes are the objects am dumpheap -b made for
+	// the dump (Bitmap.dumpData, Android 15) and their bytes: they are
+	// in the dump, not in Instances. BitmapWaste is, by "WxH", the bytes
+	// each group of equal native Bitmaps wastes: the pixels (width x
+	// height x bytes per pixel of the config) and the Java objects beyond
+	// the first (Android 8 and later).
+	LeftOut, LeftOutBytes uint64
+	BitmapWaste           map[string]uint64
+	// DuplicateStrings is, for each text that more than one String
+	// holds, in how many distinct arrays (Strings sharing one are one).
+	DuplicateStrings map[string]int
 }
 
 type simHeap struct {
 	api     int
+	lay     hlayout
 	pkg     string
 	rng     *rand.Rand
 	next    uint32
@@ -82,6 +140,9 @@ type simHeap struct {
 	order   []uint32 // objects in dump order (by heap, then creation)
 	roots   []uint32 // sticky roots (classes) and others
 
+	// subOff is a Dalvik substring's offset in its value (heap_dalvik.go).
+	subOff map[uint32]uint32
+
 	cache    *hobj // Object[keptSlots]
 	slot     int
 	leaks    *hobj // Object[]
@@ -90,8 +151,24 @@ type simHeap struct {
 	leakedA  []uint32
 	leakedF  []uint32
 	destroys int
-	// nativePtr is the last Bitmap's mNativePtr (Android 8 and later).
+	// nativePtr is the last Bitmap's mNativePtr (Android 8 and later),
+	// pixels every native Bitmap's pixels (see bitmaps.go), leftOut what
+	// a dump with -b made for itself while it is being taken.
 	nativePtr uint64
+	pixels    map[uint64]nativePixels
+	leftOut   map[uint32]bool
+	// Android 5: how many Strings use each char[], and the last line
+	// kept Strings were cut from.
+	shared map[uint32]int
+	line   *strLine
+	loader uint32 // the app's PathClassLoader
+}
+
+// strLine is a range of a char[] that a String was cut from.
+type strLine struct {
+	arr  uint32
+	off  int
+	text string
 }
 
 func (h *simHeap) addr(size int) uint32 {
@@ -106,6 +183,9 @@ func (h *simHeap) class(name string, super string, heap byte, fields []hfield, s
 		sup = h.byName[super]
 	}
 	c := hclass{id: h.addr(64), name: name, super: sup, fields: fields, statics: statics, heap: heap}
+	if heap == heapApp {
+		c.loader = h.loader
+	}
 	h.classes = append(h.classes, c)
 	h.byName[name] = len(h.classes) - 1
 	h.roots = append(h.roots, c.id)
@@ -145,27 +225,66 @@ func (h *simHeap) primArray(t hprof.Type, heap byte, data []byte) *hobj {
 	return o
 }
 
-// str makes a java.lang.String; from Android 8 its characters are inside
-// the object (ART writes them as an array after it), before as a char[]
-// of its own.
+// str makes a java.lang.String: from Android 6 its characters are inside
+// the object (ART writes them as an array after it; ASCII as a byte[] from
+// 8.0), before as a char[] of its own.
 func (h *simHeap) str(s string, heap byte) *hobj {
+	if !h.lay.inline {
+		return h.strOver(h.primArray(hprof.Char, heap, utf16be(s)), 0, s)
+	}
 	o := h.instance("java.lang.String", heap, uint64(len(s)), 0)
-	var val []byte
-	t := hprof.Char
-	if h.api >= 26 && isASCII(s) {
-		t, val = hprof.Byte, []byte(s)
-	} else {
-		for _, r := range s {
-			val = binary.BigEndian.AppendUint16(val, uint16(r))
-		}
+	o.prim, o.data, o.text = hprof.Char, append([]byte{}, utf16be(s)...), s // not nil: written
+	if h.lay.compressed && isASCII(s) {
+		o.prim, o.data = hprof.Byte, []byte(s)
 	}
-	if h.api >= 26 {
-		o.prim, o.data = t, val // written after the String (see dump)
-		return o
-	}
-	arr := h.primArray(t, heap, val)
-	o.vals[2] = uint64(arr.id) // value, after count and hash
 	return o
+}
+
+// strOver makes an Android 5 String of the chars of arr from off: value,
+// count, hashCode, offset.
+func (h *simHeap) strOver(arr *hobj, off int, s string) *hobj {
+	o := h.instance("java.lang.String", arr.heap, uint64(arr.id), uint64(len(s)), 0, uint64(off))
+	o.text = s
+	h.shared[arr.id]++
+	return o
+}
+
+// keptString makes a String the app keeps. On Android 5 it is cut from a
+// line (substring shares the line's char[]), and now and then it is the
+// last line's range cut again: two Strings, one array, no duplicate.
+func (h *simHeap) keptString(s string) *hobj {
+	if h.lay.inline {
+		return h.str(s, heapApp)
+	}
+	if l := h.line; l != nil && h.objs[l.arr] != nil && h.rng.IntN(3) == 0 {
+		return h.strOver(h.objs[l.arr], l.off, l.text)
+	}
+	prefix := []string{"", "k=", "key=", "x"}[h.rng.IntN(4)]
+	arr := h.primArray(hprof.Char, heapApp, utf16be(prefix+s+";"))
+	h.line = &strLine{arr.id, len(prefix), s}
+	return h.strOver(arr, len(prefix), s)
+}
+
+// dropStr drops a String and, before Android 6, its char[] once no
+// String uses it.
+func (h *simHeap) dropStr(o *hobj) {
+	h.drop(o.id)
+	if h.lay.inline {
+		return
+	}
+	arr := uint32(o.vals[0])
+	if h.shared[arr]--; h.shared[arr] <= 0 {
+		delete(h.shared, arr)
+		h.drop(arr)
+	}
+}
+
+func utf16be(s string) []byte {
+	var b []byte
+	for _, r := range s {
+		b = binary.BigEndian.AppendUint16(b, uint16(r))
+	}
+	return b
 }
 
 func isASCII(s string) bool {
@@ -178,31 +297,19 @@ func isASCII(s string) bool {
 }
 
 func newSimHeap(p *program, pkg string, api int, seed uint64) *simHeap {
-	h := &simHeap{api: api, pkg: pkg, rng: rand.New(rand.NewPCG(seed, 0x68656170)), next: 0x12c00000, byName: map[string]int{}, objs: map[uint32]*hobj{}}
-	obj, in, bo, lo := hprof.Object, hprof.Int, hprof.Boolean, hprof.Long
+	h := &simHeap{api: api, lay: layoutFor(api), pkg: pkg, rng: rand.New(rand.NewPCG(seed, 0x68656170)), next: 0x12c00000, byName: map[string]int{}, objs: map[uint32]*hobj{}, shared: map[uint32]int{}}
+	obj, in, bo := hprof.Object, hprof.Int, hprof.Boolean
 	// The boot image: the framework's classes.
 	h.class("java.lang.Object", "", heapImage, nil, nil)
-	stringFields := []hfield{{"count", in}, {"hash", in}}
-	if api < 26 {
-		stringFields = append(stringFields, hfield{"value", obj})
-	}
-	h.class("java.lang.String", "java.lang.Object", heapImage, stringFields, nil)
+	h.class("java.lang.String", "java.lang.Object", heapImage, h.lay.stringFields, nil)
 	h.class("java.lang.Object[]", "java.lang.Object", heapImage, nil, nil)
+	h.class("dalvik.system.PathClassLoader", "java.lang.Object", heapImage, nil, nil)
+	h.class("com.android.internal.os.ZygoteInit", "java.lang.Object", heapImage, nil, []hstatic{{"sPreloaded", obj, 0}})
+	h.loader = h.instance("dalvik.system.PathClassLoader", heapApp).id
 	h.class("android.app.Activity", "java.lang.Object", heapImage, []hfield{{"mDestroyed", bo}, {"mFinished", bo}}, nil)
 	h.class("androidx.fragment.app.Fragment", "java.lang.Object", heapImage, []hfield{{"mFragmentManager", obj}}, nil)
 	h.class("androidx.fragment.app.FragmentManager", "java.lang.Object", heapImage, nil, nil)
-	if api <= 25 {
-		h.class("android.graphics.Bitmap", "java.lang.Object", heapImage, []hfield{{"mBuffer", obj}, {"mWidth", in}, {"mHeight", in}}, nil)
-	} else {
-		var statics []hstatic
-		if api >= apiDumpheapBitmaps {
-			statics = []hstatic{{"dumpData", obj, 0}}
-			h.class("android.graphics.Bitmap$DumpData", "java.lang.Object", heapImage,
-				[]hfield{{"count", in}, {"format", in}, {"natives", obj}, {"buffers", obj}, {"max", in}}, nil)
-			h.class("byte[][]", "java.lang.Object", heapImage, nil, nil)
-		}
-		h.class("android.graphics.Bitmap", "java.lang.Object", heapImage, []hfield{{"mNativePtr", lo}, {"mWidth", in}, {"mHeight", in}}, statics)
-	}
+	h.bitmapClasses()
 	// The workload's classes that are not arrays.
 	for _, s := range p.sites {
 		name := p.tables.Classes[s.class]
@@ -227,8 +334,7 @@ func newSimHeap(p *program, pkg string, api int, seed uint64) *simHeap {
 	for i := range 40 {
 		pre = append(pre, h.str(fmt.Sprintf("preloaded-%d", i), heapZygote).id)
 	}
-	h.objArray("java.lang.Object[]", heapZygote, pre)
-	h.roots = append(h.roots, h.objs[h.order[len(h.order)-1]].id)
+	h.static("com.android.internal.os.ZygoteInit", "sPreloaded").v = uint64(h.objArray("java.lang.Object[]", heapZygote, pre).id)
 	// The app: its classes with their statics, the cache of kept
 	// allocations, the list of leaked Activities, and one Activity.
 	h.cache = h.objArray("java.lang.Object[]", heapApp, make([]uint32, keptSlots))
@@ -237,10 +343,35 @@ func newSimHeap(p *program, pkg string, api int, seed uint64) *simHeap {
 	h.class(pkg+".Leaks", "java.lang.Object", heapApp, nil, []hstatic{{"sLeaked", obj, uint64(h.leaks.id)}})
 	h.class(pkg+".MainActivity", "android.app.Activity", heapApp, []hfield{{"mFragment", obj}, {"mIcon", obj}, {"mTitle", obj}}, nil)
 	h.class(pkg+".DetailFragment", "androidx.fragment.app.Fragment", heapApp, []hfield{{"mView", obj}}, nil)
-	h.class(pkg+".Main", "java.lang.Object", heapApp, nil, []hstatic{{"sActivity", obj, 0}})
+	// Main's tag is a String of the app's own image (7.x writes it in heap
+	// 'I' with the app's classes; 8.0 and later in the app's).
+	tag := h.str("heapy", cmp.Or(h.lay.appImage, heapApp))
+	h.class(pkg+".Main", "java.lang.Object", heapApp, nil, []hstatic{{"sActivity", obj, 0}, {"sTag", obj, uint64(tag.id)}})
 	h.icon = bytes.Repeat([]byte{0x20, 0x40, 0x80, 0xff}, 24*24)
+	h.imageBitmaps()
 	h.newActivity()
+	if api < apiART {
+		h.dalvikInit()
+	}
 	return h
+}
+
+// bitmapClasses makes android.graphics.Bitmap: its pixels in mBuffer up
+// to 7.1, native later, and from 15 its dumpData for am dumpheap -b.
+func (h *simHeap) bitmapClasses() {
+	obj, in, lo := hprof.Object, hprof.Int, hprof.Long
+	if h.api <= 25 {
+		h.class("android.graphics.Bitmap", "java.lang.Object", heapImage, []hfield{{"mBuffer", obj}, {"mWidth", in}, {"mHeight", in}}, nil)
+		return
+	}
+	var statics []hstatic
+	if h.api >= apiDumpheapBitmaps {
+		statics = []hstatic{{"dumpData", obj, 0}}
+		h.class("android.graphics.Bitmap$DumpData", "java.lang.Object", heapImage,
+			[]hfield{{"count", in}, {"format", in}, {"natives", obj}, {"buffers", obj}, {"max", in}}, nil)
+		h.class("byte[][]", "java.lang.Object", heapImage, nil, nil)
+	}
+	h.class("android.graphics.Bitmap", "java.lang.Object", heapImage, []hfield{{"mNativePtr", lo}, {"mWidth", in}, {"mHeight", in}}, statics)
 }
 
 func (h *simHeap) static(class, name string) *hstatic {
@@ -263,8 +394,7 @@ func (h *simHeap) newActivity() {
 		buf := h.primArray(hprof.Byte, heapApp, bytes.Clone(h.icon))
 		bmp = h.instance("android.graphics.Bitmap", heapApp, uint64(buf.id), 24, 24)
 	} else {
-		h.nativePtr += 0x40
-		bmp = h.instance("android.graphics.Bitmap", heapApp, h.nativePtr, 24, 24)
+		bmp = h.nativeBitmap(cfgARGB8888, 24, 24, h.icon)
 	}
 	title := h.str("Main", heapApp)
 	// MainActivity: mFragment, mIcon, mTitle, then mDestroyed, mFinished.
@@ -295,13 +425,11 @@ func (h *simHeap) recreate(leak bool) {
 		bmp := h.objs[uint32(a.vals[1])]
 		if h.api <= 25 {
 			h.drop(uint32(bmp.vals[0]))
+		} else {
+			delete(h.pixels, bmp.vals[0])
 		}
 		h.drop(bmp.id)
-		title := h.objs[uint32(a.vals[2])]
-		if h.api < 26 {
-			h.drop(uint32(title.vals[2]))
-		}
-		h.drop(title.id)
+		h.dropStr(h.objs[uint32(a.vals[2])])
 		h.drop(a.id)
 	}
 	h.destroys++
@@ -327,7 +455,7 @@ func (h *simHeap) keep(p *program, s *site, size uint32) {
 	var o *hobj
 	switch raw := p.tables.RawClasses[s.class]; {
 	case raw == "Ljava/lang/String;":
-		o = h.str(fmt.Sprintf("item-%d", h.rng.IntN(50)), heapApp) // repeats: duplicates
+		o = h.keptString(fmt.Sprintf("item-%d", h.rng.IntN(50))) // repeats: duplicates
 	case raw == "[Ljava/lang/Object;":
 		o = h.objArray("java.lang.Object[]", heapApp, make([]uint32, max(0, int(size)-16)/4))
 	case s.arr:
@@ -358,15 +486,19 @@ func (h *simHeap) release(id uint32) {
 	if o == nil {
 		return
 	}
-	if o.class >= 0 && h.classes[o.class].name == "java.lang.String" && h.api < 26 {
-		h.drop(uint32(o.vals[2]))
+	if o.class >= 0 && h.classes[o.class].name == "java.lang.String" {
+		h.dropStr(o)
+		return
 	}
 	h.drop(id)
 }
 
 // truth is what a dump of the heap holds.
-func (h *simHeap) truth() HeapTruth {
-	t := HeapTruth{Instances: map[string]map[string]uint64{}}
+func (h *simHeap) truth() (t HeapTruth) {
+	if h.api < apiART {
+		defer func() { t = h.dalvikTruth(t) }()
+	}
+	t = HeapTruth{Instances: map[string]map[string]uint64{}}
 	add := func(heap byte, class string) {
 		name := map[byte]string{heapApp: "app", heapZygote: "zygote", heapImage: "image"}[heap]
 		if t.Instances[name] == nil {
@@ -374,13 +506,15 @@ func (h *simHeap) truth() HeapTruth {
 		}
 		t.Instances[name][class]++
 	}
-	for _, c := range h.classes {
-		add(c.heap, "byte[]")          // its $classOverhead
+	for ci, c := range h.classes {
+		if n, _ := h.overhead(ci); n > 0 {
+			add(c.heap, "byte[]") // its $classOverhead
+		}
 		add(c.heap, "java.lang.Class") // the class itself
 	}
 	for _, id := range h.order {
 		o := h.objs[id]
-		if o == nil {
+		if o == nil || h.leftOut[id] {
 			continue
 		}
 		switch {
@@ -388,11 +522,12 @@ func (h *simHeap) truth() HeapTruth {
 			add(o.heap, o.prim.Name()+"[]")
 		default:
 			add(o.heap, h.classes[o.class].name)
-			if o.data != nil { // an Android 8+ String's characters
+			if o.data != nil { // an Android 6+ String's characters
 				add(o.heap, o.prim.Name()+"[]")
 			}
 		}
 	}
+	t.DuplicateStrings = h.duplicateStrings()
 	for _, a := range h.leakedA {
 		t.LeakedActivities = append(t.LeakedActivities, uint64(a))
 	}
@@ -402,7 +537,87 @@ func (h *simHeap) truth() HeapTruth {
 	if h.api <= 25 || h.api >= apiDumpheapBitmaps && h.static("android.graphics.Bitmap", "dumpData").v != 0 {
 		t.IconCopies = 1 + len(h.leakedA)
 	}
+	h.bitmapTruth(&t)
 	return t
+}
+
+// duplicateStrings returns, for each text more than one live String holds,
+// in how many distinct arrays it is held.
+func (h *simHeap) duplicateStrings() map[string]int {
+	held := map[string]map[uint32]bool{}
+	for _, id := range h.order {
+		o := h.objs[id]
+		if o == nil || o.class < 0 || h.classes[o.class].name != "java.lang.String" {
+			continue
+		}
+		arr := o.id // its own characters
+		if !h.lay.inline {
+			arr = uint32(o.vals[0])
+		}
+		if held[o.text] == nil {
+			held[o.text] = map[uint32]bool{}
+		}
+		held[o.text][arr] = true
+	}
+	out := map[string]int{}
+	for text, arrs := range held {
+		if len(arrs) > 1 {
+			out[text] = len(arrs)
+		}
+	}
+	return out
+}
+
+// overhead is what the dump says of a class's overhead beyond the Class
+// object (its embedded vtable, and its statics up to 8.0): a byte[] of n
+// bytes (0: none, written before the class) and the fake statics that
+// point at it or stand for it.
+func (h *simHeap) overhead(ci int) (n int, fake []hstatic) {
+	c := &h.classes[ci]
+	vtable := []int{0, 1, 2, 3, 4, 8, 12}[ci%7]
+	name := h.lay.overhead
+	if !h.lay.smallOverhead {
+		for _, st := range c.statics {
+			vtable += st.t.Size(4)
+		}
+	}
+	switch {
+	case name == "" || vtable == 0:
+		return 0, nil
+	case !h.lay.smallOverhead:
+		return vtable, []hstatic{{name, hprof.Object, uint64(c.id | 1)}}
+	case vtable > 4:
+		return vtable - 4, []hstatic{{name, hprof.Object, uint64(c.id | 1)}}
+	case vtable == 4:
+		return 0, []hstatic{{name, hprof.Int, 0}}
+	case vtable == 3:
+		return 0, []hstatic{{name, hprof.Short, 0}, {name + "2", hprof.Byte, 0}}
+	case vtable == 2:
+		return 0, []hstatic{{name, hprof.Short, 0}}
+	}
+	return 0, []hstatic{{name, hprof.Byte, 0}}
+}
+
+// classStatics are the fake statics from 8.1 that show a class's own
+// fields (java.lang.Class's and Object's instance fields; a few here).
+func (h *simHeap) classStatics(c *hclass) []hstatic {
+	if !h.lay.vmRoots {
+		return nil
+	}
+	super := uint64(0)
+	if c.super >= 0 {
+		super = uint64(h.classes[c.super].id)
+	}
+	return []hstatic{{"$class$classLoader", hprof.Object, uint64(c.loader)}, {"$class$name", hprof.Object, 0},
+		{"$class$superClass", hprof.Object, super}, {"$class$accessFlags", hprof.Int, 1}, {"$class$shadow$_monitor_", hprof.Int, 0}}
+}
+
+// writtenHeap is the heap a class is written in: 7.x's app image is heap 'I'.
+func (h *simHeap) writtenHeap(c *hclass) byte {
+	if c.loader != 0 && h.lay.appImage != 0 {
+		return h.lay.appImage
+	}
+	return c.heap
 }
 
 // hwriter writes a dump as ART does.
@@ -470,6 +685,9 @@ func typeOf(t hprof.Type) byte { return byte(t) }
 
 // dump writes the heap in ART's layout.
 func (h *simHeap) dump(now time.Time) []byte {
+	if h.api < apiART {
+		return h.dumpDalvik(now)
+	}
 	w := &hwriter{strs: map[string]uint32{}, next: 0x400000, names: map[byte]uint32{}}
 	w.out.WriteString("JAVA PROFILE 1.0.3\x00")
 	w.u4(&w.out, 4)
@@ -494,24 +712,24 @@ func (h *simHeap) dump(now time.Time) []byte {
 		}
 	}
 	w.str("value")
-	w.str("$classOverhead")
-	// Roots first, then the classes, then the objects, heap by heap.
-	for _, id := range h.roots {
-		s := w.object(0)
-		w.objects-- // roots are not objects
-		tag := byte(hprof.RootStickyClass)
-		if o := h.objs[id]; o != nil {
-			tag = hprof.RootInternedString
-			if o.heap == heapZygote {
-				tag = hprof.RootVMInternal
-			}
+	for ci := range h.classes {
+		_, fake := h.overhead(ci)
+		for _, f := range append(fake, h.classStatics(&h.classes[ci])...) {
+			w.str(f.name)
 		}
-		w.u1(s, tag)
-		w.u4(s, id)
+	}
+	// ART's STACK TRACE: serial 0, thread 0, no frames.
+	w.record(hprof.TagStackTrace, make([]byte, 12))
+	// Roots first (each counts toward a segment's 128 objects), then the
+	// classes, then the objects, heap by heap.
+	for _, r := range h.rootList() {
+		s := w.object(0)
+		w.u1(s, r.tag)
+		w.u4(s, r.id)
 	}
 	for _, heap := range []byte{heapImage, heapZygote, heapApp} {
-		for ci, c := range h.classes {
-			if c.heap == heap {
+		for ci := range h.classes {
+			if h.writtenHeap(&h.classes[ci]) == heap {
 				h.writeClass(w, ci)
 			}
 		}
@@ -526,18 +744,44 @@ func (h *simHeap) dump(now time.Time) []byte {
 	return w.out.Bytes()
 }
 
+type hroot struct {
+	tag byte
+	id  uint32
+}
+
+// rootList is the dump's GC roots: classes, interned Strings, and from
+// 8.1 the zygote's objects as VM-internal roots.
+func (h *simHeap) rootList() []hroot {
+	var out []hroot
+	for _, id := range h.roots {
+		tag := byte(hprof.RootStickyClass)
+		if h.objs[id] != nil {
+			tag = hprof.RootInternedString
+		}
+		out = append(out, hroot{tag, id})
+	}
+	if h.lay.vmRoots {
+		out = append(out, hroot{hprof.RootVMInternal, uint32(h.static("com.android.internal.os.ZygoteInit", "sPreloaded").v)})
+	}
+	return out
+}
+
 func (h *simHeap) writeClass(w *hwriter, ci int) {
 	c := &h.classes[ci]
+	heap := h.writtenHeap(c)
 	// The class's overhead (vtable and the like) as a byte[] whose id is
 	// the class's address with the low bit set, before the class.
-	over := w.object(c.heap)
-	w.u1(over, hprof.SubPrimArrayDump)
-	w.u4(over, c.id|1)
-	w.u4(over, 0)
-	w.u4(over, 12)
-	w.u1(over, typeOf(hprof.Byte))
-	over.Write(make([]byte, 12))
-	s := w.object(c.heap)
+	n, fake := h.overhead(ci)
+	if n > 0 {
+		over := w.object(heap)
+		w.u1(over, hprof.SubPrimArrayDump)
+		w.u4(over, c.id|1)
+		w.u4(over, 0)
+		w.u4(over, uint32(n))
+		w.u1(over, typeOf(hprof.Byte))
+		over.Write(make([]byte, n))
+	}
+	s := w.object(heap)
 	w.u1(s, hprof.SubClassDump)
 	w.u4(s, c.id)
 	w.u4(s, 0)
@@ -546,7 +790,8 @@ func (h *simHeap) writeClass(w *hwriter, ci int) {
 		super = h.classes[c.super].id
 	}
 	w.u4(s, super)
-	for range 5 {
+	w.u4(s, c.loader)
+	for range 4 {
 		w.u4(s, 0)
 	}
 	size := 0
@@ -555,17 +800,15 @@ func (h *simHeap) writeClass(w *hwriter, ci int) {
 	}
 	w.u4(s, uint32(size))
 	w.u2(s, 0)
-	w.u2(s, uint16(len(c.statics)+1))
-	w.u4(s, w.str("$classOverhead"))
-	w.u1(s, typeOf(hprof.Object))
-	w.u4(s, c.id|1)
-	for _, st := range c.statics {
+	statics := append(append(fake, h.classStatics(c)...), c.statics...)
+	w.u2(s, uint16(len(statics)))
+	for _, st := range statics {
 		w.u4(s, w.str(st.name))
 		w.u1(s, typeOf(st.t))
 		writeValue(s, st.t, st.v)
 	}
 	fields := c.fields
-	if c.name == "java.lang.String" && h.api >= 26 {
+	if c.name == "java.lang.String" && h.lay.inline {
 		fields = append(append([]hfield(nil), fields...), hfield{"value", hprof.Object})
 	}
 	w.u2(s, uint16(len(fields)))
@@ -615,9 +858,13 @@ func (h *simHeap) writeObject(w *hwriter, o *hobj) {
 			}
 			writeValue(&data, f.t, v)
 			if i == len(h.classes[o.class].fields)-1 && o.data != nil {
-				// Android 8+: the String's fake value field follows its
-				// own fields.
+				// Android 6+: the String's fake value field follows its
+				// own fields: the characters' address (an empty String's:
+				// the object's plus 8).
 				valueID = o.id + 16
+				if len(o.data) == 0 {
+					valueID = o.id + 8
+				}
 				writeValue(&data, hprof.Object, uint64(valueID))
 			}
 		}
@@ -637,34 +884,4 @@ func (h *simHeap) writeObject(w *hwriter, o *hobj) {
 			a.Write(o.data)
 		}
 	}
-}
-
-// withBitmaps runs dump with Bitmap.dumpData holding every live Bitmap's
-// pixels as Android 15's Bitmap.dumpAll(format) leaves them: a DumpData
-// whose natives are the Bitmaps' mNativePtr and buffers their compressed
-// pixels (here the same bytes for the same pixels), cleared afterwards.
-func (h *simHeap) withBitmaps(format string, dump func()) {
-	var natives []byte
-	var bufs []uint32
-	for _, id := range h.order {
-		o := h.objs[id]
-		if o == nil || o.class < 0 || h.classes[o.class].name != "android.graphics.Bitmap" {
-			continue
-		}
-		natives = binary.BigEndian.AppendUint64(natives, o.vals[0])
-		png := append([]byte("\x89PNG "+format), h.icon[:64]...)
-		bufs = append(bufs, h.primArray(hprof.Byte, heapApp, png).id)
-	}
-	nat := h.primArray(hprof.Long, heapApp, natives)
-	arr := h.objArray("byte[][]", heapApp, append([]uint32{}, bufs...))
-	dd := h.instance("android.graphics.Bitmap$DumpData", heapApp, uint64(len(bufs)), 1, uint64(nat.id), uint64(arr.id), uint64(len(bufs)))
-	st := h.static("android.graphics.Bitmap", "dumpData")
-	st.v = uint64(dd.id)
-	defer func() {
-		st.v = 0
-		for _, id := range append([]uint32{nat.id, arr.id, dd.id}, bufs...) {
-			h.drop(id)
-		}
-	}()
-	dump()
 }

@@ -184,6 +184,9 @@ type hpSampler struct {
 	on       bool
 	until    uint64 // bytes before the next sample point
 	rng      *rand.Rand
+	// last is the newest sample's time: heapprofd's committed timestamp,
+	// the end of its next dump's window.
+	last time.Time
 
 	cum    []perfetto.Values // per stack, since its id was created
 	fresh  []bool            // the stack was sampled since the last dump
@@ -222,8 +225,9 @@ func (h *hpSampler) take(size uint32) bool {
 	return true
 }
 
-// sampleLocked runs one allocation of site si through the sampler.
-func (vm *VM) sampleLocked(si uint32, size uint32) {
+// sampleLocked runs one allocation of site si, made at time at, through
+// the sampler.
+func (vm *VM) sampleLocked(si uint32, size uint32, at time.Time) {
 	h := vm.hp
 	h.alloc[si].Allocations++
 	h.alloc[si].Bytes += uint64(size)
@@ -232,6 +236,7 @@ func (vm *VM) sampleLocked(si uint32, size uint32) {
 	}
 	h.smp[si].Allocations++
 	h.smp[si].Bytes += uint64(size)
+	h.last = at
 	st := vm.hps.stackOf[si]
 	h.cum[st].Count++
 	h.cum[st].Allocated += uint64(size)
@@ -276,6 +281,26 @@ func (vm *VM) HeapprofdPending() bool {
 		}
 	}
 	return false
+}
+
+// HeapprofdAllocated is what the VM allocated while heapprofd sampled it,
+// up to now, whether a dump took it yet or not (HeapprofdTruth counts up
+// to the newest dump): read between two spans of allocations, it gives
+// each span's truth.
+func (vm *VM) HeapprofdAllocated() alloctrack.Count {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	if vm.alive {
+		vm.advanceLocked(time.Now())
+	}
+	var c alloctrack.Count
+	for i := range vm.hpAlloc {
+		c = c.Plus(vm.hpAlloc[i])
+		if vm.hp != nil {
+			c = c.Plus(vm.hp.alloc[i])
+		}
+	}
+	return c
 }
 
 // HeapprofdTruth returns the VM's heapprofd ground truth.
@@ -390,10 +415,10 @@ func (vm *VM) heapprofdDump(p *perfettoProc, now time.Time) hpDump {
 	d := hpDump{present: true}
 	d.spec.PID = uint64(vm.cfg.PID)
 	d.spec.Heap = perfetto.ArtHeap
-	if vm.faults.ForeignProfiler {
-		d.spec.RejectedConcurrent = true
-		return d
-	}
+	// A foreign profiler (ForeignProfiler) that came after p took the VM
+	// keeps nothing from p: heapprofd rejects a process only at a data
+	// source's setup or the process's connection, and says so only when
+	// the rejected data source stops (fact 14).
 	if vm.hp == nil || vm.hp.owner != p {
 		return hpDump{} // not profiled by p
 	}
@@ -403,6 +428,13 @@ func (vm *VM) heapprofdDump(p *perfettoProc, now time.Time) hpDump {
 	}
 	d.spec.SamplingInterval = h.interval
 	d.spec.OrigSamplingInterval = h.interval
+	// The window ends at the newest sample heapprofd committed, in
+	// CLOCK_MONOTONIC_COARSE (heapprofd_producer.cc DumpProcessState).
+	last := h.last
+	if last.IsZero() {
+		last = h.onAt
+	}
+	d.spec.Timestamp = p.d.monoCoarse(last)
 	h.dumps++
 	for st := range h.cum {
 		switch {

@@ -363,7 +363,7 @@ func TestHostServerRequestErrors(t *testing.T) {
 		c.eof(tc.req)
 	}
 	for _, tc := range []struct{ req, want string }{
-		{"host-serial:sim-a:features", "shell_v2,cmd"},
+		{"host-serial:sim-a:features", "shell_v2,cmd,stat_v2,apex,abb,abb_exec,fixed_push_symlink_timestamp"}, // API 29
 		{"host-serial:sim-a:get-state", "device"},
 		{"host-serial:sim-a:get-serialno", "sim-a"},
 		{"host-serial:127.0.0.1:7001:get-serialno", "127.0.0.1:7001"},
@@ -399,7 +399,7 @@ func TestHostServerRequestErrors(t *testing.T) {
 
 	// With one device left, host:features and a bare service pick it.
 	s.RemoveDevice("sim-a")
-	if ok, got := query(t, addr, "host:features"); !ok || got != "shell_v2,cmd" {
+	if ok, got := query(t, addr, "host:features"); !ok || got != "shell_v2,cmd,stat_v2,apex,abb,abb_exec,fixed_push_symlink_timestamp,ls_v2,sendrecv_v2,sendrecv_v2_brotli" { // API 30
 		t.Fatalf("features: %v %q", ok, got)
 	}
 	c = dialHost(t, addr)

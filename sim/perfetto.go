@@ -51,6 +51,40 @@ const chunkSize = 4096
 // and the service writes the file out before perfetto exits.
 const DefaultPerfettoStopDelay = 250 * time.Millisecond
 
+// The simulated device's clocks, as a trace's clock snapshots give them:
+// REALTIME is the host's wall clock (as logcat's stamps, LogEntry.Time),
+// MONOTONIC the time since Device.boot, and BOOTTIME the same (the device
+// never suspends). The coarse clocks advance by whole kernel ticks
+// (coarseTick): heapprofd's dump windows are in CLOCK_MONOTONIC_COARSE.
+// A session writes one clock snapshot, when it starts: the tracing service
+// writes another only when a clock drifted 10 ms or more from BOOTTIME
+// (tracing_service_impl.cc SnapshotClocks), which the host's wall clock
+// does not do in a simulated session's life.
+//
+// coarseTick is one kernel tick, 1/CONFIG_HZ: 4 ms at HZ=250.
+const coarseTick = 4 * time.Millisecond
+
+// monoCoarse is CLOCK_MONOTONIC_COARSE at t, in ns.
+func (d *Device) monoCoarse(t time.Time) uint64 {
+	return uint64(max(t.Sub(d.boot), 0).Truncate(coarseTick))
+}
+
+// clockSnapshot reads the device's clocks at now as the tracing service
+// does (src/base/clock_snapshots.cc: BOOTTIME, REALTIME_COARSE,
+// MONOTONIC_COARSE, REALTIME, MONOTONIC, MONOTONIC_RAW).
+func (d *Device) clockSnapshot(now time.Time) []perfetto.ClockReading {
+	mono := uint64(max(now.Sub(d.boot), 0))
+	wall := uint64(now.UnixNano())
+	return []perfetto.ClockReading{
+		{ID: perfetto.ClockBoottime, Timestamp: mono},
+		{ID: perfetto.ClockRealtimeCoarse, Timestamp: wall - wall%uint64(coarseTick)},
+		{ID: perfetto.ClockMonotonicCoarse, Timestamp: d.monoCoarse(now)},
+		{ID: perfetto.ClockRealtime, Timestamp: wall},
+		{ID: perfetto.ClockMonotonic, Timestamp: mono},
+		{ID: perfetto.ClockMonotonicRaw, Timestamp: mono},
+	}
+}
+
 // perfettoProc is one perfetto process: one tracing session.
 type perfettoProc struct {
 	d       *Device
@@ -331,6 +365,8 @@ func (p *perfettoProc) run() {
 		}
 	}
 	attach(start)
+	clocks := p.d.clockSnapshot(start)
+	p.w.WriteClockSnapshot(clocks[0].Timestamp, clocks...)
 
 	never := make(<-chan time.Time)
 	dumpC, writeC, flushC, endC := never, never, never, never
@@ -447,7 +483,6 @@ func (p *perfettoProc) dumpRound(now time.Time) {
 			p.w.Retire(fr)
 		}
 		d.spec.PacketTimestamp = boot
-		d.spec.Timestamp = boot
 		specs = append(specs, d.spec)
 		t.ended = d.ended
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -54,7 +55,7 @@ func execV2(t *testing.T, d *Device, stdin []byte, argv ...string) (string, stri
 
 func newHeapprofdDevice(t *testing.T, apps ...AppConfig) (*Device, []*VM) {
 	t.Helper()
-	d := NewDevice(DeviceConfig{Serial: "hp-1", API: 33, HeapprofdStartDelay: 20 * time.Millisecond})
+	d := NewDevice(DeviceConfig{Serial: "hp-1", API: 33, Build: BuildUser, HeapprofdStartDelay: 20 * time.Millisecond}) // a user build: release apps have no JDWP
 	t.Cleanup(d.Close)
 	var vms []*VM
 	for _, a := range apps {
@@ -536,5 +537,186 @@ file_write_period_ms: 100
 	defer nop.Close()
 	if _, e, code := execV2(t, nop, nil, "perfetto", "-c", "-", "-o", PerfettoTraceDir+"/x"); code != 127 || !strings.Contains(e, "not found") {
 		t.Errorf("a device without perfetto: %d %s", code, e)
+	}
+}
+
+// TestPerfettoDumpClocks: a dump's window ends at its newest sample's
+// time in CLOCK_MONOTONIC_COARSE (whole ticks since the device booted),
+// not at the dump's own time, and the trace's clock snapshot maps it to
+// the device's REALTIME (the host's clock, as logcat's stamps) within one
+// tick. Three batches are allocated, each taken by its own dump.
+func TestPerfettoDumpClocks(t *testing.T) {
+	d, vms := newHeapprofdDevice(t, AppConfig{PID: 5001, Package: "com.example.hp"})
+	vm := vms[0]
+	vm.Pause(true)
+	pid := startSession(t, d, sessionConfig("t-clk", 1, 5001), "alloctrack-clk.pftrace")
+	// Sampling is on once an allocation is sampled (interval 1: each is).
+	waitFor(t, func() bool { vm.Allocate(1); return vm.HeapprofdPending() })
+	waitFor(t, func() bool { return !vm.HeapprofdPending() })
+	type batch struct{ before, after time.Time }
+	var batches []batch
+	for i := range 3 {
+		b := batch{before: time.Now()}
+		vm.Allocate(100 + i)
+		b.after = time.Now()
+		batches = append(batches, b)
+		waitFor(t, func() bool { return !vm.HeapprofdPending() })
+	}
+	stopSession(t, d, pid, "TERM")
+	trace, _, _ := execV2(t, d, nil, "cat", PerfettoTraceDir+"/alloctrack-clk.pftrace")
+	found := 0
+	for _, dp := range decodeDumps(t, []byte(trace)) {
+		i := int(dp.Delta.Count) - 100
+		if i < 0 || i >= len(batches) {
+			continue
+		}
+		found++
+		b := batches[i]
+		if dp.Timestamp%uint64(coarseTick) != 0 {
+			t.Errorf("batch %d: MONOTONIC_COARSE %d is not whole ticks", i, dp.Timestamp)
+		}
+		if mono := time.Duration(dp.Timestamp); mono > b.after.Sub(d.boot) || mono <= b.before.Sub(d.boot)-coarseTick {
+			t.Errorf("batch %d: window ends at MONOTONIC_COARSE %v, allocated between %v and %v", i, mono, b.before.Sub(d.boot), b.after.Sub(d.boot))
+		}
+		real := time.Unix(0, int64(dp.RealTimestamp))
+		if !dp.HasRealTime || real.Before(b.before.Add(-coarseTick)) || real.After(b.after.Add(coarseTick)) {
+			t.Errorf("batch %d: window ends at REALTIME %v (known %v), allocated between %v and %v", i, real, dp.HasRealTime, b.before, b.after)
+		}
+	}
+	if found != len(batches) {
+		t.Errorf("%d of %d batches found alone in a dump", found, len(batches))
+	}
+}
+
+// TestVMTimeDoesNotGoBack: a time read before the VM's lock was taken
+// (a dump round's, say, while an Allocate held the lock) does not move
+// the VM's time back, so the timed workload makes no allocation twice and
+// heapprofd's windows do not end before their samples.
+func TestVMTimeDoesNotGoBack(t *testing.T) {
+	w := DefaultWorkload()
+	w.Rate = 1000
+	vm := NewVM(AppConfig{PID: 77, Workload: w}, 33)
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	t0 := vm.last
+	vm.advanceLocked(t0.Add(time.Second))
+	vm.advanceLocked(t0.Add(500 * time.Millisecond))
+	vm.advanceLocked(t0.Add(1500 * time.Millisecond))
+	if n := vm.stats.Allocations; n < 1499 || n > 1500 || !vm.last.Equal(t0.Add(1500*time.Millisecond)) {
+		t.Errorf("%d allocations in 1.5 s at 1000/s, the VM at %v of 1.5 s", n, vm.last.Sub(t0))
+	}
+}
+
+// TestPerfettoForeignRejectedOnlyAtStop: heapprofd rejects a process
+// another session profiles when a data source is set up (or the process
+// connects), and writes rejected_concurrent for it only when that data
+// source stops (fact 14 of docs/heapprofd-devices.md's issue sheet:
+// heapprofd_producer.cc SetupDataSource, StopDataSource). A session that
+// already holds a process keeps it when a foreign profiler comes later:
+// the next session is the one rejected. The foreign session and its file
+// are not touched.
+func TestPerfettoForeignRejectedOnlyAtStop(t *testing.T) {
+	w := DefaultWorkload()
+	w.Rate = 5000
+	d, vms := newHeapprofdDevice(t, AppConfig{PID: 6101, Package: "a.held", Workload: w}, AppConfig{PID: 6102, Package: "a.later", Workload: w})
+	foreign, err := d.StartForeignSession("studio.perfetto-trace", 4096, 6101)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) (byPID map[uint64]int, rejected []uint64) {
+		b, _ := d.TraceFile(name)
+		dec := perfetto.NewDecoder(bytes.NewReader(b), &perfetto.Options{Follow: true})
+		byPID = map[uint64]int{}
+		for {
+			dp, err := dec.Next()
+			if err == io.EOF {
+				return byPID, rejected
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if dp.RejectedConcurrent {
+				rejected = append(rejected, dp.PID)
+			}
+			byPID[dp.PID]++
+		}
+	}
+	pid := startSession(t, d, sessionConfig("ours-1", 4096, 6101, 6102), "ours.pftrace")
+	waitFor(t, func() bool { n, _ := read("ours.pftrace"); return n[6102] >= 1 })
+	vms[1].SetFaults(Faults{ForeignProfiler: true})
+	first, _ := read("ours.pftrace")
+	waitFor(t, func() bool { n, _ := read("ours.pftrace"); return n[6102] >= first[6102]+2 })
+	if n, rej := read("ours.pftrace"); len(rej) != 0 || n[6101] != 0 {
+		t.Errorf("before the stop: rejections %v and %d dumps of the held app, want none of either", rej, n[6101])
+	}
+	stopSession(t, d, pid, "TERM")
+	if _, rej := read("ours.pftrace"); !slices.Equal(rej, []uint64{6101}) {
+		t.Errorf("at the stop: rejected %v, want the app the foreign session holds, once (the later profiler does not take an app held already)", rej)
+	}
+
+	// The next session sets up after the foreign profiler came: rejected.
+	pid = startSession(t, d, sessionConfig("ours-2", 4096, 6102), "ours2.pftrace")
+	waitFor(t, func() bool {
+		for _, s := range d.PerfettoSessions() {
+			if s.PID == pid && slices.Contains(s.Targets, 6102) {
+				return true
+			}
+		}
+		return false
+	})
+	if n, rej := read("ours2.pftrace"); len(rej) != 0 || len(n) != 0 {
+		t.Errorf("a session rejected at setup wrote %v and rejections %v before its stop", n, rej)
+	}
+	stopSession(t, d, pid, "TERM")
+	if _, rej := read("ours2.pftrace"); !slices.Equal(rej, []uint64{6102}) {
+		t.Errorf("at the stop: rejected %v, want [6102]", rej)
+	}
+	live := false
+	for _, s := range d.PerfettoSessions() {
+		live = live || s.PID == foreign
+	}
+	if _, ok := d.TraceFile("studio.perfetto-trace"); !ok || !live {
+		t.Errorf("the foreign session (running %v) or its file (%v) was touched", live, ok)
+	}
+}
+
+// TestPerfettoOwnSessionRejectsSecond: heapprofd's check for a process
+// profiled already looks at every data source, the shell's own included
+// (heapprofd_producer.cc IsPidProfiled): a second session of ours for an
+// idle app the first one holds is rejected as one of another tool would
+// be. So a short side session cannot tell an idle app from a held one.
+func TestPerfettoOwnSessionRejectsSecond(t *testing.T) {
+	w := DefaultWorkload()
+	w.Rate = 0
+	d, _ := newHeapprofdDevice(t, AppConfig{PID: 6201, Package: "a.idle", Workload: w})
+	set := func(pid int) bool {
+		for _, s := range d.PerfettoSessions() {
+			if s.PID == pid && slices.Contains(s.Targets, 6201) {
+				return true
+			}
+		}
+		return false
+	}
+	main := startSession(t, d, sessionConfig("ours-main", 4096, 6201), "main.pftrace")
+	waitFor(t, func() bool { return set(main) })
+	probe := startSession(t, d, sessionConfig("ours-probe", 4096, 6201), "probe.pftrace")
+	waitFor(t, func() bool { return set(probe) })
+	stopSession(t, d, probe, "TERM")
+	b, _ := d.TraceFile("probe.pftrace")
+	var rejected []uint64
+	for _, dp := range decodeDumps(t, b) {
+		if dp.RejectedConcurrent {
+			rejected = append(rejected, dp.PID)
+		}
+	}
+	if !slices.Equal(rejected, []uint64{6201}) {
+		t.Errorf("the second session's stop rejected %v, want [6201]", rejected)
+	}
+	stopSession(t, d, main, "TERM")
+	b, _ = d.TraceFile("main.pftrace")
+	for _, dp := range decodeDumps(t, b) {
+		if dp.RejectedConcurrent {
+			t.Errorf("the session that held the app first says it was rejected")
+		}
 	}
 }

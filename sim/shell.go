@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -25,6 +26,9 @@ const (
 	// prefix of the names to show.
 	apiToyboxPS = 26
 )
+
+// lastStatus marks where $? stood in a word, until the status is known.
+const lastStatus = "\x00$?\x00"
 
 // errShellSyntax is a command line the simulated shell cannot parse.
 var errShellSyntax = errors.New("syntax error")
@@ -54,7 +58,8 @@ type shellCmd struct {
 // command's output to the next one's input; words are split at unquoted
 // blanks; '…' keeps everything literally, "…" everything but a
 // backslash before \ " $ or `, and a backslash outside quotes escapes the
-// next character.
+// next character. $? (outside '…') stands for the exit status of the
+// command before; runShellIO puts it in (lastStatus marks the place).
 func splitShell(line string) ([]shellCmd, error) {
 	var cmds []shellCmd
 	var words []string
@@ -114,9 +119,22 @@ func splitShell(line string) ([]shellCmd, error) {
 				}
 				if line[i] == '\\' && i+1 < len(line) && strings.IndexByte("\\\"$`", line[i+1]) >= 0 {
 					i++
+				} else if strings.HasPrefix(line[i:], "$?") {
+					w.WriteString(lastStatus)
+					i++
+					continue
 				}
 				w.WriteByte(line[i])
 			}
+		case '$':
+			if strings.HasPrefix(line[i:], "$?") {
+				w.WriteString(lastStatus)
+				inWord = true
+				i++
+				continue
+			}
+			w.WriteByte(c)
+			inWord = true
 		default:
 			w.WriteByte(c)
 			inWord = true
@@ -194,26 +212,37 @@ func (d *Device) processes() []psEntry {
 // runShell runs a command line with the few commands the simulator knows,
 // as the device's API level has them. Every command run is logged.
 // Unknown ones print mksh's error and exit 127.
+// Standard output and error come in one stream, each command's in the
+// order the commands ran (as on the pty of adbd's shell: service).
 func (d *Device) runShell(line string) (out []byte, code int) {
-	out, errOut, code := d.runShellIO(line, nil)
-	return append(out, errOut...), code
+	var merged []byte
+	_, _, code = d.runShellSeq(line, nil, &merged)
+	return merged, code
 }
 
 // runShellIO runs a command line as runShell does, with standard input
 // (read only by the commands that need it) and errors apart.
 func (d *Device) runShellIO(line string, in *shellInput) (out, errOut []byte, code int) {
+	return d.runShellSeq(line, in, nil)
+}
+
+// runShellSeq is runShellIO that also appends, if merged is not nil, each
+// command's output and then its errors to merged as the commands run.
+func (d *Device) runShellSeq(line string, in *shellInput, merged *[]byte) (out, errOut []byte, code int) {
 	cmds, err := splitShell(line)
 	if err != nil {
-		return nil, []byte(fmt.Sprintf("/system/bin/sh: %v\n", err)), 1
+		e := []byte(fmt.Sprintf("/system/bin/sh: %v\n", err))
+		if merged != nil {
+			*merged = append(*merged, e...)
+		}
+		return nil, e, 1
 	}
 	var piped *shellInput // the output of the command before, through '|'
 	for _, c := range cmds {
-		d.mu.Lock()
-		if len(d.shellLog) == maxTrace {
-			d.shellLog = slices.Delete(d.shellLog, 0, 1)
+		for i, a := range c.argv {
+			c.argv[i] = strings.ReplaceAll(a, lastStatus, strconv.Itoa(code))
 		}
-		d.shellLog = append(d.shellLog, c.argv)
-		d.mu.Unlock()
+		d.logShellCommand(c.argv)
 		cin := in
 		if piped != nil {
 			cin = piped
@@ -224,11 +253,24 @@ func (d *Device) runShellIO(line string, in *shellInput) (out, errOut []byte, co
 		piped = nil
 		if c.pipe {
 			piped = &shellInput{done: true, data: o}
-			continue
+			o = nil
 		}
 		out = append(out, o...)
+		if merged != nil {
+			*merged = append(append(*merged, o...), e...)
+		}
 	}
 	return out, errOut, code
+}
+
+// logShellCommand adds argv to the shell's log (ShellLog).
+func (d *Device) logShellCommand(argv []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.shellLog) == maxTrace {
+		d.shellLog = slices.Delete(d.shellLog, 0, 1)
+	}
+	d.shellLog = append(d.shellLog, argv)
 }
 
 func (d *Device) runCommandIO(f []string, in *shellInput) (out, errOut []byte, code int) {
@@ -254,7 +296,22 @@ func (d *Device) runCommandIO(f []string, in *shellInput) (out, errOut []byte, c
 	case "rm":
 		return d.fileCommand(f)
 	case "am":
+		if len(f) > 1 && f[1] == "instrument" { // instrument.go
+			var o, e bytes.Buffer
+			code := d.amInstrument(f, &o, &e)
+			return o.Bytes(), e.Bytes(), code
+		}
+		if len(f) == 3 && f[1] == "force-stop" {
+			d.forceStop(f[2]) // testproc.go
+			return nil, nil, 0
+		}
 		return d.amCommand(f)
+	case "pm":
+		return d.pmCommand(f) // suite.go
+	case "logcat": // alone on its line it streams (logcatrun.go)
+		var o, e bytes.Buffer
+		code := d.logcat(f[1:], "", &o, &e, nil)
+		return o.Bytes(), e.Bytes(), code
 	}
 	o, code := d.runCommand(f)
 	if code == 127 || (f[0] == "ps" && code != 0) {

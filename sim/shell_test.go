@@ -183,3 +183,23 @@ func TestShellDashC(t *testing.T) {
 		t.Errorf("sh -c: %q, %q, exit %d", out, errOut, code)
 	}
 }
+
+// TestShellLastStatus: $? is the exit status of the command before, bare
+// or in "…", and stays literal in '…': what `cmd; echo "rc=$?"` needs on
+// the shell: service, which carries no exit status.
+func TestShellLastStatus(t *testing.T) {
+	d := NewDevice(DeviceConfig{Serial: "sim-rc", API: 23})
+	t.Cleanup(d.Close)
+	for line, want := range map[string]string{
+		`nosuchcmd; echo "rc=$?"`:   "/system/bin/sh: nosuchcmd: inaccessible or not found\nrc=127\n",
+		`echo hi; echo rc=$?`:       "hi\nrc=0\n",
+		`echo rc=$?`:                "rc=0\n",
+		`nosuchcmd; echo 'rc=$?'`:   "/system/bin/sh: nosuchcmd: inaccessible or not found\nrc=$?\n",
+		`pidof none; echo "$?" $?x`: "1 1x\n",
+	} {
+		out, _ := d.runShell(line)
+		if string(out) != want {
+			t.Errorf("%s printed %q, want %q", line, out, want)
+		}
+	}
+}

@@ -15,8 +15,9 @@ import (
 // answers the file's mode, size and time (all 0 for no such file); RECV
 // sends the file in DATA chunks of at most 64 KiB and DONE, or FAIL and a
 // message; LIST sends a DENT per file in the directory and DONE; QUIT
-// ends the service. The device offers neither stat_v2 nor sendrecv_v2 in
-// its features, so the adb server uses these. Files are the device's
+// ends the service. From Android 8.0 (stat_v2) STA2 and LST2 answer the
+// v2 stat (statV2), and from 11 (ls_v2) LIS2 lists with it; sendrecv_v2's
+// RCV2 is refused. Files are the device's
 // files (the trace directory, and what am dumpheap writes); SEND is
 // refused.
 func (d *Device) serveSync(c net.Conn) {
@@ -49,7 +50,7 @@ func (d *Device) serveSync(c net.Conn) {
 		b = slices.Clone(b)
 		var names []string
 		var sizes []int
-		if id == "LIST" {
+		if id == "LIST" || id == "LIS2" {
 			dir := strings.TrimSuffix(name, "/")
 			for f, data := range d.files {
 				if path.Dir(f) == dir {
@@ -81,6 +82,26 @@ func (d *Device) serveSync(c net.Conn) {
 				b = b[k:]
 			}
 			c.Write(u32([]byte("DONE"), 0))
+		case "STA2", "LST2":
+			if !d.hasFeature(id) {
+				fail("sim: sync request " + id + " not supported")
+				return
+			}
+			size := -1
+			if ok {
+				size = len(b)
+			}
+			c.Write(d.statV2([]byte(id), size))
+		case "LIS2":
+			if !d.hasFeature(id) {
+				fail("sim: sync request " + id + " not supported")
+				return
+			}
+			for i, f := range names {
+				e := u32(d.statV2([]byte("DNT2"), sizes[i]), uint32(len(f)))
+				c.Write(append(e, f...))
+			}
+			c.Write(append([]byte("DONE"), make([]byte, 72)...))
 		case "LIST":
 			for i, f := range names {
 				e := u32(u32(u32(u32([]byte("DENT"), 0o100644), uint32(sizes[i])), uint32(d.boot.Unix())), uint32(len(f)))
@@ -92,6 +113,34 @@ func (d *Device) serveSync(c net.Conn) {
 			return
 		}
 	}
+}
+
+// syncV2Feature is the feature that brings each v2 sync request.
+var syncV2Feature = map[string]string{"STA2": "stat_v2", "LST2": "stat_v2", "LIS2": "ls_v2"}
+
+func (d *Device) hasFeature(req string) bool {
+	return slices.Contains(d.Features(), syncV2Feature[req])
+}
+
+// statV2 appends to id the rest of a v2 stat (file_sync_protocol.h,
+// Android 8.0 and later), all little-endian:
+//
+//	error u32, dev u64, ino u64, mode u32, nlink u32, uid u32, gid u32,
+//	size u64, atime i64, mtime i64, ctime i64
+//
+// A size below 0 is no such file: error ENOENT and the rest 0.
+func (d *Device) statV2(id []byte, size int) []byte {
+	le := binary.LittleEndian
+	if size < 0 {
+		return append(le.AppendUint32(id, 2), make([]byte, 64)...)
+	}
+	b := le.AppendUint32(id, 0)
+	b = le.AppendUint64(le.AppendUint64(b, 0xfd00), 1)
+	b = le.AppendUint32(le.AppendUint32(b, 0o100644), 1)
+	b = le.AppendUint32(le.AppendUint32(b, 2000), 2000) // shell
+	b = le.AppendUint64(b, uint64(size))
+	t := uint64(d.boot.Unix())
+	return le.AppendUint64(le.AppendUint64(le.AppendUint64(b, t), t), t)
 }
 
 // PutFile writes a file on the device (for tests), as if an app or a

@@ -50,6 +50,9 @@ type AppConfig struct {
 	// LeakEvery leaks every LeakEvery-th destroyed Activity (with its
 	// Fragment and icon) in a static list; 0 means 3, -1 never.
 	LeakEvery int
+	// Sites are named allocation sites beyond the workload's, allocated
+	// only by AllocateAt (site i of them is AllocateAt's site i).
+	Sites []NamedSite
 }
 
 // Faults are misbehaviours injected into one VM. Counts apply to the next
@@ -80,14 +83,19 @@ type Faults struct {
 	// TruncateREAL: reports cut short inside well-formed packets.
 	TruncateREAL int
 	// ForeignProfiler: a heapprofd session not the daemon's (Android
-	// Studio, another host) profiles the app, so heapprofd rejects ours:
-	// its dumps say rejected_concurrent and hold no samples.
+	// Studio, another host) profiles the app, so heapprofd rejects the
+	// next session of ours that sets up or connects it: that session gets
+	// no dump of it, and only its stop lists it (rejected_concurrent). A
+	// session that holds the app already keeps it.
 	ForeignProfiler bool
 	// HeapprofdOverrun and HeapprofdGuardrail: the next that many heapprofd
 	// dumps say the shared-memory buffer overran, or a guardrail was hit,
 	// and end the app's profile in that session.
 	HeapprofdOverrun   int
 	HeapprofdGuardrail int
+	// HeapDump makes the app's heap dumps (am dumpheap) go wrong
+	// (dumpheap.go).
+	HeapDump DumpFault
 }
 
 // Stats count what a VM was sent.
@@ -121,6 +129,7 @@ type record struct {
 	site   uint32
 	size   uint32
 	thread uint16
+	seg    int32 // the test run's segment it was made in (instrument.go)
 }
 
 // VM is a simulated app process: ART's JDWP/DDM behaviour for the
@@ -188,6 +197,9 @@ type VM struct {
 	// fileWriter writes a file on the VM's device (set by Device.AddVM):
 	// where HPDU puts a dump.
 	fileWriter func(path string, b []byte)
+	// run is the truth of the test run this process serves
+	// (instrument.go), nil for other processes.
+	run *segTruth
 }
 
 // recreateEvery is how many allocations an Activity of a simulated app
@@ -240,7 +252,7 @@ func NewVM(cfg AppConfig, api int) *VM {
 	if cfg.Package == "" {
 		cfg.Package = "com.example.app"
 	}
-	prog := newProgram(cfg.Workload, cfg.Package)
+	prog := newProgram(cfg.Workload, cfg.Package, cfg.Sites...)
 	cfg.Workload = prog.w
 	rng := rand.New(rand.NewPCG(prog.w.Seed, uint64(cfg.PID)))
 	vm := &VM{
@@ -251,7 +263,7 @@ func NewVM(cfg AppConfig, api int) *VM {
 		named:          cfg.NameAfter <= 0,
 		attached:       cfg.NameAfter <= 0,
 		rng:            rng,
-		zipf:           rand.NewZipf(rng, prog.w.Skew, 1, uint64(len(prog.sites)-1)),
+		zipf:           rand.NewZipf(rng, prog.w.Skew, 1, uint64(prog.work-1)),
 		ring:           make([]record, cfg.MaxEntries),
 		truth:          newTruthAcc(len(prog.sites)),
 		reported:       newTruthAcc(len(prog.sites)),
@@ -262,7 +274,7 @@ func NewVM(cfg AppConfig, api int) *VM {
 	}
 	vm.last = vm.start
 	vm.heap = newSimHeap(prog, cfg.Package, cfg.API, prog.w.Seed^uint64(cfg.PID))
-	vm.heapZipf = rand.NewZipf(vm.heap.rng, prog.w.Skew, 1, uint64(len(prog.sites)-1))
+	vm.heapZipf = rand.NewZipf(vm.heap.rng, prog.w.Skew, 1, uint64(prog.work-1))
 	if cfg.API >= APIHeapprofdJava {
 		vm.hps = prog.heapprofdStacks(cfg.Package, cfg.BrokenUnwind)
 		vm.hpAlloc = make([]alloctrack.Count, len(prog.sites))
@@ -453,20 +465,33 @@ func (vm *VM) advanceLocked(now time.Time) {
 	vm.generateLocked(now)
 }
 
-// generateLocked makes the timed workload's allocations from vm.last to now.
+// generateLocked makes the timed workload's allocations from vm.last to
+// now, spread evenly over that span.
 func (vm *VM) generateLocked(now time.Time) {
-	dt := now.Sub(vm.last).Seconds()
+	from := vm.last
+	if !now.After(from) {
+		// A time read before the lock was taken: the VM's time does not
+		// go back (its allocations' times, heapprofd's windows).
+		return
+	}
+	dt := now.Sub(from).Seconds()
 	vm.last = now
-	if dt <= 0 || vm.paused || !vm.alive || vm.prog.w.Rate <= 0 {
+	if vm.paused || !vm.alive || vm.prog.w.Rate <= 0 {
 		return
 	}
 	owed := vm.prog.w.Rate*dt + vm.carry
 	n := int(owed)
 	vm.carry = owed - float64(n)
-	vm.allocLocked(n)
+	vm.allocSpanLocked(n, from, now)
 }
 
-func (vm *VM) allocLocked(n int) {
+// allocLocked makes n allocations at the VM's present time (vm.last:
+// advanceLocked has run).
+func (vm *VM) allocLocked(n int) { vm.allocSpanLocked(n, vm.last, vm.last) }
+
+// allocSpanLocked makes n allocations, the k-th (from 1) at
+// from + k/n of the span to to: heapprofd's sampler takes each at its time.
+func (vm *VM) allocSpanLocked(n int, from, to time.Time) {
 	vm.stats.Allocations += uint64(n)
 	vm.heapLocked(n)
 	sampling := vm.hp != nil && vm.hp.on
@@ -476,7 +501,8 @@ func (vm *VM) allocLocked(n int) {
 		return
 	}
 	threads := vm.prog.w.Threads
-	for range n {
+	span := to.Sub(from)
+	for k := range n {
 		si := uint32(vm.zipf.Uint64())
 		s := &vm.prog.sites[si]
 		size := s.size
@@ -484,23 +510,31 @@ func (vm *VM) allocLocked(n int) {
 			size = 16 + 8*uint32(vm.rng.IntN(512))
 		}
 		th := vm.threadID(vm.rng.IntN(threads))
-		if sampling {
-			vm.sampleLocked(si, size)
-		}
-		if !vm.tracking {
-			continue
-		}
-		vm.ring[vm.head] = record{site: si, size: size, thread: th}
-		vm.head++
-		if vm.head == len(vm.ring) {
-			vm.head = 0
-		}
-		if vm.n < len(vm.ring) {
-			vm.n++
-		}
-		vm.truth.add(si, size)
-		vm.total.add(si, size)
+		vm.recordLocked(si, size, th, sampling, from.Add(time.Duration(float64(span)*float64(k+1)/float64(n))))
 	}
+}
+
+// recordLocked makes one allocation of site si: heapprofd samples it if
+// sampling (as made at time at), the tracker records it if on, and a
+// test run's truth counts it.
+func (vm *VM) recordLocked(si, size uint32, th uint16, sampling bool, at time.Time) {
+	if sampling {
+		vm.sampleLocked(si, size, at)
+	}
+	seg := vm.run.alloc(si, size, vm.tracking)
+	if !vm.tracking {
+		return
+	}
+	vm.ring[vm.head] = record{site: si, size: size, thread: th, seg: seg}
+	vm.head++
+	if vm.head == len(vm.ring) {
+		vm.head = 0
+	}
+	if vm.n < len(vm.ring) {
+		vm.n++
+	}
+	vm.truth.add(si, size)
+	vm.total.add(si, size)
 }
 
 // heapLocked keeps one in keepEvery of n allocations in the app's heap,
@@ -615,6 +649,7 @@ func (vm *VM) closeWindowLocked() {
 	}
 	vm.windows = append(vm.windows, w)
 	vm.closedReported.addAll(vm.reported)
+	vm.run.closeWindow()
 	vm.stats.WindowsEnded++
 	vm.truth.reset()
 	vm.reported.reset()
@@ -627,6 +662,7 @@ func (vm *VM) reportLocked() []byte {
 	r := vm.prog.tables // copy: tables shared, records our own
 	r.Allocations = make([]allocreport.Allocation, 0, vm.n)
 	vm.reported.reset()
+	vm.run.resetReported()
 	emit := func(rec record) {
 		s := &vm.prog.sites[rec.site]
 		fr := s.frames
@@ -635,6 +671,7 @@ func (vm *VM) reportLocked() []byte {
 		}
 		r.Append(rec.size, rec.thread, s.class, fr)
 		vm.reported.add(rec.site, rec.size)
+		vm.run.report(rec.seg, rec.site, rec.size)
 	}
 	oldest := (vm.head - vm.n + len(vm.ring)) % len(vm.ring)
 	if vm.cfg.API >= 24 {
@@ -1107,6 +1144,7 @@ func (vm *VM) serveREAL(c net.Conn, id uint32) bool {
 	if corrupt || truncate || drop {
 		// A bad report is not a delivered one.
 		vm.reported.reset()
+		vm.run.resetReported()
 	} else {
 		vm.stats.ReportsSent++
 		vm.stats.AllocationsAtLastReport = vm.stats.Allocations

@@ -134,14 +134,24 @@ type site struct {
 	frames []allocreport.Frame
 }
 
-// program is a workload made concrete: its string tables and sites.
+// NamedSite is an allocation site given by name rather than drawn by a
+// workload: the allocated class (a descriptor such as "[C") and its
+// frames, innermost first. Only VM.AllocateAt allocates there.
+type NamedSite struct {
+	Class  string
+	Frames []allocreport.FrameName
+}
+
+// program is a workload made concrete: its string tables and sites. The
+// workload draws from the first work sites; named sites follow them.
 type program struct {
 	w      Workload
 	tables allocreport.Report // Raw*/dotted tables only
 	sites  []site
+	work   int
 }
 
-func newProgram(w Workload, pkg string) *program {
+func newProgram(w Workload, pkg string, named ...NamedSite) *program {
 	w.fill()
 	rng := rand.New(rand.NewPCG(w.Seed, 0x616c6c6f63))
 	b := allocreport.NewBuilder()
@@ -200,6 +210,11 @@ func newProgram(w Workload, pkg string) *program {
 		names = append(names, s)
 		b.Add(0, 0, s.class, s.frames)
 	}
+	for _, n := range named {
+		names = append(names, siteNames{class: n.Class, frames: n.Frames})
+		b.Add(0, 0, n.Class, n.Frames)
+	}
+	p.work = w.Sites
 	r, err := b.Report()
 	if err != nil {
 		panic(err) // tables are bounded by fill; cannot happen

@@ -68,7 +68,11 @@ type DumpSummary struct {
 	DumpBytes   uint64    `json:"dump_bytes"`
 	Objects     uint64    `json:"objects"`
 	Unreachable uint64    `json:"unreachable_objects"`
-	TopClasses  []struct {
+	// What the dump made for itself, left out of every count (Android
+	// 15's Bitmap.dumpData).
+	LeftOut      uint64 `json:"left_out_objects"`
+	LeftOutBytes uint64 `json:"left_out_bytes"`
+	TopClasses   []struct {
 		Heap      string `json:"heap"`
 		Class     string `json:"class"`
 		Instances uint64 `json:"instances"`

@@ -9,6 +9,7 @@ import (
 	"unicode/utf16"
 
 	"github.com/alloctrack/alloctrack/ddms/hprof"
+	"github.com/cespare/xxhash/v2"
 )
 
 // What Analyze looks for, by the classes' names and their fields (see
@@ -29,7 +30,7 @@ var watchSpecs = []struct {
 }{
 	{watchActivity, []string{"android.app.Activity"}, []string{"mDestroyed", "mFinished"}},
 	{watchFragment, []string{"android.app.Fragment", "androidx.fragment.app.Fragment", "android.support.v4.app.Fragment"}, []string{"mFragmentManager"}},
-	{watchString, []string{"java.lang.String"}, []string{"value"}},
+	{watchString, []string{"java.lang.String"}, []string{"value", "offset", "count"}},
 	{watchBitmap, []string{"android.graphics.Bitmap"}, []string{"mBuffer", "mWidth", "mHeight", "mNativePtr"}},
 }
 
@@ -177,6 +178,11 @@ type Duplicate struct {
 	Copies      int    `json:"copies"`
 	Buffers     int    `json:"buffers"`
 	BufferBytes uint64 `json:"buffer_bytes"`
+	// Config is, for Android 15's Bitmaps (am dumpheap -b), the config
+	// their compressed image tells (ARGB_8888 when it does not tell):
+	// Buffers then counts their distinct pixels and BufferBytes is width
+	// x height x the config's bytes per pixel.
+	Config string `json:"config,omitempty"`
 	// Wasted is what all but one copy take: the arrays beyond the first
 	// and the objects beyond the first.
 	Wasted uint64   `json:"wasted_bytes"`
@@ -268,12 +274,15 @@ func (g *Graph) Analyze(r io.ReadSeeker, maxDuplicates int) (*Analysis, error) {
 			return nil, err
 		}
 	}
-	var strArrays []int32
-	a.DuplicateStrings, strArrays = g.duplicates(watchString, maxDuplicates)
+	if err := g.hashRanges(r); err != nil {
+		return nil, err
+	}
+	var strRanges []strRange
+	a.DuplicateStrings, strRanges = g.duplicates(watchString, maxDuplicates)
 	a.DuplicateBitmaps, _ = g.duplicates(watchBitmap, maxDuplicates)
-	preview := map[int32][]byte{} // array node -> its first bytes
-	for _, n := range strArrays {
-		preview[n] = nil
+	preview := map[strRange][]byte{} // a String's chars -> their first bytes
+	for _, rg := range strRanges {
+		preview[rg] = nil
 	}
 	want, from := wantedEdges(paths, g.ids)
 	if len(want) > 0 || len(preview) > 0 {
@@ -289,8 +298,8 @@ func (g *Graph) Analyze(r io.ReadSeeker, maxDuplicates int) (*Analysis, error) {
 				a.Leaks[i].Path[j].Ref = refs[edge{path[j], g.ids[path[j+1]]}]
 			}
 		}
-		for i, n := range strArrays {
-			a.DuplicateStrings[i].Value = decodeString(preview[n], g.kinds[g.kind[n]].class == uint64(hprof.Char))
+		for i, rg := range strRanges {
+			a.DuplicateStrings[i].Value = decodeString(preview[rg], g.kinds[g.kind[rg.arr]].class == uint64(hprof.Char))
 		}
 	}
 	slices.SortFunc(a.Leaks, func(x, y Leak) int {
@@ -392,53 +401,87 @@ func decodeString(b []byte, chars bool) string {
 	return string(r)
 }
 
-// duplicates groups the reachable watched objects of kind by their
-// backing array's contents (String.value, Bitmap.mBuffer).
-func (g *Graph) duplicates(kind watchKind, max int) ([]Duplicate, []int32) {
-	type group struct {
-		objs    []int32
-		arrays  map[int32]bool
-		first   int32
-		w, h    uint64
-		objSize uint64
+// dupGroup is the objects whose contents are equal.
+type dupGroup struct {
+	objs    []int32
+	arrays  map[int32]bool
+	first   strRange
+	w, h    uint64
+	objSize uint64
+	// Android 15's: the Bitmaps' distinct pixels (native pointers), and
+	// their format.
+	natives map[uint64]bool
+	format  pixelFormat
+}
+
+// backing returns the node of a watched object's backing array (-1: none),
+// and whether it is an Android 15 Bitmap's compressed image.
+func (g *Graph) backing(o watchedObj) (int32, bool) {
+	switch {
+	case o.has[0] && o.vals[0] != 0: // String.value, Bitmap.mBuffer
+		return g.lookup(o.vals[0]), false
+	case o.kind == watchBitmap && o.has[3]: // Android 15's dumpData
+		if id, ok := g.pixels[o.vals[3]]; ok {
+			return g.lookup(id), true
+		}
 	}
-	groups := map[[2]uint64]*group{}
+	return -1, false
+}
+
+// dupGroups groups the reachable watched objects of kind by their
+// contents: String.value (a String's range of it before Android 6),
+// Bitmap.mBuffer, Android 15's compressed pixels.
+func (g *Graph) dupGroups(kind watchKind) map[[2]uint64]*dupGroup {
+	groups := map[[2]uint64]*dupGroup{}
 	for _, o := range g.watched {
 		if o.kind != kind || g.idom[o.node] < 0 {
 			continue
 		}
-		var arr int32 = -1
-		switch {
-		case o.has[0] && o.vals[0] != 0: // String.value, Bitmap.mBuffer
-			arr = g.lookup(o.vals[0])
-		case kind == watchBitmap && o.has[3]: // Android 15's dumpData
-			if id, ok := g.pixels[o.vals[3]]; ok {
-				arr = g.lookup(id)
-			}
-		}
+		arr, compressed := g.backing(o)
 		if arr < 0 {
 			continue
 		}
-		h, ok := g.hashes[arr]
+		rg, h, ok := g.contents(o, arr)
 		if !ok {
 			continue
 		}
-		k := [2]uint64{h, g.size[arr]<<8 | uint64(g.kinds[g.kind[arr]].class)}
+		k := [2]uint64{h, rg.n<<8 | uint64(g.kinds[g.kind[arr]].class)}
 		gr := groups[k]
 		if gr == nil {
-			gr = &group{arrays: map[int32]bool{}, first: arr, w: o.vals[1], h: o.vals[2], objSize: g.size[o.node]}
+			gr = &dupGroup{arrays: map[int32]bool{}, first: rg, w: o.vals[1], h: o.vals[2], objSize: g.size[o.node]}
 			groups[k] = gr
 		}
 		gr.objs = append(gr.objs, o.node)
 		gr.arrays[arr] = true
+		if compressed {
+			if gr.natives == nil {
+				gr.natives, gr.format = map[uint64]bool{}, g.pixFormat[g.ids[arr]]
+			}
+			gr.natives[o.vals[3]] = true
+		}
 	}
+	return groups
+}
+
+// duplicates returns the groups of equal watched objects of kind, the
+// most wasteful first (at most max of them when max > 0), and the range
+// of each one's first copy.
+func (g *Graph) duplicates(kind watchKind, max int) ([]Duplicate, []strRange) {
 	var out []Duplicate
-	arrays := map[uint64]int32{} // first object id -> first array
-	for _, gr := range groups {
-		if len(gr.objs) < 2 {
+	arrays := map[uint64]strRange{} // first object id -> first array
+	for _, gr := range g.dupGroups(kind) {
+		copies := len(gr.objs)
+		if kind == watchString {
+			copies = len(gr.arrays) // Strings that share an array are one
+		}
+		if copies < 2 {
 			continue
 		}
-		d := Duplicate{Copies: len(gr.objs), Buffers: len(gr.arrays), BufferBytes: g.size[gr.first]}
+		d := Duplicate{Copies: copies, Buffers: len(gr.arrays), BufferBytes: gr.first.n}
+		if gr.natives != nil { // the pixels, not their compressed image
+			d.Buffers, d.Config = len(gr.natives), gr.format.config
+			d.BufferBytes = uint64(uint32(gr.w)) * uint64(uint32(gr.h)) * gr.format.bytes
+		}
 		d.Wasted = uint64(d.Buffers-1)*d.BufferBytes + uint64(d.Copies-1)*gr.objSize
 		for _, n := range gr.objs[:min(5, len(gr.objs))] {
 			d.IDs = append(d.IDs, g.ids[n])
@@ -458,7 +501,7 @@ func (g *Graph) duplicates(kind watchKind, max int) ([]Duplicate, []int32) {
 	if max > 0 && len(out) > max {
 		out = out[:max]
 	}
-	first := make([]int32, len(out))
+	first := make([]strRange, len(out))
 	for i, d := range out {
 		first[i] = arrays[d.IDs[0]]
 	}
@@ -500,10 +543,14 @@ func (rn *refNames) class(g *Graph, n int32, c *hprof.ClassDump) {
 
 // names3 reads the dump a third time: how each edge rn wants is made,
 // and the first bytes of the arrays in preview.
-func (g *Graph) names3(r io.Reader, rn *refNames, preview map[int32][]byte) (map[edge]string, error) {
+func (g *Graph) names3(r io.Reader, rn *refNames, preview map[strRange][]byte) (map[edge]string, error) {
 	rd, err := hprof.NewReader(r)
 	if err != nil {
 		return nil, err
+	}
+	byNode := map[int32][]strRange{}
+	for rg := range preview {
+		byNode[rg.arr] = append(byNode[rg.arr], rg)
 	}
 	ids := rd.Header().IDSize
 	node := int32(1)
@@ -545,14 +592,121 @@ func (g *Graph) names3(r io.Reader, rn *refNames, preview map[int32][]byte) (map
 			return nil
 		},
 		Values: func(_ uint64, _ hprof.Type, first uint64, b []byte) error {
-			if p, ok := preview[node]; ok && len(p) < 256 {
-				preview[node] = append(p, b[:min(len(b), 256-len(p))]...)
+			for _, rg := range byNode[node] {
+				if p := preview[rg]; len(p) < 256 {
+					preview[rg] = append(p, rg.cut(first, b, 256-len(p))...)
+				}
 			}
 			return nil
 		},
 		PrimitiveArray: func(uint64, hprof.Type, uint32) error { node++; return nil },
 	})
 	return rn.refs, err
+}
+
+// A String before Android 6 (and in Java 6) is count chars of its value
+// array from offset, and substring shares the line's char[] (fact 8 in
+// docs/heapdumps.md): its text is that range, and two Strings that share
+// one array are one copy. Later Strings are their whole array.
+
+// strRange is a String's characters: n bytes of array node arr from byte
+// off.
+type strRange struct {
+	arr    int32
+	off, n uint64
+}
+
+// cut returns the part of chunk b (at byte first of the array) that lies
+// in the range, at most limit bytes.
+func (rg strRange) cut(first uint64, b []byte, limit int) []byte {
+	lo, hi := max(rg.off, first), min(rg.off+rg.n, first+uint64(len(b)))
+	if lo >= hi {
+		return nil
+	}
+	return b[lo-first : lo-first+min(hi-lo, uint64(limit))]
+}
+
+// rangeOf returns a watched String's characters in array node arr, and
+// false when its offset and count do not fit the array.
+func (g *Graph) rangeOf(o watchedObj, arr int32) (strRange, bool) {
+	whole := strRange{arr, 0, g.arraySize(arr)}
+	if o.kind != watchString || !o.has[1] || !o.has[2] {
+		return whole, true
+	}
+	unit := uint64(2)
+	if g.kinds[g.kind[arr]].class == uint64(hprof.Byte) {
+		unit = 1
+	}
+	off, n := int32(o.vals[1]), int32(o.vals[2])
+	if off < 0 || n < 0 || (uint64(off)+uint64(n))*unit > g.size[arr] {
+		return strRange{}, false
+	}
+	return strRange{arr, uint64(off) * unit, uint64(n) * unit}, true
+}
+
+// contents returns the range of a watched object's array that holds its
+// contents, and their hash.
+func (g *Graph) contents(o watchedObj, arr int32) (strRange, uint64, bool) {
+	if g.kind[arr] < 0 || !g.kinds[g.kind[arr]].prim {
+		return strRange{}, 0, false // a class or an object array
+	}
+	rg, ok := g.rangeOf(o, arr)
+	if !ok {
+		return rg, 0, false
+	}
+	if rg.off == 0 && rg.n == g.arraySize(arr) {
+		h, ok := g.hashes[arr]
+		return rg, h, ok
+	}
+	h, ok := g.rangeHash[rg]
+	return rg, h, ok
+}
+
+// hashRanges reads the dump once more for the hashes of the Strings whose
+// text is part of their array, when there are any.
+func (g *Graph) hashRanges(r io.ReadSeeker) error {
+	if g.rangeHash != nil {
+		return nil // read already
+	}
+	g.rangeHash = map[strRange]uint64{}
+	want := map[int32]map[strRange]*xxhash.Digest{}
+	for _, o := range g.watched {
+		if o.kind != watchString || g.idom[o.node] < 0 || !o.has[0] {
+			continue
+		}
+		arr := g.lookup(o.vals[0])
+		if arr < 0 || g.kind[arr] < 0 || !g.kinds[g.kind[arr]].prim {
+			continue
+		}
+		if rg, ok := g.rangeOf(o, arr); ok && (rg.off != 0 || rg.n != g.size[arr]) {
+			if want[arr] == nil {
+				want[arr] = map[strRange]*xxhash.Digest{}
+			}
+			want[arr][rg] = xxhash.New()
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	rd, err := hprof.NewReader(r)
+	if err != nil {
+		return err
+	}
+	err = rd.Walk(&hprof.Visitor{Values: func(id uint64, _ hprof.Type, first uint64, b []byte) error {
+		for rg, d := range want[g.lookup(id)] {
+			d.Write(rg.cut(first, b, len(b)))
+		}
+		return nil
+	}})
+	for _, ranges := range want {
+		for rg, d := range ranges {
+			g.rangeHash[rg] = d.Sum64()
+		}
+	}
+	return err
 }
 
 // Android 15 and later (am dumpheap -b FORMAT) put every live Bitmap's
@@ -607,8 +761,18 @@ func (g *Graph) readPixels(r io.Reader) error {
 	ids := rd.Header().IDSize
 	var natives []uint64
 	var buffers []uint64
+	images := map[uint64]bool{} // the compressed images' ids
+	for n := range g.leftOut {
+		if k := g.kind[n]; k >= 0 && g.kinds[k].prim {
+			images[g.ids[n]] = true
+		}
+	}
+	g.pixFormat = map[uint64]pixelFormat{}
 	err = rd.Walk(&hprof.Visitor{
-		Values: func(id uint64, t hprof.Type, _ uint64, b []byte) error {
+		Values: func(id uint64, t hprof.Type, first uint64, b []byte) error {
+			if first == 0 && t == hprof.Byte && images[id] {
+				g.pixFormat[id], _ = pngFormat(b)
+			}
 			if id == g.pixNatives && t == hprof.Long {
 				for i := 0; i+8 <= len(b); i += 8 {
 					natives = append(natives, binary.BigEndian.Uint64(b[i:]))

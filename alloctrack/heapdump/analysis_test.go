@@ -35,16 +35,14 @@ func TestAnalyzeLeaksAndDuplicates(t *testing.T) {
 	if got := steps(frag.Path); got != "java.lang.Object[] (unknown) [0] -> com.example.MyFragment" {
 		t.Errorf("fragment path %q", got)
 	}
-	if len(a.DuplicateStrings) != 2 {
+	// Two Strings sharing one array of "shared" are one copy, not
+	// duplicates (fact 8).
+	if len(a.DuplicateStrings) != 1 {
 		t.Fatalf("duplicate strings %+v", a.DuplicateStrings)
 	}
-	hello, shared := a.DuplicateStrings[0], a.DuplicateStrings[1]
 	// hello: 3 strings (8 bytes each) in 3 arrays (10 bytes each).
-	if hello.Value != "hello" || hello.Copies != 3 || hello.Buffers != 3 || hello.Wasted != 2*10+2*8 {
+	if hello := a.DuplicateStrings[0]; hello.Value != "hello" || hello.Copies != 3 || hello.Buffers != 3 || hello.Wasted != 2*10+2*8 {
 		t.Errorf("hello %+v", hello)
-	}
-	if shared.Value != "shared" || shared.Copies != 2 || shared.Buffers != 1 || shared.Wasted != 8 {
-		t.Errorf("shared %+v", shared)
 	}
 	if len(a.DuplicateBitmaps) != 1 || a.DuplicateBitmaps[0].Value != "10x10" || a.DuplicateBitmaps[0].Wasted != 400+12 {
 		t.Errorf("duplicate bitmaps %+v", a.DuplicateBitmaps)
@@ -120,4 +118,58 @@ func TestLeakPathsNameEachStepsOwnReference(t *testing.T) {
 			t.Errorf("leak 0x%x: path %q, want %q", l.ID, got, want[l.ID])
 		}
 	}
+}
+
+// Android 5's Strings are count chars of their char[] from offset: the
+// text is that range (a substring is the part it names, not its line),
+// two Strings over one range of one array are one copy, and a range that
+// does not fit its array, or a value that is no array, is left out.
+func TestDuplicateStringRanges(t *testing.T) {
+	b := hproftest.NewBuilder("JAVA PROFILE 1.0.3")
+	const cObject, cString, cArray = 0x100, 0x101, 0x102
+	in := hprof.Int
+	b.Class(cObject, 0, "java.lang.Object", nil, nil)
+	b.Class(cString, cObject, "java.lang.String", []hproftest.Field{{Name: "value", Type: hprof.Object}, {Name: "count", Type: in}, {Name: "hashCode", Type: in}, {Name: "offset", Type: in}}, nil)
+	b.Class(cArray, cObject, "java.lang.Object[]", nil, nil)
+	b.HeapInfo('A', "app")
+	b.PrimitiveArray(0x1000, hprof.Char, 12, utf16be("k=hello;help"))
+	b.PrimitiveArray(0x1001, hprof.Char, 5, utf16be("hello"))
+	b.PrimitiveArray(0x1002, hprof.Char, 7, utf16be("x=help;"))
+	// value, count, hashCode, offset
+	b.Instance(0x2000, cString, 0x1000, 5, 0, 2) // "hello" cut from the line
+	b.Instance(0x2001, cString, 0x1000, 5, 0, 2) // the same range again: one copy
+	b.Instance(0x2002, cString, 0x1001, 5, 0, 0) // "hello" of its own
+	b.Instance(0x2003, cString, 0x1000, 4, 0, 8) // "help"
+	b.Instance(0x2004, cString, 0x1002, 4, 0, 2) // "help" again
+	b.Instance(0x2005, cString, 0x1002, 9, 0, 2) // past the array's end
+	b.Instance(0x2006, cString, 0x1001, 5, 0, 0) // shares 0x2002's array
+	b.Instance(0x2007, cString, cArray, 5, 0, 0) // a class for its value
+	b.Instance(0x2008, cString, cArray, 5, 0, 0)
+	b.ObjectArray(0x3000, cArray, 0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005, 0x2006, 0x2007, 0x2008)
+	b.Root(hprof.RootUnknown, 0x3000)
+	r := bytes.NewReader(b.Bytes())
+	g, err := ReadGraph(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := g.Analyze(r, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Duplicate{}
+	for _, d := range a.DuplicateStrings {
+		got[d.Value] = d
+	}
+	hello, help := got["hello"], got["help"]
+	if len(got) != 2 || hello.Copies != 2 || hello.Buffers != 2 || hello.BufferBytes != 10 || help.Copies != 2 || help.BufferBytes != 8 {
+		t.Errorf("duplicate strings %+v; want hello and help, 2 copies each", a.DuplicateStrings)
+	}
+}
+
+func utf16be(s string) []byte {
+	var b []byte
+	for _, r := range s {
+		b = append(b, byte(r>>8), byte(r))
+	}
+	return b
 }

@@ -62,6 +62,9 @@ type Graph struct {
 	watches map[uint64]*watch // by class id
 	watched []watchedObj
 	hashes  map[int32]uint64
+	// rangeHash is the hash of each String's characters that are part of
+	// their array (Android 5), once Analyze has read them.
+	rangeHash map[strRange]uint64
 
 	// Android 15's Bitmap pixels (see findDumpData): the DumpData's id,
 	// its natives and buffers arrays and count, and native pointer ->
@@ -69,6 +72,12 @@ type Graph struct {
 	dumpData, pixNatives, pixBuffers uint64
 	pixCount                         int
 	pixels                           map[uint64]uint64
+	// leftOut is Bitmap.dumpData's objects (left out of every count: see
+	// leaveOutDumpData) and their sizes; pixFormat the pixel format each
+	// compressed image tells, by its id.
+	leftOut      map[int32]uint64
+	leftOutBytes uint64
+	pixFormat    map[uint64]pixelFormat
 }
 
 // kindKey is what a histogram row counts: a class, or a primitive array
@@ -173,6 +182,9 @@ func ReadGraph(r io.ReadSeeker) (*Graph, error) {
 		return nil, err
 	}
 	g.index()
+	if err := g.appImage(); err != nil {
+		return nil, err
+	}
 	runtime.GC() // the first read's outgrown slices
 	g.rootTag = map[int32]byte{}
 	rootIDs := make([]uint64, 0, len(roots))
@@ -192,8 +204,47 @@ func ReadGraph(r io.ReadSeeker) (*Graph, error) {
 	if g.succ, g.off, err = g.references(r, rootIDs); err != nil {
 		return nil, err
 	}
+	g.leaveOutDumpData()
 	g.dominators(g.succ, g.off)
 	return g, nil
+}
+
+// appImage counts in the app heap what Android 7.0 and 7.1 write in heap
+// 'I' for the app's own image (fact 6 in docs/heapdumps.md): the classes
+// a class loader defined (the boot image's have none) and their overhead
+// arrays. The image's other objects (its Strings) cannot be told from the
+// boot image's and stay there.
+func (g *Graph) appImage() error {
+	img, app := slices.Index(g.heaps, 'I'), slices.Index(g.heaps, 'A')
+	if img < 0 {
+		return nil
+	}
+	for n := 1; n < len(g.ids); n++ {
+		l := g.layout[g.ids[n]]
+		if g.kind[n] >= 0 || int(g.heap[n]) != img || l == nil || l.loader == 0 {
+			continue
+		}
+		if app < 0 {
+			if len(g.heaps) == 255 {
+				return fmt.Errorf("hprof: more than 255 heaps")
+			}
+			app = len(g.heaps)
+			g.heaps = append(g.heaps, 'A')
+		}
+		g.heap[n] = uint8(app)
+		for _, st := range l.named {
+			if m := g.lookup(st.value); m > 0 && int(g.heap[m]) == img && overheadStatic(st.name) {
+				g.heap[m] = uint8(app)
+			}
+		}
+	}
+	return nil
+}
+
+// overheadStatic tells whether a static is ART's fake one for a class's
+// overhead array.
+func overheadStatic(name string) bool {
+	return name == "$classOverhead" || name == "$staticOverhead"
 }
 
 // index sorts the nodes by id.
@@ -575,6 +626,9 @@ func (g *Graph) Histogram() *Histogram {
 		}
 	}
 	kindOf := func(n int32) int32 {
+		if _, out := g.leftOut[n]; out {
+			return -1
+		}
 		if n > 0 && g.kind[n] < 0 {
 			return classKind
 		}
@@ -593,8 +647,11 @@ func (g *Graph) Histogram() *Histogram {
 		}
 		return c
 	}
-	h := &Histogram{Header: g.Header, Retained: true}
+	h := &Histogram{Header: g.Header, Retained: true, LeftOut: uint64(len(g.leftOut)), LeftOutBytes: g.leftOutBytes}
 	for n := 1; n < len(g.ids); n++ {
+		if _, out := g.leftOut[int32(n)]; out {
+			continue
+		}
 		c := row(int32(n))
 		c.Instances++
 		c.Bytes += g.size[n]

@@ -39,6 +39,10 @@ type Histogram struct {
 	// their bytes.
 	Retained                      bool
 	Unreachable, UnreachableBytes uint64
+	// LeftOut counts the objects the dump made for itself and that no
+	// count includes (Android 15's Bitmap.dumpData, from am dumpheap
+	// -b), and their bytes; set only in a Graph's histogram.
+	LeftOut, LeftOutBytes uint64
 }
 
 // heapName names Android's heap ids.

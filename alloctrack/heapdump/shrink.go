@@ -3,6 +3,8 @@ package heapdump
 import (
 	"encoding/binary"
 	"io"
+	"maps"
+	"slices"
 
 	"github.com/alloctrack/alloctrack/ddms/hprof"
 )
@@ -65,7 +67,7 @@ func (g *Graph) Shrink(r io.ReadSeeker, w io.Writer) (*ShrinkStats, error) {
 		keep[arr] = true
 	}
 	// Android 15's compressed pixels (Bitmap.dumpData) are kept, every
-	// one: they are not deduplicated.
+	// one (they are not deduplicated), and so are its natives.
 	if g.pixNatives != 0 {
 		if _, err := r.Seek(0, io.SeekStart); err != nil {
 			return nil, err
@@ -73,8 +75,8 @@ func (g *Graph) Shrink(r io.ReadSeeker, w io.Writer) (*ShrinkStats, error) {
 		if err := g.readPixels(r); err != nil {
 			return nil, err
 		}
-		for _, id := range g.pixels {
-			if n := g.lookup(id); n > 0 {
+		for _, id := range append(slices.Collect(maps.Values(g.pixels)), g.pixNatives) {
+			if n := g.lookup(id); n > 0 { // the images, and what pairs them with Bitmaps
 				keep[n] = true
 			}
 		}

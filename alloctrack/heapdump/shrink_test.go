@@ -39,7 +39,7 @@ func TestShrink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(a.Leaks) != 2 || len(a.DuplicateStrings) != 2 || a.DuplicateStrings[0].Value != "hello" || len(a.DuplicateBitmaps) != 1 || a.DuplicateBitmaps[0].Buffers != 1 {
+	if len(a.Leaks) != 2 || len(a.DuplicateStrings) != 1 || a.DuplicateStrings[0].Value != "hello" || len(a.DuplicateBitmaps) != 1 || a.DuplicateBitmaps[0].Buffers != 1 {
 		t.Errorf("leaks %d, strings %+v, bitmaps %+v", len(a.Leaks), a.DuplicateStrings, a.DuplicateBitmaps)
 	}
 	// Both Bitmaps now share the kept buffer.

@@ -36,3 +36,30 @@ func TestHeapprofdTraceConfig(t *testing.T) {
 		t.Errorf("session %+v", cfg)
 	}
 }
+
+// TestHeapprofdDumpInterval: a test run dumps more often than it reads;
+// the dump interval is the window's by default and at least 100 ms.
+func TestHeapprofdDumpInterval(t *testing.T) {
+	for _, tt := range []struct {
+		window, dump     time.Duration
+		wantMS, wantPhMS uint32
+	}{
+		{time.Second, 0, 1000, 1000},
+		{time.Second, 250 * time.Millisecond, 250, 250},
+		{5 * time.Second, 2 * time.Second, 2000, 1000},
+		{time.Second, 10 * time.Millisecond, 100, 100},
+	} {
+		s := &Session{Window: tt.window, Config: Config{DumpInterval: tt.dump}}
+		s.Config.Fill(s.Window)
+		cfg, err := perfetto.ParseHeapprofdSession(s.traceConfig().Marshal())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.DumpIntervalMS != tt.wantMS || cfg.DumpPhaseMS != tt.wantPhMS {
+			t.Errorf("window %v, dump interval %v: dump_interval_ms %d, dump_phase_ms %d; want %d, %d", tt.window, tt.dump, cfg.DumpIntervalMS, cfg.DumpPhaseMS, tt.wantMS, tt.wantPhMS)
+		}
+		if want := uint32(tt.window.Milliseconds() / 4); cfg.FileWritePeriodMS != want {
+			t.Errorf("window %v: file_write_period_ms %d, want %d (the read's, not the dump's)", tt.window, cfg.FileWritePeriodMS, want)
+		}
+	}
+}

@@ -71,6 +71,18 @@ type Config struct {
 	// ReadLimit bounds what one command reads of the trace file (default
 	// TraceReadLimit): a window's growth is read in pieces of this size.
 	ReadLimit int
+	// DumpInterval is how often heapprofd dumps (default: the session's
+	// Window; at least 100 ms). A test run dumps often (250 ms, say) to
+	// place allocations in time, and may read less often (Window).
+	DumpInterval time.Duration
+	// Silence, if set, ends a session early once it has run this long and
+	// some target has sent no sample in it (and its check is due): only a
+	// stop makes heapprofd say whether another session holds a process
+	// (rejected_concurrent), and the stop tells a held app from an idle
+	// one. A target's next check waits Silence, then twice as long after
+	// each check that found it silent again, up to Rotate. Zero (the
+	// default, and captures') never ends a session for that.
+	Silence time.Duration
 }
 
 // Fill sets every unset field to its default.
@@ -105,6 +117,10 @@ func (c *Config) Fill(window time.Duration) {
 	if c.ReadLimit <= 0 {
 		c.ReadLimit = TraceReadLimit
 	}
+	if c.DumpInterval <= 0 {
+		c.DumpInterval = window
+	}
+	c.DumpInterval = max(c.DumpInterval, 100*time.Millisecond)
 }
 
 // Target is one app a session samples: where its dumps are
@@ -121,6 +137,10 @@ type Target struct {
 	rejected    bool // this session's stop said another session held it
 	wasRejected bool // the last session's did
 	warned      bool
+	// checkAt is when a session may next end to learn why the target is
+	// silent; checkWait the wait after the next check (Config.Silence).
+	checkAt   time.Time
+	checkWait time.Duration
 }
 
 // Session samples the Java heap of some processes of one device
@@ -160,6 +180,13 @@ type Session struct {
 	// processes to profile changed).
 	Restart <-chan struct{}
 
+	// OnDump, if set, gets each Java heap dump of a process that Resolve
+	// gave a target, once counted: its sampled window and the device time
+	// it covers, (from, to], in the device's REALTIME (the clock of
+	// logcat's stamps; see DumpTimes). w is the window the target's
+	// counters took: read it during the call, change nothing in it.
+	OnDump func(pid int, w *alloctrack.Window, from, to time.Time)
+
 	// Raw, if set, gets every trace byte read, in order (a capture's
 	// trace file).
 	Raw io.Writer
@@ -173,14 +200,50 @@ type Session struct {
 	dec      *perfetto.Decoder
 	targets  map[uint64]*Target
 	all      []*Target
-	boot     time.Time // the device's boot, in local time (zero: unknown)
-	idleRead int       // windows without file growth
-	ended    bool      // a profile ended: a new session is due
+	boot     time.Time            // the device's boot, in local time (zero: unknown)
+	lastTo   map[uint64]time.Time // per pid: the end of its last dump (REALTIME)
+	noReal   bool                 // warned of a trace without REALTIME
+	idleRead int                  // windows without file growth
+	ended    bool                 // a profile ended: a new session is due
+	began    time.Time            // perfetto started
 }
 
 // Rejected tells whether heapprofd said, when the session stopped, that
 // another session held the target's process all along.
 func (t *Target) Rejected() bool { return t.rejected }
+
+// silent names the targets whose check is due at now: the session has
+// run Config.Silence and they sent no sample in it. Their state can be
+// learnt only from the session's stop (docs/heapprofd-devices.md fact 14).
+func (s *Session) silent(now time.Time) (names []string) {
+	if s.Config.Silence <= 0 || now.Sub(s.began) < s.Config.Silence {
+		return nil
+	}
+	for _, t := range s.all {
+		if t.dumps == 0 && !now.Before(t.checkAt) {
+			names = append(names, t.Stats.Snapshot().Package)
+		}
+	}
+	return names
+}
+
+// checked takes what a finished stop said of t: a target silent through
+// the session waits longer before its next check (Silence, doubling, at
+// most Rotate), held or idle alike. One that sent samples may be checked
+// in the next session it is silent through, and its wait does not start
+// over: an app that allocates now and then ends few sessions.
+func (s *Session) checked(t *Target, now time.Time) {
+	if s.Config.Silence <= 0 {
+		return
+	}
+	if t.dumps > 0 {
+		t.checkAt = time.Time{}
+		return
+	}
+	wait := max(t.checkWait, s.Config.Silence)
+	t.checkAt = now.Add(wait)
+	t.checkWait = min(2*wait, max(s.Config.Rotate, s.Config.Silence))
+}
 
 // Run runs the session and always stops what it started. It returns nil
 // when ctx ended, Restart fired, the session rotated or a profile ended,
@@ -191,6 +254,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 		s.Log = zap.NewNop()
 	}
 	s.targets = map[uint64]*Target{}
+	s.lastTo = map[uint64]time.Time{}
 	s.all = slices.Clone(s.Targets)
 	for _, t := range s.all {
 		// A rejection is told only when a session stops: until this one
@@ -199,7 +263,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 		t.Stats.Update(func(st *alloctrack.AppStatus) {
 			st.Backend = alloctrack.BackendHeapprofd
 			st.Heapprofd.Sessions++
-			if st.State != alloctrack.StateTracking && st.State != alloctrack.StateRejected {
+			if st.State != alloctrack.StateTracking && st.State != alloctrack.StateHeld {
 				st.State, st.Since, st.Tracking = alloctrack.StateStarting, time.Now(), false
 			}
 		})
@@ -252,6 +316,10 @@ func (s *Session) Run(ctx context.Context) (err error) {
 		if s.ended {
 			return nil
 		}
+		if silent := s.silent(time.Now()); len(silent) > 0 {
+			s.Log.Info("ending the heapprofd session early: some apps sent no sample in it, and only its stop says whether another heapprofd session holds them", zap.Strings("packages", silent), zap.Duration("silence", s.Config.Silence))
+			return nil
+		}
 		alive, err := s.alive(ctx)
 		switch {
 		case ctx.Err() != nil:
@@ -281,6 +349,7 @@ func (s *Session) Run(ctx context.Context) (err error) {
 // traceConfig is the session's TraceConfig.
 func (s *Session) traceConfig() *perfetto.HeapprofdSession {
 	window := uint32(max(s.Window.Milliseconds(), 100))
+	dump := uint32(s.Config.DumpInterval.Milliseconds())
 	cfg := &perfetto.HeapprofdSession{
 		BufferKB:      s.Config.BufferKB,
 		WriteIntoFile: true,
@@ -297,8 +366,8 @@ func (s *Session) traceConfig() *perfetto.HeapprofdSession {
 		SamplingInterval:     s.Config.SamplingInterval,
 		ProcessCmdlines:      s.Processes,
 		Heaps:                []string{perfetto.ArtHeap},
-		DumpPhaseMS:          min(1000, window),
-		DumpIntervalMS:       window,
+		DumpPhaseMS:          min(1000, dump),
+		DumpIntervalMS:       dump,
 		ShmemSize:            8 << 20,
 		BlockClient:          true,
 		BlockClientTimeoutUS: uint32(min(s.Config.BlockClientTimeout, time.Duration(math.MaxUint32)*time.Microsecond).Microseconds()),
@@ -367,6 +436,7 @@ func (s *Session) start(ctx context.Context) error {
 		}
 	}
 	s.dec = perfetto.NewDecoder(&s.feed, &perfetto.Options{Follow: true})
+	s.began = time.Now()
 	s.Log.Info("heapprofd session started", s.startFields()...)
 	return nil
 }
@@ -594,6 +664,9 @@ func (s *Session) count(t *Target, d *perfetto.Dump, traceBytes int) {
 		if t.Window != nil {
 			t.Window(w)
 		}
+		if s.OnDump != nil {
+			s.dumped(d, w)
+		}
 	}
 	CountDump(t.Stats, d, traceBytes)
 	if t.dumps == 0 {
@@ -638,6 +711,54 @@ func (s *Session) dumpTime(d *perfetto.Dump, last, now time.Time) time.Time {
 	return at
 }
 
+// dumped gives a dump to OnDump with its device times.
+func (s *Session) dumped(d *perfetto.Dump, w *alloctrack.Window) {
+	from, to, ok := DumpTimes(d, s.lastTo[d.PID], s.Config.DumpInterval)
+	if !ok {
+		// No REALTIME in the trace (clock snapshots turned off): the
+		// host's estimate, off by the host's and device's clocks'
+		// difference.
+		if !s.noReal {
+			s.noReal = true
+			s.Log.Warn("the trace has no REALTIME clock snapshot: dumps are placed in time by the host's clock, off by the difference between the host's and the device's clocks", zap.Uint64("pid", d.PID))
+		}
+		from, to = w.Start, w.End
+	}
+	s.lastTo[d.PID] = to
+	s.OnDump(int(d.PID), w, from, to)
+}
+
+// DumpTimes is the device time a dump of a process covers, (from, to], in
+// REALTIME: its samples were taken in it. heapprofd ends a dump's window at
+// its newest sample's time and starts it where the process's last dump
+// ended (heapprofd_producer.cc DumpProcessState), in
+// CLOCK_MONOTONIC_COARSE; the trace's clock snapshots give it in REALTIME
+// (perfetto.Dump.RealTimestamp). prev is to of the process's last dump in
+// the same session (zero for its first): producers older than perfetto
+// v58 do not write the window's start. A process's first dump then holds
+// the samples committed since the dump round before it, one interval (and
+// that round's own length) before this dump was written: from is the
+// dump's packet time less interval.
+// ok is false when the trace relates no snapshot to REALTIME.
+func DumpTimes(d *perfetto.Dump, prev time.Time, interval time.Duration) (from, to time.Time, ok bool) {
+	if !d.HasRealTime {
+		return time.Time{}, time.Time{}, false
+	}
+	to = time.Unix(0, int64(d.RealTimestamp))
+	switch {
+	case d.StartTimestamp != 0:
+		from = time.Unix(0, int64(d.RealStartTimestamp))
+	case !prev.IsZero():
+		from = prev
+	default:
+		from = time.Unix(0, int64(d.RealPacketTimestamp)).Add(-interval)
+	}
+	if from.After(to) {
+		from = to
+	}
+	return from, to, true
+}
+
 // stop ends perfetto with SIGTERM (heapprofd writes a last dump), waits
 // until its process is gone, then reads and counts the rest of the file
 // and removes it. A perfetto still there after the stop timeout keeps its
@@ -655,16 +776,18 @@ func (s *Session) stop(ctx context.Context) error {
 	if _, err := s.read(ctx); err != nil {
 		rerr = err
 	}
+	now := time.Now()
 	for _, t := range s.all {
 		switch {
 		case t.rejected:
 			t.Stats.CountError(alloctrack.StageRejected)
-			t.Stats.SetState(alloctrack.StateRejected)
+			t.Stats.SetState(alloctrack.StateHeld)
 		case t.wasRejected && t.dumps == 0 && s.dec.Stats().ProfilePackets > 0:
 			// The other profiler let go; the app was idle since.
 			t.wasRejected = false
 			t.Stats.SetState(alloctrack.StateTracking)
 		}
+		s.checked(t, now)
 	}
 	if err := s.rmFile(ctx); err != nil {
 		return errors.Join(rerr, err)

@@ -503,3 +503,60 @@ func TestHeapprofdSessionReadsInPieces(t *testing.T) {
 		}
 	}
 }
+
+// TestHeapprofdSessionEndsForSilentApps: heapprofd says that another
+// session holds a process only when a session stops (fact 14), so a
+// session with Config.Silence ends once some app has sent no sample in
+// it for that long: its stop shows the app a foreign session holds held
+// (and counts rejected-concurrent), the idle app stays tracking, the busy
+// one counts on. The next session ends for them again only once their
+// check is due. The foreign session and its file are not touched.
+func TestHeapprofdSessionEndsForSilentApps(t *testing.T) {
+	h := newHPDevice(t, 33, 3, 3000, nil)
+	vms := h.dev.VMs()
+	vms[1].Pause(true) // idle
+	foreign, err := h.dev.StartForeignSession("studio.perfetto-trace", 4096, vms[2].PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, byPID := h.session(200 * time.Millisecond)
+	s.Config.Silence = time.Second
+	busy, idle, held := byPID[vms[0].PID()], byPID[vms[1].PID()], byPID[vms[2].PID()]
+	for i := range 2 {
+		s := &heapprofd.Session{Serial: s.Serial, API: s.API, Exec: s.Exec, Window: s.Window, Config: s.Config,
+			Processes: s.Processes, Targets: s.Targets, Resolve: s.Resolve}
+		done := make(chan error, 1)
+		go func() { done <- s.Run(context.Background()) }()
+		var err error
+		testwait.Until(t, 10*time.Millisecond, fmt.Sprintf("session %d ended for its silent apps", i+1), func() (bool, string) {
+			select {
+			case err = <-done:
+				return true, ""
+			default:
+				return false, "running"
+			}
+		})
+		if err != nil {
+			t.Fatalf("session %d: %v", i+1, err)
+		}
+		if st := held.Stats.Snapshot(); st.State != alloctrack.StateHeld || st.Errors[alloctrack.StageRejected] != uint64(i+1) {
+			t.Errorf("session %d: the app another session holds is %s with %d rejections, want held", i+1, st.State, st.Errors[alloctrack.StageRejected])
+		}
+		if st := idle.Stats.Snapshot(); st.State != alloctrack.StateTracking || st.Errors[alloctrack.StageRejected] != 0 {
+			t.Errorf("session %d: the idle app is %s with %d rejections, want tracking", i+1, st.State, st.Errors[alloctrack.StageRejected])
+		}
+		if st := busy.Stats.Snapshot(); st.State != alloctrack.StateTracking || st.Heapprofd.Samples == 0 {
+			t.Errorf("session %d: the busy app is %s with %d samples", i+1, st.State, st.Heapprofd.Samples)
+		}
+	}
+	if n, files := h.leftovers(); n != 0 || len(files) != 0 {
+		t.Errorf("left: %d sessions, files %v", n, files)
+	}
+	live := false
+	for _, p := range h.dev.PerfettoSessions() {
+		live = live || p.PID == foreign
+	}
+	if _, ok := h.dev.TraceFiles()["studio.perfetto-trace"]; !ok || !live {
+		t.Errorf("the foreign session (running %v) or its file (%v) was touched", live, ok)
+	}
+}

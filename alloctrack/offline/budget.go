@@ -57,6 +57,9 @@ type Budget struct {
 	Total   *Limits      `yaml:"total"`
 	Classes []BudgetRule `yaml:"classes"`
 	Sites   []BudgetRule `yaml:"sites"`
+	// Tests limit each test of a test run (tests.json) whose name the
+	// rule matches (see MeasureTests).
+	Tests []BudgetRule `yaml:"tests"`
 	// Heap holds the limits on heap dumps (see MeasureDump).
 	Heap *HeapBudget `yaml:"heap"`
 }
@@ -125,8 +128,8 @@ func ParseBudget(name string, data []byte) (*Budget, error) {
 	if err := doc.Decode(&bud); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrBudget, name, err)
 	}
-	if bud.Total == nil && len(bud.Classes) == 0 && len(bud.Sites) == 0 && bud.Heap == nil {
-		return nil, fmt.Errorf("%w: %s: no limits (give total, classes, sites or heap)", ErrBudget, name)
+	if bud.Total == nil && len(bud.Classes) == 0 && len(bud.Sites) == 0 && len(bud.Tests) == 0 && bud.Heap == nil {
+		return nil, fmt.Errorf("%w: %s: no limits (give total, classes, sites, tests or heap)", ErrBudget, name)
 	}
 	if err := bud.Heap.check(name); err != nil {
 		return nil, err
@@ -147,7 +150,7 @@ func ParseBudget(name string, data []byte) (*Budget, error) {
 			return nil, err
 		}
 	}
-	for kind, rules := range map[string][]BudgetRule{"classes": bud.Classes, "sites": bud.Sites} {
+	for kind, rules := range map[string][]BudgetRule{"classes": bud.Classes, "sites": bud.Sites, "tests": bud.Tests} {
 		for i := range rules {
 			r := &rules[i]
 			where := fmt.Sprintf("%s[%d]", kind, i)
@@ -301,11 +304,15 @@ type Measurement struct {
 	Estimated bool
 	// Unmatched is set when the rule's expression matched no name.
 	Unmatched *Unmatched
+	// Partial is set when the measured test is partial (its figures miss
+	// part of it): it may be judged only when the caller allows partial
+	// data.
+	Partial *ShortfallError
 }
 
 // Unmatched says that a rule matched no name of the input.
 type Unmatched struct {
-	Names    string   // what the rule names: "class" or "frame"
+	Names    string   // what the rule names: "class", "frame" or "test"
 	Optional bool     // the rule says it may match nothing
 	Near     []string // names its expression matches in part, not whole
 	Why      string   // why the input cannot match, if known

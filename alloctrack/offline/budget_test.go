@@ -30,7 +30,7 @@ func TestBudgetUnknownKeys(t *testing.T) {
 		{"total:\n  max_allocs: 5\n", `b.yaml: line 2: unknown key "max_allocs" in total; valid keys: max_allocations_per_second, max_bytes_per_second, max_allocations, max_bytes`},
 		{"classes:\n  - match: x\n    maxbytes: 1\n", `line 3: unknown key "maxbytes" in classes[0]; valid keys: match, optional, max_allocations_per_second, max_bytes_per_second, max_allocations, max_bytes`},
 		{"heap:\n  classes: [{match: x, max_instance: 1}]\n", `line 2: unknown key "max_instance" in heap.classes[0]; valid keys: match, heap, optional, max_instances, max_bytes, max_retained_bytes`},
-		{"totals: {max_bytes: 1}\n", `line 1: unknown key "totals" in the budget's top level; valid keys: total, classes, sites, heap`},
+		{"totals: {max_bytes: 1}\n", `line 1: unknown key "totals" in the budget's top level; valid keys: total, classes, sites, tests, heap`},
 		{"total: {max_bytes: abc}\n", `line 1: total.max_bytes must be a whole number of 0 or more, not "abc"`},
 		{"total: {max_bytes: -1}\n", `line 1: total.max_bytes must be a whole number of 0 or more, not "-1"`},
 		{"classes: {match: x}\n", `line 1: classes must be a list of rules`},

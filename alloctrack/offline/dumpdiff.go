@@ -33,6 +33,10 @@ type DumpDiff struct {
 	NewLeaks       int    `json:"new_leaks"`
 	BaseDuplicates uint64 `json:"base_duplicate_bytes"`
 	NewDuplicates  uint64 `json:"new_duplicate_bytes"`
+	// The bytes each dump made for itself, left out of every row
+	// (Android 15's Bitmap.dumpData).
+	BaseLeftOutBytes uint64 `json:"base_left_out_bytes,omitempty"`
+	NewLeftOutBytes  uint64 `json:"new_left_out_bytes,omitempty"`
 }
 
 func dumpCount(c heapdump.ClassCount) DumpCount {
@@ -52,7 +56,8 @@ func wasted(a *heapdump.Analysis) (n uint64) {
 // CompareDumps compares two dumps' analyses. Rows are sorted by growth:
 // retained bytes first, then bytes, then instances.
 func CompareDumps(base, nw *heapdump.Analysis) *DumpDiff {
-	d := &DumpDiff{BaseLeaks: len(base.Leaks), NewLeaks: len(nw.Leaks), BaseDuplicates: wasted(base), NewDuplicates: wasted(nw)}
+	d := &DumpDiff{BaseLeaks: len(base.Leaks), NewLeaks: len(nw.Leaks), BaseDuplicates: wasted(base), NewDuplicates: wasted(nw),
+		BaseLeftOutBytes: base.Histogram.LeftOutBytes, NewLeftOutBytes: nw.Histogram.LeftOutBytes}
 	rows := map[[2]string]*DumpDiffRow{}
 	get := func(c heapdump.ClassCount) *DumpDiffRow {
 		k := [2]string{c.Heap, c.Class}

@@ -26,9 +26,13 @@ type HeapSummary struct {
 	GC          bool      `json:"gc,omitempty"`
 	Bitmaps     string    `json:"bitmaps,omitempty"` // the pixels' format, when the dump holds them (Android 15+)
 
-	Objects          uint64                `json:"objects"`
-	Unreachable      uint64                `json:"unreachable_objects"`
-	UnreachableBytes uint64                `json:"unreachable_bytes"`
+	Objects          uint64 `json:"objects"`
+	Unreachable      uint64 `json:"unreachable_objects"`
+	UnreachableBytes uint64 `json:"unreachable_bytes"`
+	// What the dump made for itself and no count includes (Android 15's
+	// Bitmap.dumpData, with --bitmaps).
+	LeftOutObjects   uint64                `json:"left_out_objects,omitempty"`
+	LeftOutBytes     uint64                `json:"left_out_bytes,omitempty"`
 	TopClasses       []heapdump.ClassCount `json:"top_classes"` // per heap, by retained bytes
 	Leaks            []heapdump.Leak       `json:"leaks"`
 	DuplicateStrings []heapdump.Duplicate  `json:"duplicate_strings"`
@@ -44,7 +48,7 @@ type HeapSummary struct {
 func NewHeapSummary(meta CaptureMeta, a *heapdump.Analysis, top int) *HeapSummary {
 	h := a.Histogram
 	s := &HeapSummary{CaptureMeta: meta, Kind: "heapdump", Objects: h.Objects, Unreachable: h.Unreachable, UnreachableBytes: h.UnreachableBytes,
-		Leaks: a.Leaks, DuplicateStrings: a.DuplicateStrings, DuplicateBitmaps: a.DuplicateBitmaps,
+		LeftOutObjects: h.LeftOut, LeftOutBytes: h.LeftOutBytes, Leaks: a.Leaks, DuplicateStrings: a.DuplicateStrings, DuplicateBitmaps: a.DuplicateBitmaps,
 		DuplicateStringGroups: len(a.DuplicateStrings), DuplicateBitmapGroups: len(a.DuplicateBitmaps)}
 	shown := map[string]int{}
 	for _, c := range h.Classes {

@@ -67,3 +67,9 @@ func (m *NameMatcher) near(names []string) []string {
 	}
 	return out
 }
+
+// Test tells whether m matches a test: its name as the runner gives it,
+// method(pkg.Class), or pkg.Class.method, whole.
+func (m *NameMatcher) Test(name, class, method string) bool {
+	return m.whole.MatchString(name) || (class != "" && method != "" && m.whole.MatchString(class+"."+method))
+}

@@ -111,6 +111,11 @@ type HeapprofdRecorder struct {
 	Log      *zap.Logger
 	// Progress, if set, is called after each dump with the app's stats.
 	Progress func(st *alloctrack.AppStats)
+	// OnDump, if set, gets each of the process's dumps with the device
+	// time it covers, in REALTIME (heapprofd.Session.OnDump), after the
+	// capture took its window. Config.DumpInterval sets how often
+	// heapprofd dumps.
+	OnDump func(pid int, w *alloctrack.Window, from, to time.Time)
 
 	// Stats are the app's, once Record has run; Rejected tells that
 	// another profiler held the process for a whole session.
@@ -161,7 +166,8 @@ func (r *HeapprofdRecorder) Record(ctx context.Context, stop <-chan struct{}, w 
 				}
 				return nil
 			},
-			Raw: raw, Log: r.Log,
+			OnDump: r.OnDump,
+			Raw:    raw, Log: r.Log,
 		}
 		if runErr = s.Run(ctx); runErr != nil {
 			break

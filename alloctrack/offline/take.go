@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/alloctrack/alloctrack/ddms/hprof"
@@ -45,7 +44,17 @@ type DumpRequest struct {
 	// Poll is how often the file's size is checked while an app of
 	// Android 9 or older writes it (am does not wait there).
 	Poll time.Duration
+	// StillLimit is how long, on Android 9 and older, the file may stay
+	// empty, or hold still short of complete, before the dump counts as
+	// failed (DefaultStillLimit when zero).
+	StillLimit time.Duration
 }
+
+// DefaultStillLimit is DumpRequest.StillLimit's default: ART (9 and
+// older) writes a dump record by record once it has measured it, and
+// empties the file when it fails (fact 12), so a file that holds still
+// this long is not being written.
+const DefaultStillLimit = 10 * time.Second
 
 // TakenDump is how a dump went.
 type TakenDump struct {
@@ -81,13 +90,17 @@ func (req DumpRequest) Check() error {
 // TakeHeapDump dumps an app's Java heap with am dumpheap, waits until the
 // file is complete (am waits from Android 10; before, the file's size is
 // polled until it holds still and the dump ends with HEAP DUMP END),
-// pulls it into dst and removes it from the device, whatever happened.
+// pulls it into dst and removes it from the device, whatever happened
+// (also the empty file am leaves from Android 8 when it refuses).
 func TakeHeapDump(ctx context.Context, dev DumpDevice, req DumpRequest, dst *os.File) (*TakenDump, error) {
 	if err := req.Check(); err != nil {
 		return nil, err
 	}
 	if req.Poll <= 0 {
 		req.Poll = 200 * time.Millisecond
+	}
+	if req.StillLimit <= 0 {
+		req.StillLimit = DefaultStillLimit
 	}
 	argv := []string{"am", "dumpheap"}
 	if req.GC {
@@ -105,70 +118,133 @@ func TakeHeapDump(ctx context.Context, dev DumpDevice, req DumpRequest, dst *os.
 	}()
 	start := time.Now()
 	out, errOut, code, err := dev.Exec(ctx, argv...)
-	if err != nil {
+	switch {
+	case err != nil && req.API >= APIDumpheapWait && deadlinePassed(ctx, err):
+		return nil, fmt.Errorf("am dumpheap %d: %w", req.PID, ErrNoDumpDone)
+	case err != nil:
 		return nil, fmt.Errorf("am dumpheap: %w", err)
 	}
-	if msg := amError(out, errOut); code != 0 || msg != "" {
-		return nil, fmt.Errorf("am dumpheap %d %s: exit status %d: %s", req.PID, req.Remote, code, msg)
+	if err := ParseAmDumpheap(out, errOut, code); err != nil {
+		return nil, fmt.Errorf("am dumpheap %d %s: %w", req.PID, req.Remote, err)
 	}
 	t := &TakenDump{}
-	for attempt := 0; ; attempt++ {
-		if req.API < APIDumpheapWait {
-			if err := waitStill(ctx, dev, req.Remote, req.Poll); err != nil {
-				return nil, err
-			}
-		}
-		t.Took = time.Since(start)
-		if _, err := dst.Seek(0, io.SeekStart); err != nil {
-			return nil, err
-		}
-		if err := dst.Truncate(0); err != nil {
-			return nil, err
-		}
-		tail := &tailWriter{}
-		n, err := dev.Pull(ctx, req.Remote, io.MultiWriter(dst, tail))
-		if err != nil {
-			return nil, err
-		}
-		t.Bytes = n
-		if tail.endsDump() {
-			return t, nil
-		}
-		if req.API >= APIDumpheapWait || attempt == 2 {
-			return nil, fmt.Errorf("%s (%d bytes): %w", req.Remote, n, ErrDumpIncomplete)
-		}
+	if req.API < APIDumpheapWait {
+		t.Bytes, err = pollAndPull(ctx, dev, req, dst)
+	} else {
+		t.Bytes, err = pullWaited(ctx, dev, req.Remote, dst)
 	}
+	if err != nil {
+		return nil, err
+	}
+	t.Took = time.Since(start)
+	return t, nil
 }
 
-// amError returns what am printed about a failure: an exception or an
-// error line (am's exit status is not always set).
-func amError(out, errOut []byte) string {
-	for _, b := range [][]byte{errOut, out} {
-		s := strings.TrimSpace(string(b))
-		if strings.Contains(s, "Exception") || strings.HasPrefix(s, "Error") || strings.Contains(s, "\nError") {
-			return s
-		}
-	}
-	return ""
+// deadlinePassed reports whether err came of ctx's deadline (a socket's
+// deadline set from it may fire before the context's own timer).
+func deadlinePassed(ctx context.Context, err error) bool {
+	dl, ok := ctx.Deadline()
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) || ok && !time.Now().Before(dl)
 }
 
-// waitStill polls a file's size until it is not empty and two polls in a
-// row see the same size.
-func waitStill(ctx context.Context, dev DumpDevice, path string, poll time.Duration) error {
-	last := int64(-1)
+// pullWaited pulls the dump am waited for (Android 10 and later): it is
+// whole, or the dump failed.
+func pullWaited(ctx context.Context, dev DumpDevice, path string, dst *os.File) (int64, error) {
+	n, complete, err := pull(ctx, dev, path, dst)
+	switch {
+	case err != nil:
+		return 0, err
+	case n == 0:
+		return 0, fmt.Errorf("%s is empty: %w", path, ErrDumpEmpty)
+	case !complete:
+		return 0, fmt.Errorf("%s (%d bytes): %w", path, n, ErrDumpIncomplete)
+	}
+	return n, nil
+}
+
+// pollAndPull waits for the dump an app of Android 9 or older writes
+// after am returned, and pulls it: until the file holds still, then again
+// whenever the pulled copy is incomplete or the file grew during the pull
+// (fact 12: ART writes it record by record, and empties it when it fails).
+func pollAndPull(ctx context.Context, dev DumpDevice, req DumpRequest, dst *os.File) (int64, error) {
+	p := &dumpPoll{dev: dev, path: req.Remote, poll: req.Poll, limit: req.StillLimit}
+	var from int64
 	for {
-		size, ok, err := dev.Stat(ctx, path)
+		if _, err := p.waitSize(ctx, from); err != nil {
+			return 0, err
+		}
+		n, complete, err := pull(ctx, dev, req.Remote, dst)
 		if err != nil {
-			return err
+			return 0, err
 		}
-		if ok && size > 0 && size == last {
-			return nil
+		after, _, err := dev.Stat(ctx, req.Remote)
+		if err != nil {
+			return 0, err
 		}
-		last = size
+		if complete && after == n {
+			return n, nil
+		}
+		from = n // wait for the file to differ from what was pulled
+	}
+}
+
+// pull copies path into dst from its start and says whether the copy
+// ends with HEAP DUMP END.
+func pull(ctx context.Context, dev DumpDevice, path string, dst *os.File) (int64, bool, error) {
+	if _, err := dst.Seek(0, io.SeekStart); err != nil {
+		return 0, false, err
+	}
+	if err := dst.Truncate(0); err != nil {
+		return 0, false, err
+	}
+	tail := &tailWriter{}
+	n, err := dev.Pull(ctx, path, io.MultiWriter(dst, tail))
+	return n, tail.endsDump(), err
+}
+
+// dumpPoll watches the size of the file an app of Android 9 or older
+// writes its dump to.
+type dumpPoll struct {
+	dev         DumpDevice
+	path        string
+	poll, limit time.Duration
+	grew        bool // the file was seen with bytes in it
+}
+
+// waitSize polls the file until two polls in a row agree on a size that
+// is neither 0 nor from. It fails when the file goes back to 0 bytes
+// after it had some (ART empties the file of a failed dump), when it
+// stays empty for the limit (the dump failed, or the app's main thread,
+// which writes it, is blocked), and when it holds still at from for the
+// limit (the app stopped writing: it died).
+func (p *dumpPoll) waitSize(ctx context.Context, from int64) (int64, error) {
+	last, since := int64(-1), time.Now()
+	for {
+		size, ok, err := p.dev.Stat(ctx, p.path)
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			size = 0
+		}
+		switch {
+		case size == 0 && p.grew:
+			return 0, fmt.Errorf("%s went back to 0 bytes: %w", p.path, ErrDumpEmpty)
+		case size > 0 && size != from && size == last:
+			return size, nil
+		case size != last:
+			last, since = size, time.Now()
+		case time.Since(since) < p.limit:
+		case size == 0:
+			return 0, fmt.Errorf("%s stayed empty for %v (the app's main thread, which writes the dump, may be blocked): %w", p.path, p.limit, ErrDumpEmpty)
+		default:
+			return 0, fmt.Errorf("%s stopped at %d bytes for %v (the app may have died while writing it): %w", p.path, size, p.limit, ErrDumpIncomplete)
+		}
+		p.grew = p.grew || size > 0
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s to be written: %w (%d bytes so far)", path, ctx.Err(), max(0, size))
-		case <-time.After(poll):
+			return 0, fmt.Errorf("waiting for %s to be written: %w (%d bytes so far)", p.path, ctx.Err(), max(0, size))
+		case <-time.After(p.poll):
 		}
 	}
 }

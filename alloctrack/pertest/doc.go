@@ -8,8 +8,12 @@
 // threads) holds records whose stacks pass through
 // LogRunListener.testStarted and .testFinished: those records are the
 // boundaries, exactly, and are the runner's own (never a test's).
-// heapprofd (Android 12+): dumps are given to tests by device time; the
-// figures are estimates, with the boundary error stated.
+// heapprofd (Android 12+): dumps are given to tests by device time, in
+// proportion to their overlap; the figures are estimates, with the
+// boundary error (the dump interval) stated.
+//
+// Attributor takes the run as it comes and gives a Run; Write and Read
+// keep a Run as tests.json; StampTime reads logcat's timestamps.
 //
 // The package is pure: no adb, no logging, no metrics. See
 // docs/test-runs.md.

@@ -269,15 +269,38 @@ func lookupWaiting(ctx context.Context, wait time.Duration, lookup func() (strin
 }
 
 // lookupApp finds the device (serial, or the only one attached) and the
-// debuggable app on it (by package, or pid), as capture and heapdump do.
+// debuggable app on it (by package, or pid), as capture does.
 func lookupApp(ctx context.Context, client *adb.Client, addr, wantSerial, pkg string, wantPID int, cfg ddm.Config, stderr io.Writer) (serial, model string, api, pid, code int, msg string) {
 	lookup, lcancel := context.WithTimeout(ctx, 2*cfg.RequestTimeout)
 	defer lcancel()
+	serial, model, api, code, msg = lookupDevice(lookup, client, addr, wantSerial)
+	if code != exitOK {
+		return "", "", 0, 0, code, msg
+	}
+	// The process: the device's JDWP list says which pids can be tracked;
+	// with --package the shell narrows them to the processes of that name
+	// and each VM's own HELO/APNM name decides.
+	jdwpPIDs, msg := jdwpList(lookup, client, serial)
+	if msg != "" {
+		return "", "", 0, 0, exitFailure, msg
+	}
+	pid = wantPID
+	if pid == 0 {
+		pid, code, msg = findApp(ctx, client, serial, pkg, api, jdwpPIDs, cfg, stderr)
+		return serial, model, api, pid, code, msg
+	}
+	if !slices.Contains(jdwpPIDs, pid) {
+		return "", "", 0, 0, exitFailure, fmt.Sprintf("pid %d on %s is not a debuggable process (not in the device's JDWP list; is the app built debuggable?)", pid, serial)
+	}
+	return serial, model, api, pid, exitOK, ""
+}
 
-	// The device.
+// lookupDevice finds the device (wantSerial, or the only one attached)
+// and its API level. A non-zero code comes with a message.
+func lookupDevice(lookup context.Context, client *adb.Client, addr, wantSerial string) (serial, model string, api, code int, msg string) {
 	devs, err := client.Devices(lookup)
 	if err != nil {
-		return "", "", 0, 0, exitFailure, fmt.Sprintf("listing devices at the adb server %s: %v", addr, err)
+		return "", "", 0, exitFailure, fmt.Sprintf("listing devices at the adb server %s: %v", addr, err)
 	}
 	var serials []string
 	for _, d := range devs {
@@ -291,9 +314,9 @@ func lookupApp(ctx context.Context, client *adb.Client, addr, wantSerial, pkg st
 	case serial == "" && len(devs) == 1:
 		serial, model = devs[0].Serial, devs[0].Model
 	case serial == "":
-		return "", "", 0, 0, exitUsage, fmt.Sprintf("%d devices are attached (%s): choose one with --serial", len(devs), strings.Join(serials, ", "))
+		return "", "", 0, exitUsage, fmt.Sprintf("%d devices are attached (%s): choose one with --serial", len(devs), strings.Join(serials, ", "))
 	case !slices.Contains(serials, serial):
-		return "", "", 0, 0, exitFailure, fmt.Sprintf("no such device %q at the adb server %s (attached: %s)", serial, addr, strings.Join(serials, ", "))
+		return "", "", 0, exitFailure, fmt.Sprintf("no such device %q at the adb server %s (attached: %s)", serial, addr, strings.Join(serials, ", "))
 	}
 	// The API level picks the backend and how the app is asked: a failed
 	// read is no level (it once ran Android 12 with DDM as API 0).
@@ -302,31 +325,25 @@ func lookupApp(ctx context.Context, client *adb.Client, addr, wantSerial, pkg st
 		api, err = strconv.Atoi(v)
 	}
 	if err != nil || api <= 0 {
-		return "", "", 0, 0, exitFailure, fmt.Sprintf("reading the API level of %s (getprop ro.build.version.sdk gave %q): %v; nothing was captured, try again (a slow link: raise --request.timeout)", serial, v, err)
+		return "", "", 0, exitFailure, fmt.Sprintf("reading the API level of %s (getprop ro.build.version.sdk gave %q): %v; nothing was captured, try again (a slow link: raise --request.timeout)", serial, v, err)
 	}
+	return serial, model, api, exitOK, ""
+}
 
-	// The process: the device's JDWP list says which pids can be tracked;
-	// with --package the shell narrows them to the processes of that name
-	// and each VM's own HELO/APNM name decides.
-	var jdwpPIDs []int
+// jdwpList is the device's first JDWP list (track-jdwp), or a message
+// saying why there is none.
+func jdwpList(lookup context.Context, client *adb.Client, serial string) ([]int, string) {
+	var pids []int
 	tctx, tcancel := context.WithCancel(lookup)
 	terr := client.TrackJDWP(tctx, serial, func(p []int) {
-		jdwpPIDs = p
+		pids = p
 		tcancel() // the first list is all we need
 	})
 	tcancel()
-	if jdwpPIDs == nil && lookup.Err() != nil {
-		return "", "", 0, 0, exitFailure, fmt.Sprintf("listing debuggable processes on %s: no answer from the adb server (%v)", serial, terr)
+	if pids == nil && lookup.Err() != nil {
+		return nil, fmt.Sprintf("listing debuggable processes on %s: no answer from the adb server (%v)", serial, terr)
 	}
-	pid = wantPID
-	if pid == 0 {
-		pid, code, msg = findApp(ctx, client, serial, pkg, api, jdwpPIDs, cfg, stderr)
-		return serial, model, api, pid, code, msg
-	}
-	if !slices.Contains(jdwpPIDs, pid) {
-		return "", "", 0, 0, exitFailure, fmt.Sprintf("pid %d on %s is not a debuggable process (not in the device's JDWP list; is the app built debuggable?)", pid, serial)
-	}
-	return serial, model, api, pid, exitOK, ""
+	return pids, ""
 }
 
 // checkCaptureBudget checks the capture in dir against bud (nil: none).

@@ -20,6 +20,7 @@ type diffCmd struct {
 	top    *int
 	every  *uint64
 	gate   *gateFlags
+	by     *string
 }
 
 func newDiffCmd(app *kingpin.Application) *diffCmd {
@@ -28,6 +29,7 @@ func newDiffCmd(app *kingpin.Application) *diffCmd {
 	c.top = c.cmd.Flag("top", "How many classes and sites to list (0: all).").Default("20").Int()
 	c.every = agentRateFlag(c.cmd)
 	c.gate = addGateFlags(c.cmd)
+	c.by = enum(c.cmd.Flag("by", "Compare per class and per site (class), or test by test (test: two test runs, capture directories of alloctrack test or their tests.json; tests added, removed and changed, the largest increase in bytes first)."), "by", "class", "class", "test")
 	c.base = c.cmd.Arg("base", "The baseline: a report file, perfetto trace, tiallocsample agent log, heap dump or capture directory.").Required().String()
 	c.new = c.cmd.Arg("new", "The run to compare: a report file, perfetto trace, tiallocsample agent log, heap dump or capture directory.").Required().String()
 	return c
@@ -50,6 +52,9 @@ func (c *diffCmd) run(stdout, stderr io.Writer) int {
 	if *c.top < 0 {
 		fmt.Fprintf(stderr, "alloctrack diff: --top must not be negative, got %d\n", *c.top)
 		return exitUsage
+	}
+	if *c.by == "test" {
+		return c.diffByTest(stdout, stderr)
 	}
 	switch bd, nd := offline.HeapDumpPath(*c.base), offline.HeapDumpPath(*c.new); {
 	case bd != "" && nd != "":
@@ -153,7 +158,11 @@ func (c *diffCmd) dumps(stdout, stderr io.Writer, base, nw string) int {
 		return exitOK
 	}
 	fmt.Fprintf(w, "base %s (heap dump)\nnew  %s (heap dump)\n", *c.base, *c.new)
-	fmt.Fprintf(w, "leaked Activities and Fragments %d -> %d, bytes wasted by duplicates %d -> %d\n\n", d.BaseLeaks, d.NewLeaks, d.BaseDuplicates, d.NewDuplicates)
+	fmt.Fprintf(w, "leaked Activities and Fragments %d -> %d, bytes wasted by duplicates %d -> %d\n", d.BaseLeaks, d.NewLeaks, d.BaseDuplicates, d.NewDuplicates)
+	if d.BaseLeftOutBytes+d.NewLeftOutBytes > 0 {
+		fmt.Fprintf(w, "left out, made by am dumpheap -b for the dump (Bitmap.dumpData): %d -> %d bytes\n", d.BaseLeftOutBytes, d.NewLeftOutBytes)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%s, largest growth in retained bytes first\n  %8s %10s %10s %12s %12s %12s  %s\n", classes, "heap", "base inst", "new inst", "base retained", "new retained", "change", "class")
 	for _, r := range d.Classes {
 		fmt.Fprintf(w, "  %8s %10d %10d %12d %12d %+12d  %s\n", r.Heap, r.Base.Instances, r.New.Instances, r.Base.Retained, r.New.Retained, r.Change.Retained, r.Class)

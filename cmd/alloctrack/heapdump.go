@@ -20,6 +20,8 @@ type dumpSummary struct {
 	Objects          uint64                `json:"objects"`
 	Unreachable      uint64                `json:"unreachable_objects"`
 	UnreachableBytes uint64                `json:"unreachable_bytes"`
+	LeftOutObjects   uint64                `json:"left_out_objects,omitempty"`
+	LeftOutBytes     uint64                `json:"left_out_bytes,omitempty"`
 	Classes          []heapdump.ClassCount `json:"classes"`
 	Analysis         *heapdump.Analysis    `json:"analysis"`
 	// How many groups of duplicates there are; the analysis lists the
@@ -75,6 +77,7 @@ func (c *reportCmd) heapDump(w *bufio.Writer, stderr io.Writer, name string) int
 		h := a.Histogram
 		sum := dumpSummary{File: name, Version: h.Header.Version, IDSize: h.Header.IDSize, Objects: h.Objects,
 			Unreachable: h.Unreachable, UnreachableBytes: h.UnreachableBytes, Classes: h.Classes, Analysis: a,
+			LeftOutObjects: h.LeftOut, LeftOutBytes: h.LeftOutBytes,
 			DuplicateStringGroups: len(a.DuplicateStrings), DuplicateBitmapGroups: len(a.DuplicateBitmaps)}
 		if *c.top > 0 {
 			a.DuplicateStrings = a.DuplicateStrings[:min(*c.top, len(a.DuplicateStrings))]
@@ -102,6 +105,9 @@ func writeDumpText(w io.Writer, path string, a *heapdump.Analysis, top int) {
 	h := a.Histogram
 	fmt.Fprintf(w, "%s\n  heap dump (%s, %d-byte ids), %d objects in %d classes, %d unreachable (%d bytes)\n", path, h.Header.Version, h.Header.IDSize, h.Objects, len(h.Classes), h.Unreachable, h.UnreachableBytes)
 	fmt.Fprintln(w, "  bytes are the field and element data the dump holds, without object headers; retained: what the class's instances keep alive")
+	if h.LeftOut > 0 {
+		fmt.Fprintf(w, "  left out: %d objects (%d bytes) that am dumpheap -b made for the dump (Bitmap.dumpData), not the app's memory\n", h.LeftOut, h.LeftOutBytes)
+	}
 	perHeap := map[string]int{}
 	for _, c := range h.Classes {
 		perHeap[c.Heap]++
@@ -146,7 +152,11 @@ func writeDumpText(w io.Writer, path string, a *heapdump.Analysis, top int) {
 			fmt.Fprintf(w, "  %8s %8s %12s  %s\n", "copies", "buffers", "wasted", "value")
 		}
 		for _, x := range d.list[:limit(top, len(d.list))] {
-			fmt.Fprintf(w, "  %8d %8d %12d  %q\n", x.Copies, x.Buffers, x.Wasted, x.Value)
+			v := strconv.Quote(x.Value)
+			if x.Config != "" { // Android 15's pixels: wasted by their config
+				v += " " + x.Config
+			}
+			fmt.Fprintf(w, "  %8d %8d %12d  %s\n", x.Copies, x.Buffers, x.Wasted, v)
 		}
 	}
 	if a.Dangling > 0 {

@@ -39,7 +39,7 @@ type heapdumpCmd struct {
 }
 
 func newHeapdumpCmd(app *kingpin.Application) *heapdumpCmd {
-	c := &heapdumpCmd{cmd: app.Command("heapdump", "Take a heap dump of a running debuggable app (am dumpheap, pulled and removed from the device) into a capture directory (heap.hprof and summary.json), or, with --in, shrink an hprof file as Tencent Matrix does or convert an Android dump to the standard format as hprof-conv does.")}
+	c := &heapdumpCmd{cmd: app.Command("heapdump", "Take a heap dump of a running app that is debuggable, or of any app on a userdebug or eng build (am dumpheap, pulled and removed from the device) into a capture directory (heap.hprof and summary.json), or, with --in, shrink an hprof file as Tencent Matrix does or convert an Android dump to the standard format as hprof-conv does.")}
 	f := c.cmd.Flag
 	c.in = f("in", "An hprof file to shrink or convert, instead of taking a dump.").String()
 	c.out = f("out", "Taking a dump: the capture directory to create. With --in: the file to write (not the input).").Short('o').Required().String()
@@ -122,13 +122,15 @@ func (r ctxFile) Read(p []byte) (int, error) {
 func (r ctxFile) Seek(off int64, whence int) (int64, error) { return r.f.Seek(off, whence) }
 
 // adbDumpDevice is a device of an adb server, as TakeHeapDump needs it.
+// Its commands go through shell v2 where the device lists shell_v2, and
+// through shell: before Android 7.0 (adb.Client.Run).
 type adbDumpDevice struct {
 	c      *adb.Client
 	serial string
 }
 
 func (d adbDumpDevice) Exec(ctx context.Context, argv ...string) ([]byte, []byte, int, error) {
-	return d.c.Exec(ctx, d.serial, nil, argv...)
+	return d.c.Run(ctx, d.serial, nil, argv...)
 }
 
 func (d adbDumpDevice) Stat(ctx context.Context, path string) (int64, bool, error) {
@@ -192,7 +194,7 @@ func (c *heapdumpCmd) take(stderr io.Writer) int {
 	}()
 	cfg := ddm.Config{RequestTimeout: *c.reqTimeout}
 	serial, model, api, pid, code, msg := lookupWaiting(ctx, *c.wait, func() (string, string, int, int, int, string) {
-		return lookupApp(ctx, client, addr, *c.serial, *c.pkg, *c.pid, cfg, stderr)
+		return lookupDumpApp(ctx, client, addr, *c.serial, *c.pkg, *c.pid, cfg, stderr)
 	})
 	if code != exitOK {
 		return fail(code, "%s", msg)
@@ -237,7 +239,9 @@ func (c *heapdumpCmd) dumpTo(ctx context.Context, dev offline.DumpDevice, req of
 	start := time.Now()
 	fmt.Fprintf(stderr, "alloctrack heapdump: dumping pid %d on %s (API %d); the app is frozen while it is written\n", meta.PID, meta.Serial, meta.API)
 	taken, err := offline.TakeHeapDump(ctx, dev, req, pulled)
-	if err != nil {
+	if errors.Is(err, offline.ErrNoDumpDone) {
+		return fail(exitFailure, "%s pid %d: %v (--timeout %v)", meta.Serial, meta.PID, err, *c.timeout)
+	} else if err != nil {
 		return fail(exitFailure, "%s pid %d: %v", meta.Serial, meta.PID, err)
 	}
 	sum, a, err := c.analyseAndKeep(pulled, dst, meta, req, taken, stderr)

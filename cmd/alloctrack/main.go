@@ -33,11 +33,15 @@ const (
 	exitBudget       = 3 // over budget
 	exitInsufficient = 4 // an input holds less than a whole run: not judged
 	exitUnmatched    = 5 // a budget rule matched nothing (and is not optional)
+	// exitTestsFailed: a test failed, errored or crashed, or am's run
+	// failed (alloctrack test decides it). Precedence: 4, 6, 3, 5.
+	exitTestsFailed = 6
 )
 
 const exitStatuses = "Exit statuses: 0 ok; 1 runtime failure (a device, a file); 2 bad flags, arguments or budget file; " +
 	"3 over budget; 4 insufficient data: a capture that failed, was interrupted, ran short or holds nothing, not judged " +
-	"(--allow-partial, --allow-empty); 5 a budget rule matched nothing (unless optional: true)."
+	"(--allow-partial, --allow-empty); 5 a budget rule matched nothing (unless optional: true); " +
+	"6 tests failed (a test failed, errored or crashed, or the instrumentation run failed). When several apply: 4, then 6, then 3, then 5."
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))

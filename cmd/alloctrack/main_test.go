@@ -45,6 +45,7 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"report", "--top=abc", "x"}, `--top "abc": not a number`},
 		{[]string{"serve", "--window", "abc"}, `--window "abc": not a duration`},
 		{[]string{"serve", "--heapprofd.max-file-size=12Q"}, `--heapprofd.max-file-size "12Q": not a size`},
+		{[]string{"serve", "--heapprofd.silence=-1s"}, `--heapprofd.silence must not be negative, got -1s`},
 		// Another flag's value ("x") appears inside the error too.
 		{[]string{"capture", "--out", "x", "--duration=3x"}, `--duration "3x": not a duration`},
 	} {

@@ -40,6 +40,7 @@ type reportCmd struct {
 	every  *uint64
 	weight *string
 	gate   *gateFlags
+	by     *string
 	bud    *offline.Budget // read from --budget
 }
 
@@ -62,6 +63,7 @@ func newReportCmd(app *kingpin.Application) *reportCmd {
 	c.budget = c.cmd.Flag("budget", "Check the allocations, or heap dumps (its heap: limits), against a budget file (YAML); exit status 3 if it is exceeded, 4 if an input holds less than a whole run, 5 if a rule matched nothing.").String()
 	c.every = agentRateFlag(c.cmd)
 	c.gate = addGateFlags(c.cmd)
+	c.by = enum(c.cmd.Flag("by", "Summarise per input, or per test (test: each test of a test run, a capture directory of alloctrack test or its tests.json, the most bytes first; with --budget, its tests: rules are judged)."), "by", "input", "input", "test")
 	c.inputs = c.cmd.Arg("input", "Report files, perfetto traces, tiallocsample agent logs, capture directories, or heap dumps (hprof: a class histogram per heap).").Required().Strings()
 	return c
 }
@@ -129,6 +131,13 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
+	if *c.by == "test" {
+		return c.reportByTest(stdout, stderr)
+	}
+	testBud := c.bud // its tests: rules are judged on the inputs' test runs
+	if c.bud != nil && c.bud.HasTestLimits() && !c.bud.HasAllocationLimits() && !c.bud.HasHeapLimits() {
+		c.bud = nil // tests: rules only: the allocations are not judged
+	}
 	bud := c.bud
 	out := stdout
 	if *c.output != "" {
@@ -146,6 +155,12 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 	st := &reportState{all: alloctrack.NewTally(), durationKnown: true}
 	dumps := 0 // heap dumps, reported on their own
 	for _, name := range *c.inputs {
+		if c.isTestsFile(name) {
+			w.Flush()
+			fmt.Fprintf(stderr, "alloctrack report: %s is a test run's %s: report it with --by test, or give its capture directory\n", name, offline.TestsFile)
+			st.status = worse(st.status, exitUsage)
+			continue
+		}
 		if dump := offline.HeapDumpPath(name); dump != "" {
 			dumps++
 			st.status = worse(st.status, c.heapDump(w, stderr, dump))
@@ -183,6 +198,9 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 	}
 	if bud == nil && dumps < len(*c.inputs) && (*c.class != "" || *c.frame != "") && c.emptyTally(all) != nil {
 		fmt.Fprintf(stderr, "alloctrack report: note: --class and --frame kept no allocation (names match whole: see docs/offline.md#matching-names)\n")
+	}
+	if testBud != nil && testBud.HasTestLimits() && (status == exitOK || status == exitBudget || status == exitUnmatched) {
+		status = worse(status, c.judgeTestRuns(stderr, testBud))
 	}
 	// The allocations are judged too when heap dumps were judged (3, 5).
 	if bud == nil || dumps == len(*c.inputs) || (status != exitOK && status != exitBudget && status != exitUnmatched) {
@@ -334,10 +352,10 @@ func (c *reportCmd) judgeAllocations(stderr io.Writer, all *alloctrack.Tally, du
 }
 
 // worse returns the exit status that wins of a and b: a failure or a
-// usage error, then 4 (not judged), 3 (over budget), 5 (a rule matched
-// nothing), 0.
+// usage error, then 4 (not judged), 6 (tests failed), 3 (over budget), 5
+// (a rule matched nothing), 0.
 func worse(a, b int) int {
-	rank := map[int]int{exitOK: 0, exitUnmatched: 1, exitBudget: 2, exitInsufficient: 3, exitFailure: 4, exitUsage: 5}
+	rank := map[int]int{exitOK: 0, exitUnmatched: 1, exitBudget: 2, exitTestsFailed: 3, exitInsufficient: 4, exitFailure: 5, exitUsage: 6}
 	if rank[b] > rank[a] {
 		return b
 	}
@@ -375,7 +393,14 @@ func (c *reportCmd) emptyTally(t *alloctrack.Tally) *offline.ShortfallError {
 // checkBudget prints every violation and returns exitBudget if any.
 func checkBudget(stderr io.Writer, who string, bud *offline.Budget, t *alloctrack.Tally, d time.Duration) int {
 	if !bud.HasAllocationLimits() {
-		fmt.Fprintf(stderr, "%s: the budget limits heap dumps only (heap:), and the inputs are allocations\n", who)
+		what := "heap dumps only (heap:)"
+		switch {
+		case bud.HasTestLimits() && bud.HasHeapLimits():
+			what = "tests and heap dumps only (tests:, heap:)"
+		case bud.HasTestLimits():
+			what = "tests only (tests:)"
+		}
+		fmt.Fprintf(stderr, "%s: the budget limits %s, and the inputs are allocations\n", who, what)
 		return exitUsage
 	}
 	all, err := bud.Measure(t, d)

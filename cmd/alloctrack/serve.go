@@ -68,6 +68,7 @@ type serveCmd struct {
 	turnOffOrphans  *bool
 	shutdownTimeout *time.Duration
 	hpRotate        *time.Duration
+	hpSilence       *time.Duration
 	hpMaxFile       *units.Base2Bytes
 	dumpDir         *string
 	dumpTimeout     *time.Duration
@@ -111,6 +112,7 @@ func newServeCmd(app *kingpin.Application) *serveCmd {
 	c.turnOffOrphans = f("orphans.turn-off", "Turn allocation tracking off in apps the package filters exclude when it was found left on (by an earlier run with wider filters; no VM turns it off when its client leaves). Without it such apps are counted in alloctrack_device_orphaned_trackers and left alone.").Bool()
 	c.shutdownTimeout = f("shutdown.timeout", "On SIGINT/SIGTERM, how long to wait while every app's tracking is turned off. A second signal exits at once.").Default("10s").Duration()
 	c.hpRotate = f("heapprofd.rotate", "How long one perfetto session of a device runs before the next replaces it, which bounds its trace file and heapprofd's own memory on the device. The switch leaves a gap of about one stop and start (see docs/heapprofd-devices.md).").Default("30m").Duration()
+	c.hpSilence = f("heapprofd.silence", "How long an app may send no sample in a device's perfetto session before that session is ended early and the next started: only a session's stop makes heapprofd say that another heapprofd session (Android Studio's, say) holds the app, which is then shown held; an idle app stays tracking. Each app's next such check waits twice as long, up to --heapprofd.rotate. Looked at once a window. 0: never (held apps show only at rotations).").Default("30s").Duration()
 	c.hpMaxFile = f("heapprofd.max-file-size", "Bound of a session's trace file on the device (max_file_size_bytes): the tracing service ends the session there, and the next one starts.").Default("256MiB").Bytes()
 	c.dumpDir = f("heapdump.dir", "Let the web view take heap dumps of apps (a button on each app's page; POST /api/v1/apps/SERIAL/PACKAGE/heapdump) and keep each in a directory here. A dump freezes the app while it is written, so none is taken unless asked; the web config's authentication applies. Off by default.").PlaceHolder("DIR").String()
 	c.dumpNoAuth = f("heapdump.no-auth", "Allow --heapdump.dir without basic auth users in --web.config.file: anyone who reaches the web port may then take heap dumps.").Bool()
@@ -144,6 +146,8 @@ func (c *serveCmd) validate() error {
 		return fmt.Errorf("--devices.max-gone must be at least 1, got %d", *c.maxGone)
 	case *c.hpRotate < *c.session.window:
 		return fmt.Errorf("--heapprofd.rotate must be at least --window (%v), got %v", *c.session.window, *c.hpRotate)
+	case *c.hpSilence < 0:
+		return fmt.Errorf("--heapprofd.silence must not be negative, got %v", *c.hpSilence)
 	case *c.hpMaxFile < 64<<10:
 		return fmt.Errorf("--heapprofd.max-file-size must be at least 64KiB, got %v", *c.hpMaxFile)
 	case *c.reportsFlight < 1:
@@ -422,7 +426,7 @@ func (c *serveCmd) daemonConfig(serials, packages supervisor.Filter) supervisor.
 		Tests:            supervisor.TestsConfig{Follow: *c.testsFollow, Recent: *c.testsRecent},
 		Heapprofd: heapprofd.Config{
 			SamplingInterval: *c.session.hpInterval, StopTimeout: *c.shutdownTimeout,
-			Rotate: *c.hpRotate, MaxFileBytes: uint64(*c.hpMaxFile),
+			Rotate: *c.hpRotate, MaxFileBytes: uint64(*c.hpMaxFile), Silence: *c.hpSilence,
 		},
 	}
 }

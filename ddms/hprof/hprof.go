@@ -25,6 +25,7 @@ import (
 const (
 	TagString          = 0x01
 	TagLoadClass       = 0x02
+	TagStackTrace      = 0x05 // serial, thread serial, frame count, frame ids
 	TagHeapDump        = 0x0C
 	TagHeapDumpSegment = 0x1C
 	TagHeapDumpEnd     = 0x2C

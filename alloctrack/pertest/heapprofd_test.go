@@ -1,0 +1,137 @@
+package pertest
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/instrument"
+)
+
+const interval = 4096
+
+// dump is a heapprofd window with one site per count: counts[i] samples
+// of interval bytes each, estimated as scale allocations per sample.
+func dump(counts ...uint64) *alloctrack.Window {
+	src := &frozen{}
+	w := &alloctrack.Window{Sampling: &alloctrack.Sampling{Interval: interval}, Source: src}
+	for i, n := range counts {
+		c := alloctrack.Count{Allocations: n, Bytes: n * interval}
+		e := alloctrack.Estimate{Allocations: float64(n) * 10, Bytes: float64(n * interval)}
+		w.Sites = append(w.Sites, alloctrack.SiteDelta{Hash: uint64(i + 1), Count: c, Estimated: e})
+		w.Total = w.Total.Plus(c)
+		w.Estimated = w.Estimated.Plus(e)
+		src.infos = append(src.infos, alloctrack.SiteInfo{ID: alloctrack.SiteID(uint64(i + 1)), Heapprofd: true,
+			Frames: []alloctrack.Frame{{Class: "com.example.Work", Method: "f" + string(rune('a'+i)), Line: -1}}})
+	}
+	return w
+}
+
+func newHeapprofd() *Attributor {
+	return New(Config{Package: "com.example", API: 33, Backend: alloctrack.BackendHeapprofd, DumpInterval: 250 * time.Millisecond})
+}
+
+// A dump is split among the tests it overlaps in proportion to the
+// overlap; the rest is between tests; samples add up exactly and the
+// total is the sum of the parts.
+func TestDumpSplitByOverlap(t *testing.T) {
+	a := newHeapprofd()
+	if err := a.Dump(7, dump(8, 3), at(0), at(1000)); err != nil {
+		t.Fatal(err)
+	}
+	a.Event(7, at(250), runnerEv(instrument.TestStarted, nameA))
+	if s := a.Snapshot(); s.Total.SampledAllocations != 0 {
+		t.Errorf("a dump was placed before the lines that bound it were read: %+v", s.Total)
+	}
+	a.Event(7, at(750), runnerEv(instrument.TestFinished, nameA))
+	a.Event(7, at(1000), runnerEv(instrument.TestStarted, nameB))
+	a.Event(7, at(1500), runnerEv(instrument.TestFinished, nameB))
+	_ = a.Dump(7, dump(4), at(1000), at(2000))
+	a.Gone(7)
+	r := a.Finish()
+	ta, tb := test(t, r, nameA), test(t, r, nameB)
+	if ta.SampledAllocations != 6 || tb.SampledAllocations != 2 || r.Between.SampledAllocations != 7 {
+		t.Errorf("samples A %d B %d between %d", ta.SampledAllocations, tb.SampledAllocations, r.Between.SampledAllocations)
+	}
+	if ta.Allocations != 55 || ta.Bytes != 5.5*interval || tb.Allocations != 20 {
+		t.Errorf("A %d, %d; B %d", ta.Allocations, ta.Bytes, tb.Allocations)
+	}
+	if !ta.Estimated || ta.BoundaryErrorSeconds != 0.25 || r.Total.SampledAllocations != 15 || !r.Total.Estimated {
+		t.Errorf("A %+v total %+v", ta, r.Total)
+	}
+	checkSum(t, r)
+	if ta.Partial || tb.Partial || len(ta.TopSites) != 2 {
+		t.Errorf("A %+v B %+v", ta, tb)
+	}
+}
+
+// A test still running when a process is gone takes the rest of the dump
+// and is partial when no dump covered its end.
+func TestDumpOpenTestAndGone(t *testing.T) {
+	a := newHeapprofd()
+	a.Event(7, at(500), runnerEv(instrument.TestStarted, nameA))
+	_ = a.Dump(7, dump(10), at(0), at(1000))
+	a.Gone(7)
+	r := a.Finish()
+	ta := test(t, r, nameA)
+	if ta.SampledAllocations != 5 || !hasNote(ta, "its process was stopped before a dump covered its end") {
+		t.Errorf("A %+v", ta)
+	}
+	checkSum(t, r)
+}
+
+// Dumps with no timed runner line go between tests, said in Problems.
+func TestDumpWithoutTimes(t *testing.T) {
+	a := newHeapprofd()
+	a.Status(status(instrument.Started, 0, nameA))
+	_ = a.Dump(7, dump(3), at(0), at(1000))
+	r := a.Finish()
+	if r.Between.SampledAllocations != 3 || !hasProblem(r, "no runner line with a device time") {
+		t.Errorf("between %+v problems %q", r.Between, r.Problems)
+	}
+	if err := newHeapprofd().Dump(1, dump(1), at(10), at(0)); err == nil {
+		t.Error("a dump ending before it starts was taken")
+	}
+}
+
+// apportion always gives whole numbers adding up to n.
+func TestApportion(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		k := 1 + rng.IntN(5)
+		fr := make([]float64, k)
+		sum := 0.0
+		for i := range fr {
+			fr[i] = rng.Float64()
+			sum += fr[i]
+		}
+		for i := range fr {
+			fr[i] /= sum
+		}
+		n := rng.Uint64N(1 << 40)
+		var got uint64
+		for i, v := range apportion(n, fr) {
+			got += v
+			if d := float64(v) - float64(n)*fr[i]; d > 1 || d < -1 {
+				t.Fatalf("apportion(%d, %v)[%d] = %d", n, fr, i, v)
+			}
+		}
+		if got != n {
+			t.Fatalf("apportion(%d, %v) sums to %d", n, fr, got)
+		}
+	}
+}
+
+// The orchestrator's listing process: its dumps count between tests, with
+// no problem.
+func TestDumpOrchestratorListing(t *testing.T) {
+	a := New(Config{API: 33, Backend: alloctrack.BackendHeapprofd, Orchestrator: true, DumpInterval: time.Second})
+	a.Event(3, at(0), runStarted(2))
+	feedTests(a, 3, 10, nameA, nameB)
+	_ = a.Dump(3, dump(5), at(0), at(1000))
+	r := a.Finish()
+	if len(r.Tests) != 0 || r.Between.SampledAllocations != 5 || hasProblem(r, "no runner line") {
+		t.Errorf("tests %v between %+v problems %q", names(r), r.Between, r.Problems)
+	}
+}
