@@ -218,6 +218,9 @@ type AppTests struct {
 	Recent []TestSummary
 	// Current is the test running now (nil: none).
 	Current *TestSummary
+	// Runs is how many runs of the app are under way: processes that
+	// ran tests and have not ended (their figures may still change).
+	Runs int
 	// Outcomes counts the finished tests by outcome since the daemon
 	// started (pertest's outcome names).
 	Outcomes map[string]uint64

@@ -11,6 +11,9 @@ import (
 type Tests struct {
 	Current *TestRow  `json:"current,omitempty"`
 	Recent  []TestRow `json:"recent"`
+	// Runs is how many runs are under way (processes that ran tests
+	// and have not ended: their tests' figures may still change).
+	Runs int `json:"runs_under_way"`
 	// Outcomes counts the tests that ended since the daemon started, by
 	// outcome; Allocations and Bytes are what was counted inside tests.
 	Outcomes    map[string]uint64 `json:"outcomes"`
@@ -51,7 +54,7 @@ func buildTests(ts *alloctrack.AppTests) *Tests {
 	if !ts.Seen {
 		return nil
 	}
-	out := &Tests{Recent: make([]TestRow, 0, len(ts.Recent)), Outcomes: maps.Clone(ts.Outcomes), Allocations: ts.Allocations, Bytes: ts.Bytes}
+	out := &Tests{Recent: make([]TestRow, 0, len(ts.Recent)), Outcomes: maps.Clone(ts.Outcomes), Allocations: ts.Allocations, Bytes: ts.Bytes, Runs: ts.Runs}
 	if out.Outcomes == nil {
 		out.Outcomes = map[string]uint64{}
 	}

@@ -27,7 +27,7 @@ func testsView(t *testing.T) *web.Handler {
 			{Name: hugeName + "\xff(x.T)", Class: "x.T", Outcome: "failed", PID: 42, Duration: 250 * time.Millisecond, Allocations: 123456, Bytes: 7000000,
 				Partial: true, Notes: []string{"crossed a tracker cycle <b>\xfe"}, Failure: "java.lang.AssertionError: <i>boom</i>"},
 		},
-		Current: &alloctrack.TestSummary{Name: "running(x.T)", Class: "x.T", Outcome: "unfinished", PID: 42, Allocations: 5}}
+		Current: &alloctrack.TestSummary{Name: "running(x.T)", Class: "x.T", Outcome: "unfinished", PID: 42, Allocations: 5}, Runs: 1}
 	h, err := web.New(src, web.Config{Version: "test"})
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +55,7 @@ func TestAppPageTests(t *testing.T) {
 			t.Errorf("GET %s: the tests are not listed newest first, escaped (at %d and %d)", path, i, j)
 		}
 		for _, want := range []string{`id="tests"`, "Running now: <b class=\"name\">running(x.T)</b>", "1.5 s", "123,456", "6.7 MiB", "<b>partial</b> crossed a tracker cycle &lt;b&gt;\uFFFD",
-			"java.lang.AssertionError: &lt;i&gt;boom&lt;/i&gt;", "passed 1", "failed 1"} {
+			"java.lang.AssertionError: &lt;i&gt;boom&lt;/i&gt;", "passed 1", "failed 1", "1 run under way"} {
 			if !strings.Contains(body, want) {
 				t.Errorf("GET %s lacks %q", path, want)
 			}
@@ -68,7 +68,7 @@ func TestAppPageTests(t *testing.T) {
 	}
 	ts := app.Tests
 	if ts == nil || len(ts.Recent) != 2 || ts.Recent[1].Name != hostileTest || ts.Recent[0].DurationSeconds != 0.25 || !ts.Recent[0].Partial ||
-		ts.Current == nil || ts.Current.Name != "running(x.T)" || ts.Outcomes["failed"] != 1 || ts.Bytes != 9000 {
+		ts.Current == nil || ts.Current.Name != "running(x.T)" || ts.Outcomes["failed"] != 1 || ts.Bytes != 9000 || ts.Runs != 1 {
 		t.Fatalf("tests JSON: %+v", ts)
 	}
 	if !utf8.ValidString(ts.Recent[0].Name) {

@@ -107,7 +107,7 @@ func keepLast[T any](s []T, n int) []T {
 func (a *appTests) snapshot() alloctrack.AppTests {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := alloctrack.AppTests{Seen: a.seen, Allocations: a.allocs, Bytes: a.bytes, Outcomes: maps.Clone(a.outcomes)}
+	out := alloctrack.AppTests{Seen: a.seen, Allocations: a.allocs, Bytes: a.bytes, Outcomes: maps.Clone(a.outcomes), Runs: len(a.runs)}
 	if len(a.recent) > 0 {
 		out.Recent = make([]alloctrack.TestSummary, len(a.recent))
 		for i, e := range a.recent {

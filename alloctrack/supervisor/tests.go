@@ -372,32 +372,23 @@ func (f *testFollower) read(ctx context.Context, src LogcatSource, last *instrum
 }
 
 // after tells whether stamp s comes after last (always, when last is
-// unset or either has no time).
+// unset or either names no time).
 func after(s, last instrument.Stamp) bool {
-	if last.Text == "" || s.Text == "" {
-		return true
-	}
 	now := time.Now()
-	return deviceTime(s, now).After(deviceTime(last, now))
+	t, l := deviceTime(s, now), deviceTime(last, now)
+	return t.IsZero() || l.IsZero() || t.After(l)
 }
 
 // deviceTime reads a threadtime stamp: the device's local time, taken as
 // UTC (durations are right; the device's zone is not read), in the year
-// that puts it at most a day after now.
+// that puts it nearest now; zero when it names no time.
 func deviceTime(s instrument.Stamp, now time.Time) time.Time {
 	if s.Text == "" {
 		return time.Time{}
 	}
-	if s.Seconds {
-		return time.Unix(s.Sec, int64(s.Nanos))
-	}
-	year := s.Year
-	if year == 0 {
-		year = now.Year()
-	}
-	t := time.Date(year, time.Month(s.Month), s.Day, s.Hour, s.Min, int(s.Sec), s.Nanos, time.UTC)
-	if s.Year == 0 && t.After(now.Add(24*time.Hour)) {
-		t = t.AddDate(-1, 0, 0) // December's lines read in January
+	t, err := pertest.StampNear(s, now.UTC())
+	if err != nil {
+		return time.Time{}
 	}
 	return t
 }

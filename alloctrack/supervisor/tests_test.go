@@ -193,7 +193,7 @@ func TestDaemonFollowsTests(t *testing.T) {
 	if b := ts.Recent[1]; b.Failure != "java.lang.AssertionError: boom" {
 		t.Errorf("test b's failure %q, want the first line of its trace", b.Failure)
 	}
-	if ts.Allocations < ts.Recent[0].Allocations || ts.Outcomes["passed"] != 1 || ts.Outcomes["failed"] != 1 || !ts.Seen {
+	if ts.Allocations < ts.Recent[0].Allocations || ts.Outcomes["passed"] != 1 || ts.Outcomes["failed"] != 1 || !ts.Seen || ts.Runs != 1 {
 		t.Errorf("app tests %+v", ts)
 	}
 
@@ -219,7 +219,7 @@ func TestDaemonFollowsTests(t *testing.T) {
 		return names(ts.Recent) == "b(com.example.T) failed, c(com.example.T) passed, d(com.example.T) unfinished" && ts.Current == nil
 	})
 	ts = testsOf(r, serial, pkg)
-	if d := ts.Recent[2]; !d.Partial || len(d.Notes) != 1 || ts.Outcomes["unfinished"] != 1 || ts.Outcomes["passed"] != 2 {
+	if d := ts.Recent[2]; !d.Partial || len(d.Notes) != 1 || ts.Outcomes["unfinished"] != 1 || ts.Outcomes["passed"] != 2 || ts.Runs != 0 {
 		t.Errorf("after the process died: %+v", ts)
 	}
 	dv, _ := r.device(serial)
