@@ -35,7 +35,15 @@ func httpGet(t *testing.T, url string) string {
 // partial equal to the simulator's truth) and counts them in
 // alloctrack_tests_total.
 func TestServeRecentTests(t *testing.T) {
-	farm := sim.NewFarm(sim.FarmConfig{Devices: 1, AppsPerDevice: 1, APIs: []int{29}, Workload: sim.DefaultWorkload()})
+	// 19: logcat without -T (its whole buffer first), lines through a
+	// PTY; 29: -T 1.
+	for _, api := range []int{19, 29} {
+		t.Run(fmt.Sprint("API", api), func(t *testing.T) { testServeRecentTests(t, api) })
+	}
+}
+
+func testServeRecentTests(t *testing.T, api int) {
+	farm := sim.NewFarm(sim.FarmConfig{Devices: 1, AppsPerDevice: 1, APIs: []int{api}, Workload: sim.DefaultWorkload()})
 	t.Cleanup(func() { farm.Close() })
 	const serial, pkg = "sim-1", "com.example.app1"
 	suite := sim.SeededSuite(pkg+".test", pkg, sim.SeedSpec{Tests: 6, Seed: 3, FailEvery: 3, OddNames: true})
@@ -118,6 +126,9 @@ func TestServeRecentTests(t *testing.T) {
 	}
 	if strings.Contains(m, "alloctrack_test_info{") {
 		t.Error("alloctrack_test_info after the run ended")
+	}
+	if strings.Contains(m, `stage="logcat"`) {
+		t.Error("the logcat stream ended or failed on a healthy device")
 	}
 }
 
