@@ -46,6 +46,8 @@ type DeviceStatus struct {
 type AppSnapshot struct {
 	AppStatus
 	Counts AppCounts
+	// Tests is what the daemon saw of the app's instrumentation runs.
+	Tests AppTests
 }
 
 // BufferStatus is the memory of the buffers reports are read into, in
@@ -201,3 +203,56 @@ func (h Histogram) clone() Histogram {
 
 // RTTBuckets are the REAL round-trip buckets, in seconds.
 var RTTBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
+// AppTests is what the daemon saw of an app's instrumentation runs
+// (docs/test-runs.md, "In the daemon"): the tests its processes ran, by
+// the runner's logcat lines and the listener's own records in the
+// app's DDM reports.
+type AppTests struct {
+	// Seen: a process of the app logged a runner line, or its report
+	// held the runner's listener.
+	Seen bool
+	// Recent are the last finished tests, oldest first (--tests.recent
+	// at most); the figures of a test of a running process may still
+	// grow until the report holding its end is read.
+	Recent []TestSummary
+	// Current is the test running now (nil: none).
+	Current *TestSummary
+	// Runs is how many runs of the app are under way: processes that
+	// ran tests and have not ended (their figures may still change).
+	Runs int
+	// Outcomes counts the finished tests by outcome since the daemon
+	// started (pertest's outcome names).
+	Outcomes map[string]uint64
+	// Allocations and Bytes are what was counted inside tests (every
+	// test, the running one included) since the daemon started.
+	Allocations, Bytes uint64
+}
+
+// TestSummary is one test as the daemon keeps it: its figures without the
+// tally of every class and site.
+type TestSummary struct {
+	Name, Class, Method string
+	Outcome             string
+	PID                 int
+	// Duration is from the test's started: line to its end, by device
+	// time (0: not known).
+	Duration           time.Duration
+	Allocations, Bytes uint64
+	// Estimated: heapprofd estimates, not exact counts.
+	Estimated bool
+	// Partial: the figures miss part of the test; Notes say why.
+	Partial bool
+	Notes   []string
+	// Failure is the first line of a failure's text, cut to 1 KiB.
+	Failure string
+	// TopClasses are the test's classes by bytes (a few).
+	TopClasses []ClassCount
+	// BoundaryError is how far either boundary may be from the test's
+	// own (0: exact, DDM).
+	BoundaryError time.Duration
+}
+
+// StageLogcat counts, per device, times the logcat stream of the test
+// runner's lines failed or ended (it is started again with backoff).
+const StageLogcat = "logcat"

@@ -1,9 +1,13 @@
 package exporter
 
 import (
+	"strings"
+	"unicode/utf8"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/pertest"
 )
 
 // Namespace prefixes every metric.
@@ -98,6 +102,10 @@ var (
 	descHPTraceBytes     = desc("heapprofd_trace_bytes_total", "Trace bytes of the app's heapprofd sessions read from the device.", app...)
 	descHPBroken         = desc("heapprofd_broken_stack_samples_total", "Samples on stacks that did not unwind, by failure: error (heapprofd's ERROR frame) or unknown (unnamed outermost frame: the Android 12/13 ART unwinding bug).", "serial", "package", "unwind")
 	descSnapshotSeries   = desc("site_series", "Site series currently exported across all apps.")
+	descTestInfo         = desc("test_info", "The test an app runs now, 1 while it runs (one series per app at most; none between tests): test is the name as the runner gives it, method(class), cut to 256 bytes.", "serial", "package", "test", "class")
+	descTests            = desc("tests_total", "Tests of the app's instrumentation runs that ended, by outcome (passed, failed, error, ignored, assumption_failed, crashed, unfinished).", "serial", "package", "outcome")
+	descTestAllocs       = desc("test_allocations_total", "Allocations counted inside the app's tests, between each test's started and finished (the running test's so far included); DDM apps only.", app...)
+	descTestBytes        = desc("test_allocated_bytes_total", "Bytes of the allocations counted inside the app's tests; see alloctrack_test_allocations_total.", app...)
 	descReportBuffers    = desc("report_buffer_bytes", "Memory of the buffers reports are read into, by state (in_use or free), which on Unix are memory maps outside the Go heap (in process_resident_memory_bytes, not go_memstats_*).", "state")
 )
 
@@ -141,6 +149,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		descSnapshotApps, descSnapshotSeries, descReportBuffers,
 		descSiteEstAllocs, descSiteEstBytes, descAppSampledAllocs, descAppSampledBytes, descAppEstAllocs, descAppEstBytes,
 		descHPInterval, descHPSessions, descHPDumps, descHPTraceBytes, descHPBroken,
+		descTestInfo, descTests, descTestAllocs, descTestBytes,
 	} {
 		ch <- d
 	}
@@ -250,6 +259,7 @@ func (c *Collector) collectLight(ch chan<- prometheus.Metric, s alloctrack.Snaps
 			ch <- m(descAppAllocs, counter, float64(a.Counts.Total.Allocations), l...)
 			ch <- m(descAppBytes, counter, float64(a.Counts.Total.Bytes), l...)
 		}
+		collectTests(ch, &a)
 		nSites += len(a.Counts.Sites)
 	}
 	ch <- m(descSnapshotApps, gauge, float64(len(s.Apps)))
@@ -324,4 +334,46 @@ func frameLabel(f string) string {
 // classes, site counts).
 func heapprofd(a *alloctrack.AppSnapshot) bool {
 	return a.Backend == alloctrack.BackendHeapprofd || a.Counts.Heapprofd
+}
+
+// TestOutcomes are the outcomes alloctrack_tests_total has a series for,
+// on every app that ran tests.
+var TestOutcomes = []pertest.Outcome{pertest.Passed, pertest.Failed, pertest.Errored, pertest.Ignored,
+	pertest.AssumptionFailed, pertest.Crashed, pertest.Unfinished}
+
+// maxTestLabel bounds the test name in alloctrack_test_info.
+const maxTestLabel = 256
+
+// collectTests sends an app's test families, once it ran tests: a few
+// series per app, whatever the number of tests (no test name on a
+// counter).
+func collectTests(ch chan<- prometheus.Metric, a *alloctrack.AppSnapshot) {
+	ts := &a.Tests
+	if !ts.Seen {
+		return
+	}
+	m := prometheus.MustNewConstMetric
+	for _, o := range TestOutcomes {
+		ch <- m(descTests, prometheus.CounterValue, float64(ts.Outcomes[string(o)]), a.Serial, a.Package, string(o))
+	}
+	if !heapprofd(a) {
+		ch <- m(descTestAllocs, prometheus.CounterValue, float64(ts.Allocations), a.Serial, a.Package)
+		ch <- m(descTestBytes, prometheus.CounterValue, float64(ts.Bytes), a.Serial, a.Package)
+	}
+	if c := ts.Current; c != nil {
+		ch <- m(descTestInfo, prometheus.GaugeValue, 1, a.Serial, a.Package, labelValue(c.Name, maxTestLabel), labelValue(c.Class, maxTestLabel))
+	}
+}
+
+// labelValue makes a device-supplied name a label value: valid UTF-8
+// (client_golang refuses anything else), at most n bytes.
+func labelValue(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -268,7 +268,7 @@ func TestHostServerGadb(t *testing.T) {
 		{dev, "echo", []string{"hi"}, "hi\n", false},
 		{dev, "pidof", []string{"com.example.gadb"}, "3131\n", false},
 		{dev, "ps", []string{"-A"}, "USER         PID  PPID     VSZ    RSS WCHAN                  ADDR S NAME\n", true},
-		{dev, "getprop", nil, "[ro.build.type]: [userdebug]\n", true},
+		{dev, "getprop", nil, "[init.svc.heapprofd]: [stopped]\n", true}, // sorted
 		{dev, "no-such-tool", nil, "/system/bin/sh: no-such-tool: inaccessible or not found\n", false},
 	} {
 		out, err := tc.dev.RunShellCommand(tc.cmd, tc.args...)

@@ -118,6 +118,9 @@ type App struct {
 	Filter   string        `json:"filter,omitempty"`
 	NClasses int           `json:"classes_total"`
 	NSites   int           `json:"sites_total"`
+	// Tests are the app's instrumentation tests (absent for an app that
+	// never ran one).
+	Tests *Tests `json:"tests,omitempty"`
 }
 
 // WindowPoint is one window for the chart.
@@ -340,7 +343,8 @@ func share(n, total uint64) float64 {
 // buildApp builds an app page: chart holds the windows the chart draws,
 // rates the app's last RateWindows windows, which its rows are rated over.
 func buildApp(a *alloctrack.AppSnapshot, chart, rates alloctrack.Recent, sortBy, q string) App {
-	out := App{AppSummary: summarize(a), RecentN: len(chart.Windows), Span: chart.Span().Seconds(), Sort: validSort(sortBy), Filter: q}
+	out := App{AppSummary: summarize(a), RecentN: len(chart.Windows), Span: chart.Span().Seconds(), Sort: validSort(sortBy), Filter: q,
+		Tests: buildTests(&a.Tests)}
 	for _, w := range chart.Windows {
 		d := w.End.Sub(w.Start)
 		wc := windowCount(w)

@@ -16,6 +16,7 @@ import (
 	"github.com/alloctrack/alloctrack/alloctrack"
 	"github.com/alloctrack/alloctrack/alloctrack/ddm"
 	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
+	"github.com/alloctrack/alloctrack/alloctrack/pertest"
 
 	"go.uber.org/zap"
 
@@ -161,6 +162,8 @@ type DaemonConfig struct {
 	// however fast they come. Each keeps its apps' series (up to some
 	// 300 per app with the default top flags).
 	MaxGone int
+	// Tests says how instrumentation runs are followed (tests.go).
+	Tests TestsConfig
 }
 
 // backendFor returns the backend the daemon uses on a device at api
@@ -220,6 +223,7 @@ func (c *DaemonConfig) fill() {
 		c.Session.HeldWait = c.HeldRetry
 	}
 	c.Session.Fill()
+	c.Tests.fill()
 	c.Aggregate.Fill()
 	c.Heapprofd.Fill(c.Session.Window)
 }
@@ -229,6 +233,7 @@ type appKey struct{ serial, app string }
 type appEntry struct {
 	counters *alloctrack.Counters
 	stats    *alloctrack.AppStats
+	tests    *appTests
 	bound    time.Time // last handed out by bind: a session may be starting with it
 }
 
@@ -265,6 +270,9 @@ type Daemon struct {
 	devErrs map[string]map[string]uint64 // serial -> stage -> count, before an app is named
 	orphans map[string]map[int]string    // serial -> pid -> app: filtered apps whose tracker was left on
 	ready   atomic.Bool
+	// newAttributor makes the attributor of one process's run (tests
+	// of the wiring replace it).
+	newAttributor func(pertest.Config) attributor
 }
 
 // NewDaemon returns a daemon over the given adb servers.
@@ -277,14 +285,15 @@ func NewDaemon(cfg DaemonConfig, sources []Source, log *zap.Logger) *Daemon {
 	buffers.SetIdle(cfg.ReportBufferIdle)
 	return &Daemon{
 		cfg: cfg, sources: sources, log: log,
-		logs:    newRateLog(cfg.LogEvery),
-		buffers: buffers,
-		allocs:  ddm.NewAllocArrays(cfg.ReportBuffers, cfg.ReportBufferIdle),
-		servers: map[string]*serverEntry{},
-		devices: map[string]*deviceEntry{},
-		apps:    map[appKey]*appEntry{},
-		devErrs: map[string]map[string]uint64{},
-		orphans: map[string]map[int]string{},
+		logs:          newRateLog(cfg.LogEvery),
+		buffers:       buffers,
+		allocs:        ddm.NewAllocArrays(cfg.ReportBuffers, cfg.ReportBufferIdle),
+		servers:       map[string]*serverEntry{},
+		devices:       map[string]*deviceEntry{},
+		apps:          map[appKey]*appEntry{},
+		devErrs:       map[string]map[string]uint64{},
+		orphans:       map[string]map[int]string{},
+		newAttributor: newAttributor,
 	}
 }
 
@@ -492,12 +501,23 @@ func (d *Daemon) bind(serial, app string) (*alloctrack.Counters, *alloctrack.App
 	k := appKey{serial, app}
 	e := d.apps[k]
 	if e == nil {
-		e = &appEntry{counters: alloctrack.NewCounters(d.cfg.Aggregate), stats: alloctrack.NewAppStats(serial, 0)}
+		e = &appEntry{counters: alloctrack.NewCounters(d.cfg.Aggregate), stats: alloctrack.NewAppStats(serial, 0), tests: newAppTests(d.cfg.Tests.Recent)}
 		e.stats.Update(func(s *alloctrack.AppStatus) { s.Package, s.AppName = app, app })
 		d.apps[k] = e
 	}
 	e.bound = time.Now()
 	return e.counters, e.stats
+}
+
+// testsOf returns the tests kept for an app on a device (nil: the app is
+// forgotten).
+func (d *Daemon) testsOf(serial, app string) *appTests {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e := d.apps[appKey{serial, app}]; e != nil {
+		return e.tests
+	}
+	return nil
 }
 
 // Snapshot copies the daemon's state for the exporter; it does no I/O.
@@ -521,7 +541,7 @@ func (d *Daemon) Snapshot() alloctrack.Snapshot {
 	}
 	d.mu.Unlock()
 	for _, e := range apps {
-		s.Apps = append(s.Apps, alloctrack.AppSnapshot{AppStatus: e.stats.Snapshot(), Counts: e.counters.Snapshot()})
+		s.Apps = append(s.Apps, alloctrack.AppSnapshot{AppStatus: e.stats.Snapshot(), Counts: e.counters.Snapshot(), Tests: e.tests.snapshot()})
 	}
 	s.ReportBuffers.InUse, s.ReportBuffers.Free = d.buffers.Bytes()
 	slices.SortFunc(s.Servers, func(a, b alloctrack.ServerStatus) int { return strings.Compare(a.Addr, b.Addr) })

@@ -11,6 +11,7 @@ import (
 
 	"github.com/alloctrack/alloctrack/alloctrack"
 	"github.com/alloctrack/alloctrack/alloctrack/ddm"
+	"github.com/alloctrack/alloctrack/ddms/allocreport"
 	"go.uber.org/zap"
 )
 
@@ -18,6 +19,10 @@ import (
 // sessions, one per process, until ctx ends.
 func (d *Daemon) runDDMDevice(ctx context.Context, src Source, e *deviceEntry, api, reportCap int, log *zap.Logger) {
 	slots := make(chan struct{}, d.cfg.ReportsPerDevice)
+	tests := d.followTests(ctx, src, e.serial, api, log)
+	if tests != nil {
+		defer tests.close()
+	}
 	runs := map[int]*pidRun{}
 	var mu sync.Mutex
 	var jdwpPIDs []int
@@ -56,7 +61,7 @@ func (d *Daemon) runDDMDevice(ctx context.Context, src Source, e *deviceEntry, a
 				runs[pid] = r
 				go func() {
 					defer close(r.done)
-					d.runPID(rctx, src, e.serial, api, reportCap, pid, slots, log.With(zap.Int("pid", pid)))
+					d.runPID(rctx, src, e.serial, api, reportCap, pid, slots, tests, log.With(zap.Int("pid", pid)))
 				}()
 			}
 		}
@@ -161,8 +166,8 @@ func (d *Daemon) runDDMDevice(ctx context.Context, src Source, e *deviceEntry, a
 
 // runPID runs sessions for one process until ctx ends (the pid is gone,
 // the device left, or the daemon stops).
-func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, reportCap, pid int, slots chan struct{}, log *zap.Logger) {
-	t := &ddmTarget{d: d, src: src, serial: serial, api: api, reportCap: reportCap, pid: pid, slots: slots, log: log,
+func (d *Daemon) runPID(ctx context.Context, src Source, serial string, api, reportCap, pid int, slots chan struct{}, tests *testFollower, log *zap.Logger) {
+	t := &ddmTarget{d: d, src: src, serial: serial, api: api, reportCap: reportCap, pid: pid, slots: slots, tests: tests, log: log,
 		key: fmt.Sprintf("%s/%s/%d", src.Addr(), serial, pid)}
 	defer d.logs.forget(t.key)
 	d.keep(ctx, t)
@@ -182,6 +187,7 @@ type ddmTarget struct {
 	unanswered          int                  // sessions in a row whose REAQ went unanswered
 	lastErr             error
 	orphan              bool
+	tests               *testFollower // nil: runs are not followed
 }
 
 // markHeld shows the process held: named from the process list if no
@@ -237,13 +243,19 @@ func (t *ddmTarget) session(ctx context.Context) error {
 			}
 			t.heldStats = nil
 			t.stats = st
+			if t.tests != nil {
+				if at := d.testsOf(t.serial, app); at != nil {
+					t.tests.bound(t.pid, app, at)
+				}
+			}
 			return c, st
 		},
-		Config:  d.cfg.Session,
-		Slots:   t.slots,
-		Buffers: d.buffers,
-		Allocs:  d.allocs,
-		Log:     t.log,
+		OnWindow: t.onWindow(),
+		Config:   d.cfg.Session,
+		Slots:    t.slots,
+		Buffers:  d.buffers,
+		Allocs:   d.allocs,
+		Log:      t.log,
 	}
 	err := s.Run(ctx)
 	t.lastErr = err
@@ -319,7 +331,26 @@ func (t *ddmTarget) failed(ctx context.Context, err error, wait time.Duration) (
 	return wait, false
 }
 
+// onWindow gives each window's report to the test follower, if any.
+func (t *ddmTarget) onWindow() func(*ddm.Cycle, *alloctrack.Window) {
+	if t.tests == nil {
+		return nil
+	}
+	reportCap := allocreport.MaxEntries
+	if t.reportCap > 0 && t.reportCap < reportCap {
+		reportCap = t.reportCap
+	}
+	return func(c *ddm.Cycle, _ *alloctrack.Window) {
+		if c.Report != nil {
+			t.tests.report(t.pid, c.Report, len(c.Report.Allocations) >= reportCap)
+		}
+	}
+}
+
 func (t *ddmTarget) ended(cause error) {
+	if t.tests != nil {
+		t.tests.gone(t.pid)
+	}
 	if t.orphan {
 		t.d.setOrphan(t.serial, t.pid, "")
 	}

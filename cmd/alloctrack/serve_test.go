@@ -45,6 +45,8 @@ func TestServeAndSimUsageErrors(t *testing.T) {
 		{[]string{"serve", "--simulate", "--simulate.control-address", "0.0.0.0:0"}, "loopback"},
 		{[]string{"serve", "--simulate", "--simulate.control-address", ":9854"}, "loopback"},
 		{[]string{"serve", "--web.max-connections", "-1"}, "--web.max-connections"},
+		{[]string{"serve", "--tests.recent", "0"}, "--tests.recent"},
+		{[]string{"serve", "--tests.recent", "10001"}, "--tests.recent"},
 		{[]string{"serve", "--web.idle-timeout", "-1s"}, "--web."},
 		{[]string{"sim", "--adb-server", "127.0.0.1:0", "--control", "0.0.0.0:0"}, "loopback"},
 		{[]string{"sim"}, "--listen"},

@@ -1,0 +1,394 @@
+// Instrumentation runs in the daemon: each DDM device's logcat is followed
+// for the test runner's lines, and every tracked process that logs them
+// (or whose report holds the runner's listener) gets a pertest.Attributor
+// fed with its events and its windows' reports. Each app keeps its last
+// finished tests and the one running now (docs/test-runs.md, "In the
+// daemon").
+
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/alloctrack/alloctrack/alloctrack"
+	"github.com/alloctrack/alloctrack/alloctrack/pertest"
+	"github.com/alloctrack/alloctrack/ddms/allocreport"
+	"github.com/alloctrack/alloctrack/instrument"
+
+	"go.uber.org/zap"
+)
+
+// LogcatSource is a Source that can follow the test runner's lines in a
+// device's logcat (internal/source's ADB is one). Logcat starts `logcat`
+// with the options the device's API level accepts, showing the tag
+// TestRunner in the threadtime layout, from the entries strictly after
+// since (a threadtime stamp, "MM-DD hh:mm:ss.mmm"; "": from now on, or
+// from the start of the buffer where logcat cannot start later), and
+// returns its output until ctx ends or logcat exits. It never clears
+// the log.
+type LogcatSource interface {
+	Logcat(ctx context.Context, serial string, api int, since string) (io.ReadCloser, error)
+}
+
+// TestsConfig says how the daemon follows instrumentation runs.
+type TestsConfig struct {
+	// Follow: read the runner's lines in each DDM device's logcat and
+	// split the reports of the processes that log them among their
+	// tests (only with a Source that is a LogcatSource).
+	Follow bool
+	// Recent is how many finished tests each app keeps (default 50).
+	Recent int
+	// Top is how many classes each kept test lists (default 5).
+	Top int
+	// Grace is how long a process's run stays open after the process
+	// left, for its last logcat lines to arrive (default 1 s).
+	Grace time.Duration
+	// Refresh is how often the tests of a run that was fed are updated
+	// for the snapshot (default 1 s): a run's state is built from all
+	// its tests, so it is not built again for every line and report.
+	Refresh time.Duration
+}
+
+func (c *TestsConfig) fill() {
+	if c.Recent <= 0 {
+		c.Recent = 50
+	}
+	if c.Top <= 0 {
+		c.Top = 5
+	}
+	if c.Grace <= 0 {
+		c.Grace = time.Second
+	}
+	if c.Refresh <= 0 {
+		c.Refresh = time.Second
+	}
+}
+
+// Bounds of what is kept for processes no session has named (yet): the
+// runner's lines of a process come before its session binds it, or come
+// from a process nobody tracks.
+const (
+	maxPendingPIDs   = 64
+	maxPendingEvents = 256
+)
+
+type pendingEvent struct {
+	at time.Time
+	ev instrument.RunnerEvent
+}
+
+// attributor is what the follower asks of a pertest.Attributor.
+type attributor interface {
+	Event(pid int, at time.Time, ev instrument.RunnerEvent)
+	Report(pid int, r *allocreport.Report, overflowed bool) error
+	Gone(pid int)
+	Snapshot() *pertest.Run
+	Finish() *pertest.Run
+}
+
+var _ attributor = (*pertest.Attributor)(nil)
+
+func newAttributor(cfg pertest.Config) attributor { return pertest.New(cfg) }
+
+// pidTests is one process of a device, as the test follower knows it.
+type pidTests struct {
+	app     string
+	tests   *appTests // nil until a session named the process
+	att     attributor
+	pending []pendingEvent
+	gone    bool
+	dirty   bool // fed since the app's tests were last updated
+}
+
+// testFollower follows one DDM device's instrumentation runs.
+type testFollower struct {
+	d      *Daemon
+	serial string
+	api    int
+	log    *zap.Logger
+
+	done chan struct{} // follow and refreshing returned
+
+	mu     sync.Mutex
+	pids   map[int]*pidTests
+	closed bool
+}
+
+// followTests starts following the instrumentation runs of a DDM device
+// until ctx ends, if the daemon is to and src can read logcat; nil if
+// not. The caller closes it once the device's sessions have ended.
+func (d *Daemon) followTests(ctx context.Context, src Source, serial string, api int, log *zap.Logger) *testFollower {
+	ls, ok := src.(LogcatSource)
+	if !d.cfg.Tests.Follow || !ok {
+		return nil
+	}
+	f := &testFollower{d: d, serial: serial, api: api, log: log, pids: map[int]*pidTests{}, done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		var wg sync.WaitGroup
+		wg.Go(func() { f.follow(ctx, ls) })
+		wg.Go(func() { f.refreshing(ctx) })
+		wg.Wait()
+	}()
+	return f
+}
+
+// refreshing updates the tests of the runs fed since the last tick until
+// ctx ends.
+func (f *testFollower) refreshing(ctx context.Context) {
+	t := time.NewTicker(f.d.cfg.Tests.Refresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		f.mu.Lock()
+		for pid, p := range f.pids {
+			if p.dirty && p.att != nil {
+				p.dirty = false
+				p.tests.update(pid, p.att.Snapshot(), false)
+			}
+		}
+		f.mu.Unlock()
+	}
+}
+
+// entry returns pid's entry, making one; d.mu is not needed, f.mu is held.
+func (f *testFollower) entry(pid int) *pidTests {
+	p := f.pids[pid]
+	if p != nil {
+		return p
+	}
+	unnamed := 0
+	for q, e := range f.pids {
+		if e.tests == nil {
+			unnamed++
+			if unnamed >= maxPendingPIDs {
+				delete(f.pids, q) // a process nobody tracks
+			}
+		}
+	}
+	p = &pidTests{}
+	f.pids[pid] = p
+	return p
+}
+
+// start gives p its attributor.
+func (f *testFollower) start(p *pidTests) {
+	if p.att == nil {
+		p.att = f.d.newAttributor(pertest.Config{Serial: f.serial, Package: p.app, API: f.api,
+			Backend: alloctrack.BackendDDM, Top: f.d.cfg.Tests.Top})
+		f.log.Info("following an instrumentation run", zap.String("package", p.app))
+	}
+}
+
+// event takes one runner line of process pid.
+func (f *testFollower) event(pid int, at time.Time, ev instrument.RunnerEvent) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return
+	}
+	p := f.entry(pid)
+	if p.tests == nil {
+		if len(p.pending) < maxPendingEvents {
+			p.pending = append(p.pending, pendingEvent{at, ev})
+		}
+		return
+	}
+	f.start(p)
+	p.att.Event(pid, at, ev)
+	p.dirty = true
+}
+
+// bound says a session named process pid app: its runner lines read so
+// far go to a new attributor.
+func (f *testFollower) bound(pid int, app string, t *appTests) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return
+	}
+	p := f.entry(pid)
+	if p.tests != nil {
+		return // a later session of the same process
+	}
+	p.app, p.tests = app, t
+	if len(p.pending) == 0 {
+		return
+	}
+	f.start(p)
+	for _, e := range p.pending {
+		p.att.Event(pid, e.at, e.ev)
+	}
+	p.pending = nil
+	p.dirty = true
+}
+
+// report takes one window's report of process pid; it keeps nothing of
+// r. A process that has logged no runner line yet is followed from the
+// first report that holds the runner's listener.
+func (f *testFollower) report(pid int, r *allocreport.Report, overflowed bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.pids[pid]
+	if f.closed || p == nil || p.tests == nil || p.att == nil && !holdsListener(r) {
+		return
+	}
+	f.start(p)
+	if err := p.att.Report(pid, r, overflowed); err != nil {
+		f.d.logs.warn(f.log, "tests/"+f.serial, "a report could not be split among tests", err)
+	}
+	p.dirty = true
+}
+
+// listenerSuffix ends the class names of AndroidX Test's (and the support
+// library's) LogRunListener, whose allocations mark test boundaries.
+const listenerSuffix = ".test.internal.runner.listener.LogRunListener"
+
+// holdsListener tells whether a report names the runner's listener.
+func holdsListener(r *allocreport.Report) bool {
+	for _, c := range r.Classes {
+		if strings.HasSuffix(c, listenerSuffix) {
+			return true
+		}
+	}
+	return false
+}
+
+// gone says process pid's sessions ended: its run is finished once its
+// last logcat lines had Grace to arrive.
+func (f *testFollower) gone(pid int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.pids[pid]
+	if p == nil || p.gone {
+		return
+	}
+	p.gone = true
+	if p.att == nil {
+		delete(f.pids, pid)
+		return
+	}
+	time.AfterFunc(f.d.cfg.Tests.Grace, func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.pids[pid] == p {
+			f.finishLocked(pid, p)
+		}
+	})
+}
+
+func (f *testFollower) finishLocked(pid int, p *pidTests) {
+	delete(f.pids, pid)
+	if p.att == nil {
+		return
+	}
+	p.att.Gone(pid)
+	p.tests.update(pid, p.att.Finish(), true)
+	p.dirty = false
+}
+
+// close waits for the logcat reader (ctx has ended) and finishes every
+// run at once: the device's follower ends.
+func (f *testFollower) close() {
+	<-f.done
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	for pid, p := range f.pids {
+		f.finishLocked(pid, p)
+	}
+}
+
+// follow reads the device's logcat until ctx ends, starting it again with
+// backoff whenever it ends, from after the last entry read.
+func (f *testFollower) follow(ctx context.Context, src LogcatSource) {
+	var last instrument.Stamp
+	key := "logcat/" + f.serial
+	defer f.d.logs.forget(key)
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		n, err := f.read(ctx, src, &last)
+		if ctx.Err() != nil {
+			return
+		}
+		if n > 0 {
+			attempt = 0
+		}
+		if err == nil {
+			err = errors.New("logcat exited")
+		}
+		f.d.countDeviceError(f.serial, alloctrack.StageLogcat)
+		f.d.logs.warn(f.log, key, "logcat of the test runner ended; starting it again", err)
+		if !sleepCtx(ctx, f.d.backoff(attempt)) {
+			return
+		}
+	}
+}
+
+// read runs logcat once; it returns how many entries it read.
+func (f *testFollower) read(ctx context.Context, src LogcatSource, last *instrument.Stamp) (int, error) {
+	rc, err := src.Logcat(ctx, f.serial, f.api, last.Text)
+	if err != nil {
+		return 0, err
+	}
+	defer rc.Close()
+	lr := instrument.NewLogReader(rc)
+	n := 0
+	var other string // the first line that is no entry (logcat's own complaint)
+	for {
+		rec, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			if n == 0 && other != "" {
+				return 0, errors.New("logcat printed " + other)
+			}
+			return n, nil
+		}
+		var syn *instrument.SyntaxError
+		if err != nil && !errors.As(err, &syn) {
+			return n, err
+		}
+		switch {
+		case rec.Kind == instrument.NotLogcat && other == "":
+			other = strings.TrimSpace(rec.Text)
+		case rec.Kind == instrument.LogEntry:
+			if !after(rec.Entry.Stamp, *last) {
+				continue // read before logcat was started again
+			}
+			*last = rec.Entry.Stamp
+			n++
+			if rec.Runner.Kind != instrument.NotRunner && rec.Runner.Kind != instrument.InException {
+				f.event(rec.Entry.PID, deviceTime(rec.Entry.Stamp, time.Now()), rec.Runner)
+			}
+		}
+	}
+}
+
+// after tells whether stamp s comes after last (always, when last is
+// unset or either names no time).
+func after(s, last instrument.Stamp) bool {
+	now := time.Now()
+	t, l := deviceTime(s, now), deviceTime(last, now)
+	return t.IsZero() || l.IsZero() || t.After(l)
+}
+
+// deviceTime reads a threadtime stamp: the device's local time, taken as
+// UTC (durations are right; the device's zone is not read), in the year
+// that puts it nearest now; zero when it names no time.
+func deviceTime(s instrument.Stamp, now time.Time) time.Time {
+	if s.Text == "" {
+		return time.Time{}
+	}
+	t, err := pertest.StampNear(s, now.UTC())
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}

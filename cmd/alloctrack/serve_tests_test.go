@@ -1,0 +1,143 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alloctrack/alloctrack/adb"
+	"github.com/alloctrack/alloctrack/internal/testwait"
+	"github.com/alloctrack/alloctrack/sim"
+	"github.com/alloctrack/alloctrack/web"
+)
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 {
+		t.Fatalf("GET %s: %s %.300s", url, res.Status, b)
+	}
+	return string(b)
+}
+
+// serve, over a simulated farm whose app runs a suite under am
+// instrument, shows the running test in alloctrack_test_info, then lists
+// the tests on the app's page with outcomes and figures (those not
+// partial equal to the simulator's truth) and counts them in
+// alloctrack_tests_total.
+func TestServeRecentTests(t *testing.T) {
+	// 19: logcat without -T (its whole buffer first), lines through a
+	// PTY; 29: -T 1.
+	for _, api := range []int{19, 29} {
+		t.Run(fmt.Sprint("API", api), func(t *testing.T) { testServeRecentTests(t, api) })
+	}
+}
+
+func testServeRecentTests(t *testing.T, api int) {
+	farm := sim.NewFarm(sim.FarmConfig{Devices: 1, AppsPerDevice: 1, APIs: []int{api}, Workload: sim.DefaultWorkload()})
+	t.Cleanup(func() { farm.Close() })
+	const serial, pkg = "sim-1", "com.example.app1"
+	suite := sim.SeededSuite(pkg+".test", pkg, sim.SeedSpec{Tests: 6, Seed: 3, FailEvery: 3, OddNames: true})
+	suite.StartDelay = 2 * time.Second // the device's start: the daemon's session is on before the first test
+	suite.Tests[1].Duration = 3 * time.Second
+	if err := farm.Device(serial).InstallSuite(suite); err != nil {
+		t.Fatal(err)
+	}
+	addr, err := farm.ServeHost("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, stop, _ := startServe(t, "--adb.address", addr.String(), "--window", "1s")
+	defer stop()
+	waitFor := func(what string, cond func() (bool, string)) {
+		t.Helper()
+		testwait.Until(t, 50*time.Millisecond, what, cond)
+	}
+	waitFor("the app tracked", func() (bool, string) {
+		body := httpGet(t, base+"api/v1/apps/"+serial+"/"+pkg)
+		return strings.Contains(body, `"state":"tracking"`), body[:min(len(body), 200)]
+	})
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := adb.NewClient(addr.String()).Shell(testwait.Context(t), serial, "am", "instrument", "-w", "-r", "-e", "delay_msec", "500", suite.Component())
+		done <- err
+	}()
+	long := suite.Tests[1]
+	info := fmt.Sprintf(`alloctrack_test_info{class=%q,package=%q,serial=%q,test=%q} 1`, long.Class, pkg, serial, long.Name())
+	waitFor("the long test in alloctrack_test_info", func() (bool, string) {
+		m := httpGet(t, base+"metrics")
+		return strings.Contains(m, info), "no " + info
+	})
+	if err := <-done; err != nil {
+		t.Fatalf("am instrument: %v", err)
+	}
+	truth, _ := farm.Device(serial).RunTruth(-1)
+
+	var app web.App
+	waitFor("every test listed, the run over", func() (bool, string) {
+		app = web.App{}
+		json.Unmarshal([]byte(httpGet(t, base+"api/v1/apps/"+serial+"/"+pkg)), &app)
+		return app.Tests != nil && len(app.Tests.Recent) == len(suite.Tests) && app.Tests.Current == nil && app.Tests.Runs == 0, fmt.Sprintf("%+v", app.Tests)
+	})
+	exact := 0
+	for i, row := range app.Tests.Recent { // newest first
+		want := truth.Tests[len(truth.Tests)-1-i]
+		if row.Name != want.Name || row.Outcome != string(want.Outcome) {
+			t.Errorf("test %d: %s %s, want %s %s", i, row.Name, row.Outcome, want.Name, want.Outcome)
+		}
+		if !row.Partial {
+			exact++
+			if row.Allocations != want.Allocated.Total.Allocations || row.Bytes != want.Allocated.Total.Bytes {
+				t.Errorf("%s: %d allocations, %d bytes; the simulator's truth %+v", row.Name, row.Allocations, row.Bytes, want.Allocated.Total)
+			}
+		}
+	}
+	t.Logf("%d of %d tests exact; partial: %v", exact, len(suite.Tests), partial(app.Tests.Recent))
+	if exact == 0 {
+		t.Error("no test exact: nothing was compared with the truth")
+	}
+	if !app.Tests.Recent[len(suite.Tests)-2].Partial {
+		t.Errorf("the 3 s test is not partial although it spans windows of 1 s: %+v", app.Tests.Recent[len(suite.Tests)-2])
+	}
+
+	page := httpGet(t, base+"apps/"+serial+"/"+pkg)
+	odd := suite.Tests[2].Name() // parentheses, brackets, quotes and commas
+	if !strings.Contains(page, `id="tests"`) || !strings.Contains(page, strings.ReplaceAll(odd, `"`, "&#34;")) {
+		t.Errorf("the app page lacks the tests table or the escaped name %q", odd)
+	}
+	m := httpGet(t, base+"metrics")
+	for _, want := range []string{
+		fmt.Sprintf(`alloctrack_tests_total{outcome="passed",package=%q,serial=%q} 4`, pkg, serial),
+		fmt.Sprintf(`alloctrack_tests_total{outcome="failed",package=%q,serial=%q} 2`, pkg, serial),
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(m, "alloctrack_test_info{") {
+		t.Error("alloctrack_test_info after the run ended")
+	}
+	if strings.Contains(m, `stage="logcat"`) {
+		t.Error("the logcat stream ended or failed on a healthy device")
+	}
+}
+
+func partial(rows []web.TestRow) []string {
+	var out []string
+	for _, r := range rows {
+		if r.Partial {
+			out = append(out, r.Name+": "+strings.Join(r.Notes, "; "))
+		}
+	}
+	return out
+}

@@ -1,0 +1,37 @@
+package source
+
+import (
+	"context"
+	"io"
+
+	"github.com/alloctrack/alloctrack/alloctrack/supervisor"
+	"github.com/alloctrack/alloctrack/instrument"
+)
+
+var _ supervisor.LogcatSource = ADB{}
+
+// Logcat follows the test runner's lines in a device's logcat (see
+// LogcatArgs); it never clears the log.
+func (a ADB) Logcat(ctx context.Context, serial string, api int, since string) (io.ReadCloser, error) {
+	return a.Client.ShellStream(ctx, serial, LogcatArgs(api, since)...)
+}
+
+// LogcatArgs is the logcat command that follows the tag TestRunner on a
+// device at API level api, in the threadtime layout (every version has it,
+// sheet 3-4), printing entries strictly after since (a threadtime stamp,
+// "MM-DD hh:mm:ss.mmm") or, with since "", from the last entry on. -T
+// exists from Android 5.0 (API 21) and takes "MM-DD hh:mm:ss.mmm" from
+// then on (sheet 5); before it, logcat prints its whole buffer first and
+// the caller drops what it has read already. -T 1 counts entries before
+// the tag filter (sheet 5), so it starts at the newest entry of any tag.
+// Never -c: the log is the device's, and other readers need it.
+func LogcatArgs(api int, since string) []string {
+	args := []string{"logcat", "-v", "threadtime"}
+	if api >= 21 {
+		if since == "" {
+			since = "1"
+		}
+		args = append(args, "-T", since)
+	}
+	return append(args, "-s", instrument.RunnerTag)
+}
