@@ -251,6 +251,7 @@ func (t *ddmTarget) session(ctx context.Context) error {
 			return c, st
 		},
 		OnWindow: t.onWindow(),
+		CycleNow: t.cycles(),
 		Config:   d.cfg.Session,
 		Slots:    t.slots,
 		Buffers:  d.buffers,
@@ -329,6 +330,15 @@ func (t *ddmTarget) failed(ctx context.Context, err error, wait time.Duration) (
 		t.stats.SetState(alloctrack.StateBackoff)
 	}
 	return wait, false
+}
+
+// cycles is the channel on which the test follower asks the session for
+// a new window (nil: runs are not followed).
+func (t *ddmTarget) cycles() <-chan struct{} {
+	if t.tests == nil {
+		return nil
+	}
+	return t.tests.cycles(t.pid)
 }
 
 // onWindow gives each window's report to the test follower, if any.

@@ -116,6 +116,7 @@ type testFollower struct {
 
 	mu     sync.Mutex
 	pids   map[int]*pidTests
+	cycle  map[int]chan struct{} // per tracked process: ask its session for a new window
 	closed bool
 }
 
@@ -127,7 +128,7 @@ func (d *Daemon) followTests(ctx context.Context, src Source, serial string, api
 	if !d.cfg.Tests.Follow || !ok {
 		return nil
 	}
-	f := &testFollower{d: d, serial: serial, api: api, log: log, pids: map[int]*pidTests{}, done: make(chan struct{})}
+	f := &testFollower{d: d, serial: serial, api: api, log: log, pids: map[int]*pidTests{}, cycle: map[int]chan struct{}{}, done: make(chan struct{})}
 	go func() {
 		defer close(f.done)
 		var wg sync.WaitGroup
@@ -206,6 +207,24 @@ func (f *testFollower) event(pid int, at time.Time, ev instrument.RunnerEvent) {
 	f.start(p)
 	p.att.Event(pid, at, ev)
 	p.dirty = true
+	if ev.Kind == instrument.TestFinished {
+		select { // a new window, unless one is asked already
+		case f.cycle[pid] <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// cycles returns the channel on which process pid's session is asked to
+// end its window when a test of the process finishes: with the runner's
+// -e delay_msec, the cycle falls in the pause and no test crosses it.
+func (f *testFollower) cycles(pid int) <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cycle[pid] == nil {
+		f.cycle[pid] = make(chan struct{}, 1)
+	}
+	return f.cycle[pid]
 }
 
 // bound says a session named process pid app: its runner lines read so
@@ -268,6 +287,7 @@ func holdsListener(r *allocreport.Report) bool {
 func (f *testFollower) gone(pid int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	delete(f.cycle, pid)
 	p := f.pids[pid]
 	if p == nil || p.gone {
 		return
