@@ -142,7 +142,8 @@ func (a *Attributor) pairs() (out []pairing, before map[int]bool) {
 			mts = append(mts, pairing{mt: mt, p: p, test: -1})
 		}
 		if a.sawEvents && p.ddm.reports > 0 {
-			match(mts, p.started, a.missed(p, len(p.started), len(mts)))
+			started := a.startedOf(p)
+			match(mts, started, a.missed(p, len(started), len(mts)))
 		} else {
 			all = append(all, mts...)
 		}
@@ -161,6 +162,27 @@ func (a *Attributor) pairs() (out []pairing, before map[int]bool) {
 		match(all, seq, off)
 	}
 	return out, before
+}
+
+// startedOf is p's tests in order: its started: lines, or, when lines
+// of the run's only test process were lost (fewer started: lines than
+// am's START statuses), am's statuses, which lose nothing.
+func (a *Attributor) startedOf(p *proc) []int {
+	var seq []int
+	for _, i := range a.statusSeq {
+		if a.run.Tests[i].Outcome != Ignored {
+			seq = append(seq, i)
+		}
+	}
+	if !a.sawStatus || len(p.started) >= len(seq) {
+		return p.started
+	}
+	for _, q := range a.procs {
+		if q != p && !q.listing && len(q.ddm.tests) > 0 {
+			return p.started
+		}
+	}
+	return seq
 }
 
 // missed is how many of p's tests ran before its first marker seen.
@@ -192,6 +214,9 @@ func (a *Attributor) buildDDM(r *Run) {
 			bound[i] = true
 		}
 		t := &r.Tests[i]
+		if t.PID == 0 {
+			t.PID = pair.p.pid // named by am's status alone
+		}
 		t.Tally, t.Figures = pair.mt.tally, a.figures(pair.mt.tally)
 		for _, n := range pair.mt.notes {
 			addNote(t, n)

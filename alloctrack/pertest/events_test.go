@@ -279,3 +279,35 @@ func TestOrchestratorStatusesOnly(t *testing.T) {
 	}
 	checkSum(t, r)
 }
+
+// Both lines of a test lost from logcat (a full buffer), am's statuses
+// read: the markers of the run's one process are matched to am's START
+// statuses, which lose nothing, so the tests after the gap stay exact
+// and the lost test gets its own figures and its pid.
+func TestLinesLostStatusesName(t *testing.T) {
+	a := newDDM(29)
+	a.Event(1, at(0), runStarted(3))
+	for _, n := range []string{nameA, nameB, nameC} {
+		a.Status(status(instrument.Started, 0, n))
+		if n != nameB { // started: B and finished: B lost
+			a.Event(1, at(0), runnerEv(instrument.TestStarted, n))
+			a.Event(1, at(0), runnerEv(instrument.TestFinished, n))
+		}
+		a.Status(status(instrument.Ended, instrument.Passed, n))
+	}
+	a.Result(instrument.Result{HasCode: true, Code: -1})
+	items := script(mark(mRunStarted), mark(mStarted), app(2, 1, 1, "Lx/A;", "a"), mark(mFinished),
+		mark(mStarted), app(3, 1, 1, "Lx/B;", "b"), mark(mFinished), mark(mStarted), app(4, 1, 1, "Lx/C;", "c"), mark(mFinished))
+	_ = a.Report(1, reportOf(t, 29, items), false)
+	r := a.Finish()
+	if len(r.Tests) != 3 {
+		t.Fatalf("tests %v, problems %q", names(r), r.Problems)
+	}
+	wantFigures(t, "A", test(t, r, nameA).Figures, 2, 2)
+	wantFigures(t, "B", test(t, r, nameB).Figures, 3, 3)
+	wantFigures(t, "C", test(t, r, nameC).Figures, 4, 4)
+	if b := test(t, r, nameB); b.PID != 1 || b.Partial || b.Outcome != Passed {
+		t.Errorf("B: pid %d, partial %v %q, %s", b.PID, b.Partial, b.Notes, b.Outcome)
+	}
+	checkSum(t, r)
+}
