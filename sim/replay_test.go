@@ -198,11 +198,11 @@ func heapprofdSession(t *testing.T, c *adb.Client, serial string) *perfettoAnswe
 
 // simForTranscript is a device of api with one debuggable app, served on
 // its own port and attached to srv.
-func simForTranscript(t *testing.T, srv *adbtest.Server, api int) string {
+func simForTranscript(t *testing.T, srv *adbtest.Server, api int, rate float64) string {
 	d := NewDevice(DeviceConfig{Serial: "sim-rec", API: api, Product: "simprod", Model: "SimModel", Device: "simdev",
 		HeapprofdStartDelay: 20 * time.Millisecond})
 	w := DefaultWorkload()
-	w.Rate = 2000
+	w.Rate = rate
 	d.AddVM(NewVM(AppConfig{PID: 4242, Package: replayPackage, Workload: w}, api))
 	a := NewAdbd(d)
 	addr, err := a.Listen("127.0.0.1:" + strconv.Itoa(adbtest.FreePort(t)))
@@ -228,7 +228,7 @@ func TestRecordTranscripts(t *testing.T) {
 	for _, api := range transcriptAPIs {
 		t.Run(fmt.Sprint(api), func(t *testing.T) {
 			srv := adbtest.StartServer(t)
-			serial := simForTranscript(t, srv, api)
+			serial := simForTranscript(t, srv, api, 2000)
 			var buf bytes.Buffer
 			proxy, stop, err := transcript.Record(srv.Addr(), &buf, transcript.Options{Tool: "alloctrack sim TestRecordTranscripts"})
 			if err != nil {
@@ -446,7 +446,10 @@ func TestReplayDiverged(t *testing.T) {
 // records; no form of the serial or the package is left in the file.
 func TestReplayAnonymized(t *testing.T) {
 	srv := adbtest.StartServer(t)
-	serial := simForTranscript(t, srv, 30)
+	// Fast enough that the moment between REAE and REAL always holds
+	// records, however quickly a machine answers (at 2,000 a second a
+	// fast one saw none).
+	serial := simForTranscript(t, srv, 30, 1_000_000)
 	var buf bytes.Buffer
 	proxy, stop, err := transcript.Record(srv.Addr(), &buf, transcript.Options{Tool: "test", Anonymize: true, Packages: []string{replayPackage}})
 	if err != nil {
