@@ -77,7 +77,10 @@ type Graph struct {
 	// compressed image tells, by its id.
 	leftOut      map[int32]uint64
 	leftOutBytes uint64
-	pixFormat    map[uint64]pixelFormat
+	// appImage7: classes of the app's own image were moved from 'I' to
+	// the app heap (Android 7.x; see appImage).
+	appImage7 bool
+	pixFormat map[uint64]pixelFormat
 }
 
 // kindKey is what a histogram row counts: a class, or a primitive array
@@ -232,6 +235,7 @@ func (g *Graph) appImage() error {
 			g.heaps = append(g.heaps, 'A')
 		}
 		g.heap[n] = uint8(app)
+		g.appImage7 = true
 		for _, st := range l.named {
 			if m := g.lookup(st.value); m > 0 && int(g.heap[m]) == img && overheadStatic(st.name) {
 				g.heap[m] = uint8(app)
@@ -647,7 +651,7 @@ func (g *Graph) Histogram() *Histogram {
 		}
 		return c
 	}
-	h := &Histogram{Header: g.Header, Retained: true, LeftOut: uint64(len(g.leftOut)), LeftOutBytes: g.leftOutBytes}
+	h := &Histogram{Header: g.Header, Retained: true, LeftOut: uint64(len(g.leftOut)), LeftOutBytes: g.leftOutBytes, AppImage: g.appImage7}
 	for n := 1; n < len(g.ids); n++ {
 		if _, out := g.leftOut[int32(n)]; out {
 			continue

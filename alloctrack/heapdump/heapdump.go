@@ -43,6 +43,11 @@ type Histogram struct {
 	// count includes (Android 15's Bitmap.dumpData, from am dumpheap
 	// -b), and their bytes; set only in a Graph's histogram.
 	LeftOut, LeftOutBytes uint64
+	// AppImage: the dump wrote the app's own image in heap 'I' (Android
+	// 7.0 and 7.1): its classes count in app, its other objects (its
+	// Strings) stay in image, so app leaves them out. Set only in a
+	// Graph's histogram.
+	AppImage bool
 }
 
 // heapName names Android's heap ids.

@@ -31,8 +31,11 @@ type HeapSummary struct {
 	UnreachableBytes uint64 `json:"unreachable_bytes"`
 	// What the dump made for itself and no count includes (Android 15's
 	// Bitmap.dumpData, with --bitmaps).
-	LeftOutObjects   uint64                `json:"left_out_objects,omitempty"`
-	LeftOutBytes     uint64                `json:"left_out_bytes,omitempty"`
+	LeftOutObjects uint64 `json:"left_out_objects,omitempty"`
+	LeftOutBytes   uint64 `json:"left_out_bytes,omitempty"`
+	// AppImage: Android 7.x wrote the app's own image in heap 'I'; its
+	// Strings count in image, not app (docs/heapdumps.md fact 6).
+	AppImage         bool                  `json:"app_image_in_image_heap,omitempty"`
 	TopClasses       []heapdump.ClassCount `json:"top_classes"` // per heap, by retained bytes
 	Leaks            []heapdump.Leak       `json:"leaks"`
 	DuplicateStrings []heapdump.Duplicate  `json:"duplicate_strings"`
@@ -48,7 +51,7 @@ type HeapSummary struct {
 func NewHeapSummary(meta CaptureMeta, a *heapdump.Analysis, top int) *HeapSummary {
 	h := a.Histogram
 	s := &HeapSummary{CaptureMeta: meta, Kind: "heapdump", Objects: h.Objects, Unreachable: h.Unreachable, UnreachableBytes: h.UnreachableBytes,
-		LeftOutObjects: h.LeftOut, LeftOutBytes: h.LeftOutBytes, Leaks: a.Leaks, DuplicateStrings: a.DuplicateStrings, DuplicateBitmaps: a.DuplicateBitmaps,
+		LeftOutObjects: h.LeftOut, LeftOutBytes: h.LeftOutBytes, AppImage: h.AppImage, Leaks: a.Leaks, DuplicateStrings: a.DuplicateStrings, DuplicateBitmaps: a.DuplicateBitmaps,
 		DuplicateStringGroups: len(a.DuplicateStrings), DuplicateBitmapGroups: len(a.DuplicateBitmaps)}
 	shown := map[string]int{}
 	for _, c := range h.Classes {

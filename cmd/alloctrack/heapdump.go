@@ -108,6 +108,9 @@ func writeDumpText(w io.Writer, path string, a *heapdump.Analysis, top int) {
 	if h.LeftOut > 0 {
 		fmt.Fprintf(w, "  left out: %d objects (%d bytes) that am dumpheap -b made for the dump (Bitmap.dumpData), not the app's memory\n", h.LeftOut, h.LeftOutBytes)
 	}
+	if h.AppImage {
+		fmt.Fprintln(w, "  the app's own image is in heap 'I' (Android 7.0, 7.1): its classes count in app, its other objects (its Strings) stay in image, which app leaves out")
+	}
 	perHeap := map[string]int{}
 	for _, c := range h.Classes {
 		perHeap[c.Heap]++

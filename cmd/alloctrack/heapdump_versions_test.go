@@ -24,7 +24,8 @@ import (
 // echoed after them), and no shell,v2 was tried (the device's shell ran
 // the echo); from 7.0 they go through shell v2 (no echo). On every
 // version the leaks and the groups of duplicate Strings are the
-// simulator's truth, nothing is left on the device, and a pid am dumpheap
+// simulator's truth, the summary says on 7.x that app leaves out the app
+// image's Strings, nothing is left on the device, and a pid am dumpheap
 // does not know fails with am's own text.
 func TestHeapdumpEveryVersion(t *testing.T) {
 	for _, api := range []int{19, 21, 23, 25, 28, 30, 33, 35} {
@@ -57,6 +58,9 @@ func TestHeapdumpEveryVersion(t *testing.T) {
 			slices.Sort(acts)
 			if !slices.Equal(acts, truth.LeakedActivities) || sum.API != api || sum.DumpBytes == 0 {
 				t.Errorf("summary %+v; leaked Activities %x, truth %x", sum.CaptureMeta, acts, truth.LeakedActivities)
+			}
+			if seven := api == 24 || api == 25; sum.AppImage != seven {
+				t.Errorf("app_image_in_image_heap %v on API %d: the summary must say that app leaves out the 7.x app image's Strings", sum.AppImage, api)
 			}
 			if sum.DuplicateStringGroups != len(truth.DuplicateStrings) {
 				t.Errorf("%d groups of duplicate Strings, the truth has %d: %v", sum.DuplicateStringGroups, len(truth.DuplicateStrings), truth.DuplicateStrings)
