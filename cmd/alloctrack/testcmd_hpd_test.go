@@ -151,3 +151,35 @@ func TestTestCommandShellByFeatures(t *testing.T) {
 	}
 	checkExact(t, d, readTests(t, out))
 }
+
+// TestCaptureTestsHeapprofd: capture --tests on Android 12 records a run
+// someone else starts through heapprofd: every test estimated, those of
+// at least 200 sampling intervals within 15 %, nothing left on the device.
+func TestCaptureTestsHeapprofd(t *testing.T) {
+	f := newCaptureFarm(t, sim.FarmConfig{Devices: 1, AppsPerDevice: 1, APIs: []int{31}, Workload: quietCaptureWorkload()})
+	d := f.Devices()[0]
+	if err := d.InstallSuite(hpdSuite(6, 31)); err != nil {
+		t.Fatal(err)
+	}
+	addr, serials := captureBackends[1].serve(t, f)
+	out := filepath.Join(t.TempDir(), "run")
+	c := startCapture("--adb.address", addr, "--serial", serials[d.Serial()], "--out", out, "--tests", "--package", suiteApp,
+		"--duration", "10m", "--settle", "1s")
+	testwait.Until(t, 10*time.Millisecond, "logcat followed", func() (bool, string) {
+		_, err := os.Stat(filepath.Join(out, "logcat.txt"))
+		return err == nil, fmt.Sprint(err)
+	})
+	am, err := d.OpenService("shell,v2,raw:am instrument -w -r -e delay_msec 300 " + suiteComp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer am.Close()
+	c.wait(t, 10*time.Minute)
+	if c.code != exitOK {
+		t.Fatalf("%s", c.say())
+	}
+	checkEstimated(t, d, readTests(t, out))
+	if s := d.PerfettoSessions(); len(s) > 0 {
+		t.Errorf("perfetto still runs: %+v", s)
+	}
+}
