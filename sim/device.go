@@ -37,6 +37,10 @@ type DeviceConfig struct {
 	// NoPerfetto leaves perfetto out of the device's image: its shell
 	// does not find the command.
 	NoPerfetto bool
+	// NoShellV2: the device's adbd, from Android 7.0 all the same, speaks
+	// no shell protocol v2 (a vendor's adbd): it lists no shell_v2 and
+	// refuses shell,v2 services. Hosts must ask the feature list.
+	NoShellV2 bool
 	// HeapprofdStartDelay is how long a heapprofd session takes to start
 	// sampling a process (DefaultHeapprofdStartDelay when zero).
 	HeapprofdStartDelay time.Duration
@@ -149,6 +153,9 @@ func (d *Device) Features() []string {
 		if d.cfg.API >= f.api {
 			out = append(out, f.names...)
 		}
+	}
+	if d.cfg.NoShellV2 {
+		out = slices.DeleteFunc(out, func(f string) bool { return f == "shell_v2" })
 	}
 	return out
 }
@@ -359,6 +366,9 @@ func (d *Device) OpenService(name string) (net.Conn, error) {
 			// adbd before 7.0 knows only shell:; an unknown service's
 			// stream is closed at once.
 			return nil, fmt.Errorf("%w: %q: unknown service (no shell protocol v2 before Android 7.0)", ErrRefused, name)
+		}
+		if d.cfg.NoShellV2 {
+			return nil, fmt.Errorf("%w: %q: this adbd lists no shell_v2", ErrRefused, name)
 		}
 		if !slices.Contains(args, "v2") {
 			return nil, fmt.Errorf("%w: %q: only shell protocol v2 is offered", ErrRefused, name)

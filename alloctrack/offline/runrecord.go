@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/alloctrack/alloctrack/alloctrack"
 	"github.com/alloctrack/alloctrack/alloctrack/ddm"
 	"github.com/alloctrack/alloctrack/alloctrack/pertest"
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
@@ -52,6 +53,12 @@ type RunRecorder struct {
 	// Config is the DDM sessions'; its Window is the long timer of test
 	// mode (the tracker also cycles on every finished test).
 	Config ddm.Config
+	// Heapprofd, if set, profiles the app's fresh processes with
+	// heapprofd (Android 12+) instead of DDM: one perfetto session for the
+	// device, by the app's process name, from before am starts the run
+	// until its end; each dump goes to Attribution.Dump with its device
+	// times. Logcat's stamps must then be REALTIME (-v epoch).
+	Heapprofd *RunHeapprofd
 	// Settle is how long the end of a run waits for the processes' last
 	// reports and lines (default 5 s); capture --tests also ends when no
 	// process of the app has been alive for this long after a run finished.
@@ -71,6 +78,7 @@ type Attribution interface {
 	Status(ev instrument.Event)
 	Result(r instrument.Result)
 	Report(pid int, r *allocreport.Report, overflowed bool) error
+	Dump(pid int, w *alloctrack.Window, from, to time.Time) error
 	Gone(pid int)
 	Finish() *pertest.Run
 }
@@ -126,6 +134,7 @@ func (r *RunRecorder) Record(ctx context.Context, stop <-chan struct{}) (*RunRec
 	go func() { jdwpDone <- r.TrackJDWP(jctx, func(pids []int) { st.pids(pids, first) }) }()
 	select {
 	case <-first:
+		st.startHeapprofd()
 	case err := <-jdwpDone:
 		return nil, fmt.Errorf("listing debuggable processes on %s: %w", r.Serial, err)
 	case <-ctx.Done():
@@ -136,6 +145,7 @@ func (r *RunRecorder) Record(ctx context.Context, stop <-chan struct{}) (*RunRec
 	if r.Instrument != nil {
 		out, err := r.Instrument(ctx)
 		if err != nil {
+			st.stopSessions()
 			return nil, fmt.Errorf("starting am instrument on %s: %w", r.Serial, err)
 		}
 		go func() { defer close(amDone); st.readAm(out, res) }()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/alloctrack/alloctrack/alloctrack"
 	"github.com/alloctrack/alloctrack/alloctrack/ddm"
+	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 	"github.com/alloctrack/alloctrack/instrument"
 )
 
@@ -57,6 +58,8 @@ type proc struct {
 	// early: its first runner line came before any process was tracked
 	// (an older line of the log, such as the one -T 1 prints).
 	early bool
+	// target counts its heapprofd dumps (Heapprofd set).
+	target *heapprofd.Target
 }
 
 // runState is what Record shares between its goroutines; mu guards it
@@ -81,6 +84,8 @@ type runState struct {
 	logEnd    string
 	changed   chan struct{}
 	sessions  sync.WaitGroup
+	// hpCancel ends the heapprofd sessions (Heapprofd set).
+	hpCancel context.CancelFunc
 }
 
 func newRunState(r *RunRecorder, ctx context.Context) *runState {
@@ -124,7 +129,12 @@ func (s *runState) pids(list []int, first chan struct{}) {
 		if s.old[pid] || s.finished {
 			continue
 		}
-		if p := s.proc(pid); p != nil && p.stop == nil && p.state != notApp {
+		p := s.proc(pid)
+		switch {
+		case p == nil || p.state == notApp:
+		case s.r.Heapprofd != nil:
+			s.tracking = true // heapprofd profiles it by name
+		case p.stop == nil:
 			s.startSession(p)
 		}
 	}
@@ -164,6 +174,11 @@ func (s *runState) classify(p *proc, app string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.signal()
+	return s.classifyLocked(p, app)
+}
+
+// classifyLocked is classify with mu held.
+func (s *runState) classifyLocked(p *proc, app string) bool {
 	if app != s.r.Package {
 		p.state, p.dropped, p.held = notApp, p.dropped+len(p.held), nil
 		return false
@@ -293,6 +308,9 @@ func (s *runState) runOver() bool {
 // still running after the report timeout are cancelled.
 func (s *runState) stopSessions() {
 	s.mu.Lock()
+	if s.hpCancel != nil {
+		s.hpCancel() // perfetto's last dump is read, then its file removed
+	}
 	for _, p := range s.procs {
 		switch {
 		case p.live && p.state == ofApp:

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alloctrack/alloctrack/alloctrack"
 	"github.com/alloctrack/alloctrack/alloctrack/ddm"
 	"github.com/alloctrack/alloctrack/alloctrack/offline"
 	"github.com/alloctrack/alloctrack/alloctrack/pertest"
@@ -48,6 +49,10 @@ func (f *fakeAttribution) Report(pid int, r *allocreport.Report, overflowed bool
 	f.allocs[pid] += len(r.Allocations)
 	f.mu.Unlock()
 	f.add("report %d", pid)
+	return nil
+}
+func (f *fakeAttribution) Dump(pid int, w *alloctrack.Window, from, to time.Time) error {
+	f.add("dump %d %d %s %s", pid, w.Total.Bytes, from.Format(time.StampMilli), to.Format(time.StampMilli))
 	return nil
 }
 func (f *fakeAttribution) Gone(pid int)         { f.add("gone %d", pid) }

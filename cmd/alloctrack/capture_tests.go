@@ -21,9 +21,6 @@ func (c *captureCmd) runTests(stdout, stderr io.Writer) int {
 	if *c.pkg == "" || *c.pid != 0 {
 		return fail(exitUsage, "--tests records the app under test: give --package (not --pid)")
 	}
-	if *c.session.backend == alloctrack.BackendHeapprofd {
-		return fail(exitUsage, "--tests: per-test figures through heapprofd are not built yet")
-	}
 	spec, code, msg := c.testRun.spec(*c.out)
 	if code != exitOK {
 		return fail(code, "%s", msg)
@@ -55,6 +52,10 @@ func (c *captureCmd) runTests(stdout, stderr io.Writer) int {
 	if code != exitOK {
 		return fail(code, "%s", msg)
 	}
+	if b := *c.session.backend; b != alloctrack.BackendAuto && (b == alloctrack.BackendHeapprofd) != (api >= alloctrack.APIHeapprofd) {
+		return fail(exitUsage, "--tests --backend %s: %s runs API %d; test runs use DDM up to Android 11 (API 30) and heapprofd from Android 12 (API 31)", b, serial, api)
+	}
+	spec.hpInterval = *c.session.hpInterval
 	spec.client, spec.serial, spec.model, spec.api, spec.pkg, spec.log = client, serial, model, api, *c.pkg, log
 	return spec.record(ctx, "alloctrack capture", stdout, stderr)
 }

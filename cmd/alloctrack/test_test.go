@@ -62,6 +62,7 @@ func TestLogcatArgs(t *testing.T) {
 		19: "logcat -v threadtime -s TestRunner",
 		21: "logcat -v threadtime -T 1 -s TestRunner",
 		24: "logcat -v threadtime -v year -v zone -T 1 -s TestRunner",
+		31: "logcat -v threadtime,epoch,nsec -T 1 -s TestRunner",
 	} {
 		if got := strings.Join(logcatArgs(api), " "); got != want {
 			t.Errorf("API %d: %q, want %q", api, got, want)

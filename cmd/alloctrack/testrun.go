@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/alloctrack/alloctrack/adb"
 	"github.com/alloctrack/alloctrack/alloctrack"
 	"github.com/alloctrack/alloctrack/alloctrack/ddm"
+	"github.com/alloctrack/alloctrack/alloctrack/heapprofd"
 	"github.com/alloctrack/alloctrack/alloctrack/offline"
 	"github.com/alloctrack/alloctrack/alloctrack/pertest"
 	"github.com/alloctrack/alloctrack/instrument"
@@ -38,25 +40,39 @@ type testRunSpec struct {
 	pprof               bool
 	budget              *offline.Budget
 	gate                *gateFlags
-	existing            bool // track the app's processes already running
+	existing            bool   // track the app's processes already running
+	shellV2             bool   // adbd lists shell_v2: streams through it
+	hpInterval          uint64 // heapprofd's sampling interval (0: 4096)
 	log                 *zap.Logger
 	amStream            *adb.Stream
 	logcatOut, instrOut *os.File
 }
 
-// apiShellV2 is the first API level whose adbd runs commands without a
-// PTY, with shell protocol v2 (Android 7.0, sheet 1).
+// apiShellV2 is the first API level whose logcat prints the year and the
+// zone (Android 7.0, sheet 4).
 const apiShellV2 = 24
+
+// A test run on heapprofd (Android 12+) dumps every 250 ms and reads the
+// trace every second (docs/test-runs.md, "heapprofd: times and dumps").
+const (
+	testDumpInterval = 250 * time.Millisecond
+	testReadWindow   = time.Second
+)
 
 // logcatArgs is the logcat command that follows the runner's lines from
 // now on, with the options the device's version accepts (sheet 4, 5):
 // -T 1 (from Android 5.0) skips what the buffers hold but the last entry;
 // 4.4 prints them all (lines of older processes are left out by pid).
-// From 7.0 the stamps carry the year and the zone. The log is never
-// cleared: other tools read it.
+// From 7.0 the stamps carry the year and the zone; from 12 (heapprofd)
+// they are read as seconds and nanoseconds since 1970 (-v epoch,nsec: the
+// REALTIME of the log call, the clock the dumps' times are given in). The
+// log is never cleared: other tools read it.
 func logcatArgs(api int) []string {
 	args := []string{"logcat", "-v", "threadtime"}
-	if api >= apiShellV2 {
+	switch {
+	case api >= alloctrack.APIHeapprofd:
+		args = []string{"logcat", "-v", "threadtime,epoch,nsec"}
+	case api >= apiShellV2:
 		args = append(args, "-v", "year", "-v", "zone")
 	}
 	if api >= 21 {
@@ -71,9 +87,8 @@ func (s *testRunSpec) record(ctx context.Context, who string, stdout, stderr io.
 		fmt.Fprintf(stderr, who+": "+format+"\n", args...)
 		return code
 	}
-	if s.api >= alloctrack.APIHeapprofd {
-		// TODO(issue 34, branch hpd): heapprofd dumps with device times.
-		return fail(exitFailure, "%s runs Android 12+ (API %d): per-test figures through heapprofd are not built yet; only DDM devices (API 19-30) are", s.serial, s.api)
+	if err := s.readFeatures(ctx); err != nil {
+		return fail(exitFailure, "%v", err)
 	}
 	start := time.Now()
 	w, err := offline.NewCaptureWriter(s.out, offline.CaptureMeta{Serial: s.serial, Model: s.model, API: s.api, Package: s.pkg}, start)
@@ -84,7 +99,11 @@ func (s *testRunSpec) record(ctx context.Context, who string, stdout, stderr io.
 		return fail(exitFailure, "%v", err)
 	}
 	defer s.closeRaw()
-	attr := pertest.New(pertest.Config{Serial: s.serial, Package: s.pkg, Instrumentation: s.instr, API: s.api, Backend: alloctrack.BackendDDM, Top: s.top})
+	pc := pertest.Config{Serial: s.serial, Package: s.pkg, Instrumentation: s.instr, API: s.api, Backend: alloctrack.BackendDDM, Top: s.top}
+	if s.heapprofd() {
+		pc.Backend, pc.DumpInterval = alloctrack.BackendHeapprofd, testDumpInterval
+	}
+	attr := pertest.New(pc)
 	tr := s.testRun(ctx, w, attr)
 	stop, interrupted, release := s.stopOn(ctx, stderr, who)
 	defer release()
@@ -98,7 +117,7 @@ func (s *testRunSpec) record(ctx context.Context, who string, stdout, stderr io.
 
 // testRun wires a RunRecorder to the device.
 func (s *testRunSpec) testRun(ctx context.Context, w *offline.CaptureWriter, attr *pertest.Attributor) *offline.RunRecorder {
-	c, serial, v2 := s.client, s.serial, s.api >= apiShellV2
+	c, serial, v2 := s.client, s.serial, s.shellV2
 	tr := &offline.RunRecorder{
 		Serial: serial, API: s.api, Package: s.pkg,
 		Logcat: func(ctx context.Context) (io.ReadCloser, error) {
@@ -121,6 +140,15 @@ func (s *testRunSpec) testRun(ctx context.Context, w *offline.CaptureWriter, att
 		LogcatOut:     s.logcatOut,
 		Log:           s.log,
 	}
+	if s.heapprofd() {
+		tr.Heapprofd = &offline.RunHeapprofd{
+			Exec: func(ctx context.Context, stdin []byte, argv ...string) ([]byte, []byte, int, error) {
+				return c.Exec(ctx, serial, stdin, argv...)
+			},
+			Window: testReadWindow,
+			Config: heapprofd.Config{SamplingInterval: s.hpInterval, DumpInterval: testDumpInterval},
+		}
+	}
 	if s.argv != nil {
 		tr.InstrumentOut = s.instrOut
 		tr.Instrument = func(ctx context.Context) (io.ReadCloser, error) {
@@ -132,11 +160,28 @@ func (s *testRunSpec) testRun(ctx context.Context, w *offline.CaptureWriter, att
 	return tr
 }
 
+// heapprofd tells whether the run's processes are profiled with
+// heapprofd: on Android 12+, where DDM's tracker does not answer.
+func (s *testRunSpec) heapprofd() bool { return s.api >= alloctrack.APIHeapprofd }
+
+// readFeatures asks adbd whether it speaks shell protocol v2 (feature
+// shell_v2), for the run's streams: asked, not guessed from the version.
+func (s *testRunSpec) readFeatures(ctx context.Context) error {
+	fctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	feats, err := s.client.Features(fctx, s.serial)
+	if err != nil {
+		return fmt.Errorf("asking adbd of %s for its features: %w", s.serial, err)
+	}
+	s.shellV2 = slices.Contains(feats, "shell_v2")
+	return nil
+}
+
 // location is the device's time zone, for logcat stamps without one
 // (before Android 7.0); UTC when it cannot be read or is not known here.
 func (s *testRunSpec) location(ctx context.Context) *time.Location {
 	if s.api >= apiShellV2 {
-		return nil // the stamps carry their zone (-v zone)
+		return nil // the stamps carry their zone (-v zone), or are seconds (-v epoch)
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
