@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,9 +22,11 @@ import (
 // server, doctor prints the same table (the serial aside), with its live
 // checks, and the replay met no request it does not hold. A request the
 // transcript does not hold gets an error naming it. Run on an Android 11
-// device (DDM, with the live check) and an Android 13 one (heapprofd,
-// without: the check reads the trace file at offsets that depend on when
-// each read comes, which a replay cannot follow; docs/doctor.md).
+// device (the DDM live check) and an Android 13 one (the heapprofd check,
+// whose trace reads and polls depend on when they come: the replay answers
+// them by rule, sim/replay_files.go; docs/doctor.md). There the replay's
+// check runs longer than the recorded one (--check.length), so that its
+// reads and polls come more often, at offsets the recording never asked.
 func TestDoctorReplay(t *testing.T) {
 	for _, api := range []int{30, 33} {
 		t.Run(strconv.Itoa(api), func(t *testing.T) {
@@ -32,15 +35,18 @@ func TestDoctorReplay(t *testing.T) {
 			live := serials[f.Devices()[0].Serial()]
 			rec := filepath.Join(t.TempDir(), "doctor.transcript")
 			args := []string{"doctor", "--package", "com.example.app1"}
+			replayArgs := slices.Clone(args)
 			if api >= 31 {
-				args = append(args, "--no-live")
+				// The app allocates nothing: the check runs its length.
+				args = append(args, "--check.length", "2s")
+				replayArgs = append(replayArgs, "--check.length", "4s")
 			}
 			want, errOut, code := runCmd(t, append(args, "--adb.address", addr, "--record", rec)...)
 			if code != exitOK {
 				t.Fatalf("doctor on the live device: exit %d: %s\n%s", code, errOut, want)
 			}
 			srv, rp, replayed := serveDoctorReplay(t, rec)
-			got, errOut, code := runCmd(t, append(args, "--adb.address", srv.Addr())...)
+			got, errOut, code := runCmd(t, append(replayArgs, "--adb.address", srv.Addr())...)
 			if code != exitOK {
 				t.Fatalf("doctor on the replay: exit %d: %s\n%s", code, errOut, got)
 			}
