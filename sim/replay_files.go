@@ -196,3 +196,17 @@ func shellV2Result(b []byte) (out, errOut []byte, code int) {
 	}
 	return out, errOut, code
 }
+
+// Unreplayed lists the recorded services, other than pieces of a file and
+// polls (whose number depends on timing), that no client has asked for.
+func (r *Replay) Unreplayed() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, s := range r.services {
+		if c := s.conn.Service; !s.used && !pieceCmd.MatchString(c) && !pollCmd.MatchString(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}

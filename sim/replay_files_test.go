@@ -97,7 +97,8 @@ func TestReplayFilePieces(t *testing.T) {
 
 // TestReplayPollsByLandmark: a poll answers as recorded between the
 // services around it, however often it is asked: perfetto's cmdline is
-// there until the recorded kill has been replayed, gone after it.
+// there until the recorded kill has been replayed, gone after it; the
+// kill is Unreplayed until then, the polls never.
 func TestReplayPollsByLandmark(t *testing.T) {
 	alive, gone := []byte("perfetto\x00-o\x00/data/misc/perfetto-traces/t\x00"), []byte{}
 	tr := &transcript.Transcript{Conns: []*transcript.Conn{
@@ -118,11 +119,14 @@ func TestReplayPollsByLandmark(t *testing.T) {
 	for range 3 {
 		ask(alive, "cat", "/proc/7/cmdline")
 	}
+	if left := rp.Unreplayed(); len(left) != 1 || left[0] != "shell,v2,raw:kill -TERM 7" {
+		t.Errorf("Unreplayed() before the kill = %q", left)
+	}
 	ask(nil, "kill", "-TERM", "7")
 	for _, want := range [][]byte{alive, gone, gone} {
 		ask(want, "cat", "/proc/7/cmdline")
 	}
-	if errs := rp.Errors(); len(errs) > 0 {
-		t.Errorf("Errors() = %v", errs)
+	if errs, left := rp.Errors(), rp.Unreplayed(); len(errs) > 0 || len(left) > 0 {
+		t.Errorf("Errors() = %v, Unreplayed() = %q", errs, left)
 	}
 }
