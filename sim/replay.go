@@ -27,7 +27,10 @@ import (
 // digits (random file names). A varying part learned this way is put back,
 // recorded for live, in every later device byte where the two have the
 // same length. A service the transcript does not hold gets an
-// *UnknownServiceError, written on the stream and kept for Errors.
+// *UnknownServiceError, written on the stream and kept for Errors. What
+// depends on when the client asks (pieces of a file read at any offset,
+// polls asked more often than recorded) is answered by the rules in
+// replay_files.go.
 type Replay struct {
 	banner    string
 	api       int
@@ -35,8 +38,10 @@ type Replay struct {
 
 	mu       sync.Mutex
 	services []*replayService
-	subst    [][2]string // {recorded, live}, in the order learned
+	files    map[string]*replayFile // by recorded path (replay_files.go)
+	subst    [][2]string            // {recorded, live}, in the order learned
 	errs     []error
+	landmark int // the latest landmark replayed (replay_files.go), or -1
 	streams  map[net.Conn]struct{}
 	closed   bool
 	wg       sync.WaitGroup
@@ -61,7 +66,7 @@ func (e *UnknownServiceError) Error() string {
 
 // NewReplay makes a device of t.
 func NewReplay(t *transcript.Transcript) *Replay {
-	r := &Replay{streams: map[net.Conn]struct{}{}}
+	r := &Replay{streams: map[net.Conn]struct{}{}, landmark: -1}
 	var features string
 	var model [3]string
 	for _, c := range t.Conns {
@@ -80,6 +85,7 @@ func NewReplay(t *transcript.Transcript) *Replay {
 			model = productOf(hex4Text(c.Bytes(transcript.FromDevice)))
 		}
 	}
+	r.files = learnFiles(t.Conns)
 	r.banner = fmt.Sprintf("device::ro.product.name=%s;ro.product.model=%s;ro.product.device=%s", model[0], model[1], model[2])
 	if features != "" {
 		r.banner += ";features=" + features
@@ -159,6 +165,12 @@ func (r *Replay) OpenService(name string) (net.Conn, error) {
 		return nil, fmt.Errorf("%w: replay closed", ErrRefused)
 	}
 	s := r.match(name)
+	var piece []byte
+	var perr error
+	isPiece := false
+	if s == nil {
+		piece, perr, isPiece = r.readPiece(r.back(name))
+	}
 	if s != nil && !s.ok {
 		return nil, fmt.Errorf("%w: %q: refused in the transcript", ErrRefused, name)
 	}
@@ -167,9 +179,14 @@ func (r *Replay) OpenService(name string) (net.Conn, error) {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		if s == nil {
+		switch {
+		case isPiece && perr == nil:
+			writeShellV2(dev, piece)
+		case isPiece:
+			r.fail(dev, name, perr)
+		case s == nil:
 			r.refuse(dev, name)
-		} else {
+		default:
 			r.play(dev, s.conn)
 		}
 		dev.Close()
@@ -187,22 +204,27 @@ var varying = regexp.MustCompile(`[0-9a-f]{8,}`)
 // match finds the first unused recorded service for name (r.mu held) and
 // marks it used, learning what varied.
 func (r *Replay) match(name string) *replayService {
-	back := name
-	for _, p := range r.subst {
-		back = strings.ReplaceAll(back, p[1], p[0])
+	back := r.back(name)
+	if pollCmd.MatchString(back) {
+		return r.poll(back)
 	}
-	for _, s := range r.services {
+	for i, s := range r.services {
 		if !s.used && (s.conn.Service == name || s.conn.Service == back) {
 			s.used = true
+			r.passed(i)
 			return s
 		}
 	}
+	if pieceCmd.MatchString(back) {
+		return nil // its offsets are no hex name (readPiece)
+	}
 	want := varying.ReplaceAllString(back, "*")
-	for _, s := range r.services {
+	for i, s := range r.services {
 		if s.used || varying.ReplaceAllString(s.conn.Service, "*") != want {
 			continue
 		}
 		s.used = true
+		r.passed(i)
 		live, rec := varying.FindAllString(back, -1), varying.FindAllString(s.conn.Service, -1)
 		for i := range min(len(live), len(rec)) {
 			if live[i] != rec[i] {
@@ -214,8 +236,15 @@ func (r *Replay) match(name string) *replayService {
 	return nil
 }
 
-// refuse writes the error naming the service on its stream: as stderr and
-// exit status 255 for shell protocol v2, as text otherwise.
+// back is name with the recorded values put back for live ones (r.mu held).
+func (r *Replay) back(name string) string {
+	for _, p := range r.subst {
+		name = strings.ReplaceAll(name, p[1], p[0])
+	}
+	return name
+}
+
+// refuse writes the error naming the service on its stream, and keeps it.
 func (r *Replay) refuse(c net.Conn, name string) {
 	r.mu.Lock()
 	err := &UnknownServiceError{Service: name}
@@ -224,8 +253,14 @@ func (r *Replay) refuse(c net.Conn, name string) {
 			err.Next = append(err.Next, s.conn.Service)
 		}
 	}
-	r.errs = append(r.errs, err)
 	r.mu.Unlock()
+	r.fail(c, name, err)
+}
+
+// fail keeps err and writes it on the service's stream: as stderr and exit
+// status 255 for shell protocol v2, as text otherwise.
+func (r *Replay) fail(c net.Conn, name string, err error) {
+	r.addErr(err)
 	text := []byte(err.Error() + "\n")
 	if strings.HasPrefix(name, "shell,v2") {
 		b := binary.LittleEndian.AppendUint32([]byte{2}, uint32(len(text)))

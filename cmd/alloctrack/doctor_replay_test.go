@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,11 +20,15 @@ import (
 // TestDoctorReplay: doctor --record on a live simulated device writes a
 // transcript; served back by a replay device through another real adb
 // server, doctor prints the same table (the serial aside), with its live
-// checks, and the replay met no request it does not hold. A request the
+// checks, and the replay met no request it does not hold and
+// left none unasked but polls and trace reads. A request the
 // transcript does not hold gets an error naming it. Run on an Android 11
-// device (DDM, with the live check) and an Android 13 one (heapprofd,
-// without: the check reads the trace file at offsets that depend on when
-// each read comes, which a replay cannot follow; docs/doctor.md).
+// device (the DDM live check) and an Android 13 one (the heapprofd check,
+// whose trace reads and polls depend on when they come: the replay answers
+// them by rule, sim/replay_files.go; docs/doctor.md). There the replay's
+// check runs 6 s, the recorded one 2 s (--check.length): its reads come at
+// offsets the recording never asked, and it polls perfetto more often
+// before the kill than the recording did in all.
 func TestDoctorReplay(t *testing.T) {
 	for _, api := range []int{30, 33} {
 		t.Run(strconv.Itoa(api), func(t *testing.T) {
@@ -32,20 +37,26 @@ func TestDoctorReplay(t *testing.T) {
 			live := serials[f.Devices()[0].Serial()]
 			rec := filepath.Join(t.TempDir(), "doctor.transcript")
 			args := []string{"doctor", "--package", "com.example.app1"}
+			replayArgs := slices.Clone(args)
 			if api >= 31 {
-				args = append(args, "--no-live")
+				// The app allocates nothing: the check runs its length.
+				args = append(args, "--check.length", "2s")
+				replayArgs = append(replayArgs, "--check.length", "6s")
 			}
 			want, errOut, code := runCmd(t, append(args, "--adb.address", addr, "--record", rec)...)
 			if code != exitOK {
 				t.Fatalf("doctor on the live device: exit %d: %s\n%s", code, errOut, want)
 			}
 			srv, rp, replayed := serveDoctorReplay(t, rec)
-			got, errOut, code := runCmd(t, append(args, "--adb.address", srv.Addr())...)
+			got, errOut, code := runCmd(t, append(replayArgs, "--adb.address", srv.Addr())...)
 			if code != exitOK {
 				t.Fatalf("doctor on the replay: exit %d: %s\n%s", code, errOut, got)
 			}
 			if errs := rp.Errors(); len(errs) > 0 {
 				t.Errorf("the replay met requests it does not hold: %v", errs)
+			}
+			if left := rp.Unreplayed(); len(left) > 0 {
+				t.Errorf("doctor on the replay did not ask for %q", left)
 			}
 			if norm := timings(strings.ReplaceAll(got, replayed, live)); norm != timings(want) {
 				t.Errorf("doctor on the replay printed\\n%s\\non the live device\\n%s", got, want)
