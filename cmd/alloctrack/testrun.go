@@ -76,7 +76,8 @@ func (s *testRunSpec) record(ctx context.Context, who string, stdout, stderr io.
 		return fail(exitFailure, "%s runs Android 12+ (API %d): per-test figures through heapprofd are not built yet; only DDM devices (API 19-30) are", s.serial, s.api)
 	}
 	start := time.Now()
-	w, err := offline.NewCaptureWriter(s.out, offline.CaptureMeta{Serial: s.serial, Model: s.model, API: s.api, Package: s.pkg}, start)
+	meta := withAppVersion(ctx, s.client, offline.CaptureMeta{Serial: s.serial, Model: s.model, API: s.api, Package: s.pkg}, stderr)
+	w, err := offline.NewCaptureWriter(s.out, meta, start)
 	if err != nil {
 		return fail(exitFailure, "%v", err)
 	}
