@@ -2,6 +2,7 @@ package offline
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -68,6 +69,21 @@ func (b *Budget) HasRelative() bool {
 			if r.Relative != nil {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// HasAbsoluteAllocationLimits tells whether total, classes or sites set a
+// limit other than relative:.
+func (b *Budget) HasAbsoluteAllocationLimits() bool {
+	abs := func(l Limits) bool { l.Relative = nil; return !l.empty() }
+	if b.Total != nil && abs(*b.Total) {
+		return true
+	}
+	for _, r := range slices.Concat(b.Classes, b.Sites) {
+		if abs(r.Limits) {
+			return true
 		}
 	}
 	return false
