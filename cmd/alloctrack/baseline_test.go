@@ -100,9 +100,31 @@ func TestBaselineCheck(t *testing.T) {
 	if code != exitInsufficient || strings.Contains(out, "BREACH") || !strings.Contains(stderr, "app version 1.4 ≠ 1.5") {
 		t.Errorf("another app version: exit %d\n%s%s", code, out, stderr)
 	}
+	cut := gateRuns(t, m, 10000, 5000)
+	tj := filepath.Join(cut[2], offline.TestsFile)
+	b, _ := os.ReadFile(tj)
+	os.WriteFile(tj, []byte(strings.Replace(string(b), `"complete":true`, `"complete":false`, 1)), 0o644)
+	out, stderr, code = check(cut)
+	if code != exitInsufficient || !strings.Contains(stderr, "the test run did not finish") {
+		t.Errorf("a run that did not finish: exit %d\n%s%s", code, out, stderr)
+	}
 	os.WriteFile(budget, []byte("tests:\n  - match: '.*'\n    relative: {increase: 10%}\n    max_allocations: 9000\n"), 0o644)
 	out, stderr, code = check(gateRuns(t, m, 10000, 5000))
 	if code != exitBudget || !strings.Contains(out, "over budget: tests[0] '.*' on testA(com.example.T): 10") || strings.Contains(out, "BREACH") {
 		t.Errorf("absolute limit: exit %d\n%s%s", code, out, stderr)
+	}
+}
+
+// TestReportSaysRelativeIsNotItsJob: report --budget with relative rules
+// says that it leaves them to baseline check, rather than seeming to pass
+// them.
+func TestReportSaysRelativeIsNotItsJob(t *testing.T) {
+	dir := t.TempDir()
+	budget := filepath.Join(dir, "budget.yaml")
+	os.WriteFile(budget, []byte("tests:\n  - match: '.*'\n    relative: {increase: 10%}\n"), 0o644)
+	m := offline.CaptureMeta{Model: "Pixel 7", API: 30, Package: "com.example", AppVersion: "1.4"}
+	_, stderr, _ := runCmd(t, "report", "--by", "test", "--budget", budget, gateRuns(t, m, 100, 50)[0])
+	if !strings.Contains(stderr, "relative: rules are judged by alloctrack baseline check") {
+		t.Errorf("stderr %q", stderr)
 	}
 }
