@@ -145,7 +145,7 @@ func readSet(dir string) (BaselineSet, error) {
 }
 
 // AddBaseline copies run into store under its key, as the key's newest
-// run, then removes the key's oldest runs beyond keep. It returns where
+// run (a run that holds less than a whole run is refused), then removes the key's oldest runs beyond keep. It returns where
 // the run went and what was pruned. A run is copied into a hidden
 // directory and renamed into place, so a reader never sees half a run.
 func AddBaseline(store string, keep int, run string) (added string, pruned []string, err error) {
@@ -155,6 +155,9 @@ func AddBaseline(store string, keep int, run string) (added string, pruned []str
 	k, err := RunKey(run)
 	if err != nil {
 		return "", nil, err
+	}
+	if _, err := readRelRun(run); err != nil {
+		return "", nil, fmt.Errorf("%w: %s is not put in the baseline: %v", ErrBaseline, run, err)
 	}
 	dir := filepath.Join(store, k.dir())
 	if err := writeKey(dir, k); err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/alloctrack/alloctrack/alloctrack/offline"
+	"github.com/alloctrack/alloctrack/alloctrack/pertest"
 )
 
 // fakeRun writes a run directory whose summary.json has meta and whose
@@ -18,6 +19,11 @@ func fakeRun(t *testing.T, meta offline.CaptureMeta, marker string) string {
 	dir := t.TempDir()
 	b, _ := json.Marshal(offline.Summary{CaptureMeta: meta, Windows: 1})
 	if err := os.WriteFile(filepath.Join(dir, "summary.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests, _ := json.Marshal(pertest.Run{Package: meta.Package, Backend: "ddm", Complete: true,
+		Tests: []pertest.Test{{Name: "a(com.example.T)", Class: "com.example.T", Method: "a", Outcome: pertest.Passed}}})
+	if err := os.WriteFile(filepath.Join(dir, offline.TestsFile), tests, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o755); err != nil {
@@ -102,5 +108,18 @@ func TestParseDumpsysVersion(t *testing.T) {
 	}
 	if _, _, err := offline.ParseDumpsysVersion("com.x", []byte("Unable to find package: com.x\n")); err == nil || !strings.Contains(err.Error(), "Unable to find package") {
 		t.Errorf("err %v; want the device's answer quoted", err)
+	}
+}
+
+func TestBaselineRefusesPartialRun(t *testing.T) {
+	run := fakeRun(t, pixel, "a")
+	os.WriteFile(filepath.Join(run, offline.TestsFile), []byte(`{"package":"com.example","backend":"ddm","complete":false,"tests":[]}`), 0o644)
+	store := t.TempDir()
+	_, _, err := offline.AddBaseline(store, 5, run)
+	if err == nil || !strings.Contains(err.Error(), "is not put in the baseline: insufficient data") {
+		t.Errorf("err %v; want the partial run refused", err)
+	}
+	if sets, _ := offline.ListBaselines(store); len(sets) != 0 {
+		t.Errorf("the store holds %+v", sets)
 	}
 }

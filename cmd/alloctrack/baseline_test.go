@@ -28,7 +28,7 @@ func summaryRun(t *testing.T, meta offline.CaptureMeta) string {
 func TestBaselineAddList(t *testing.T) {
 	store := filepath.Join(t.TempDir(), "store")
 	m := offline.CaptureMeta{Model: "Pixel 7", API: 33, Package: "com.example", AppVersion: "1.4", AppVersionCode: 14}
-	runs := []string{summaryRun(t, m), summaryRun(t, m), summaryRun(t, m)}
+	runs := gateRuns(t, m, 100, 50)[:3]
 	out, stderr, code := runCmd(t, append([]string{"baseline", "add", "--store", store, "--keep", "2"}, runs...)...)
 	if code != exitOK || strings.Count(out, "added ") != 3 || !strings.Contains(out, "pruned "+filepath.Join(store, "Pixel_7_api33_com.example_1.4_14", "000001")) {
 		t.Fatalf("add: exit %d\n%s%s", code, out, stderr)
