@@ -71,6 +71,7 @@ type Device struct {
 	procs    map[int]string        // processes that are not debuggable VMs, by pid
 	shellLog [][]string            // commands the shell ran, oldest first
 	reboots  int
+	versions map[string]AppVersion // installed builds (dumpsys.go)
 
 	boot      time.Time
 	files     map[string][]byte // the trace directory's files, by path

@@ -312,6 +312,8 @@ func (d *Device) runCommandIO(f []string, in *shellInput) (out, errOut []byte, c
 		return d.amCommand(f)
 	case "pm":
 		return d.pmCommand(f) // suite.go
+	case "dumpsys":
+		return d.dumpsysCommand(f)
 	case "logcat": // alone on its line it streams (logcatrun.go)
 		var o, e bytes.Buffer
 		code := d.logcat(f[1:], "", &o, &e, nil)

@@ -24,10 +24,12 @@ type Limits struct {
 	MaxBytesPerSecond       *float64 `yaml:"max_bytes_per_second"`
 	MaxAllocations          *uint64  `yaml:"max_allocations"` // per run
 	MaxBytes                *uint64  `yaml:"max_bytes"`       // per run
+	// Relative limits the change over a baseline's runs (relative.go).
+	Relative *Relative `yaml:"relative"`
 }
 
 func (l Limits) empty() bool {
-	return l.MaxAllocationsPerSecond == nil && l.MaxBytesPerSecond == nil && l.MaxAllocations == nil && l.MaxBytes == nil
+	return l.MaxAllocationsPerSecond == nil && l.MaxBytesPerSecond == nil && l.MaxAllocations == nil && l.MaxBytes == nil && l.Relative == nil
 }
 
 func (l Limits) perSecond() bool {
@@ -142,6 +144,9 @@ func ParseBudget(name string, data []byte) (*Budget, error) {
 			if v != nil && *v < 0 {
 				return fmt.Errorf("%w: %s: %s has a negative limit", ErrBudget, name, where)
 			}
+		}
+		if err := l.Relative.check(); err != nil {
+			return fmt.Errorf("%w: %s: %s.relative: %v", ErrBudget, name, where, err)
 		}
 		return nil
 	}

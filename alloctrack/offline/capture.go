@@ -34,6 +34,11 @@ type CaptureMeta struct {
 	API     int    `json:"api,omitempty"`
 	Package string `json:"package"`
 	PID     int    `json:"pid"`
+	// AppVersion and AppVersionCode are the app's versionName and
+	// versionCode as AppVersionSource read them ("" and 0: unknown).
+	AppVersion       string `json:"app_version,omitempty"`
+	AppVersionCode   int64  `json:"app_version_code,omitempty"`
+	AppVersionSource string `json:"app_version_source,omitempty"`
 }
 
 // SummaryClass and SummarySite are entries of a capture summary.

@@ -122,6 +122,7 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 
 	start := time.Now()
 	meta := offline.CaptureMeta{Serial: serial, Model: model, API: api, Package: *c.pkg, PID: pid}
+	meta = withAppVersion(ctx, client, meta, stderr)
 	w, err := offline.NewCaptureWriter(*c.out, meta, start)
 	if err != nil {
 		return fail(exitFailure, "%v", err)

@@ -27,6 +27,7 @@ func TestCapturePackageByShellFlavour(t *testing.T) {
 		t.Run(be.name, func(t *testing.T) {
 			f := newCaptureFarm(t, sim.FarmConfig{Devices: len(apis), APIs: apis, AppsPerDevice: 1, Workload: quietCaptureWorkload()})
 			for i, d := range f.Devices() {
+				d.SetAppVersion(app, sim.AppVersion{Name: fmt.Sprintf("2.%d", apis[i]), Code: int64(apis[i])})
 				d.AddProcess(500+i, app)           // same name, not debuggable
 				d.AddProcess(600+i, app+":remote") // toolbox's name filter would match these
 				if _, err := f.AddApp(d.Serial(), sim.AppConfig{Package: app + "0", Workload: quietCaptureWorkload()}); err != nil {
@@ -48,6 +49,9 @@ func TestCapturePackageByShellFlavour(t *testing.T) {
 					if cf.summary.PID != vm.PID() || cf.summary.Package != app || cf.summary.API != api {
 						t.Errorf("summary.json: %+v; want pid %d, API %d", cf.summary.CaptureMeta, vm.PID(), api)
 					}
+					if m := cf.summary.CaptureMeta; m.AppVersion != fmt.Sprintf("2.%d", api) || m.AppVersionCode != int64(api) || m.AppVersionSource != "dumpsys package" {
+						t.Errorf("summary.json: app version %q (%d) from %q; want 2.%d (%d) from dumpsys package", m.AppVersion, m.AppVersionCode, m.AppVersionSource, api, api)
+					}
 					want := fmt.Sprintf("%s runs on %s as pids %d, %d; recording pid %d, the one in the device's JDWP list", app, serials[d.Serial()], 500+i, vm.PID(), vm.PID())
 					if !strings.Contains(stderr, want) {
 						t.Errorf("stderr does not say %q:\n%s", want, stderr)
@@ -56,7 +60,7 @@ func TestCapturePackageByShellFlavour(t *testing.T) {
 					for _, c := range d.ShellLog() {
 						cmds = append(cmds, strings.Join(c, " "))
 					}
-					wantCmds := map[bool]string{true: "getprop ro.build.version.sdk|pidof " + app, false: "getprop ro.build.version.sdk|ps"}[api >= 23]
+					wantCmds := map[bool]string{true: "getprop ro.build.version.sdk|pidof " + app, false: "getprop ro.build.version.sdk|ps"}[api >= 23] + "|dumpsys package " + app
 					if got := strings.Join(cmds, "|"); got != wantCmds {
 						t.Errorf("the device's shell ran %q, want %q", got, wantCmds)
 					}

@@ -77,6 +77,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	hd := newHeapdumpCmd(app)
 	dr := newDoctorCmd(app)
 	ts := newTestCmd(app)
+	bl := newBaselineCmd(app)
 	// Not app.Version: kingpin would print to the usage writer and then go
 	// on to complain that no command was given.
 	app.Flag("version", "Show the version and exit.").Action(func(*kingpin.ParseContext) error {
@@ -109,6 +110,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return dr.run(stdout, stderr)
 	case ts.cmd.FullCommand():
 		return ts.run(stdout, stderr)
+	case bl.add.FullCommand(), bl.list.FullCommand(), bl.check.FullCommand():
+		return bl.run(cmd, stdout, stderr)
 	case "":
 		// --help already printed.
 		return exitOK

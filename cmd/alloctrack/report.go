@@ -130,6 +130,9 @@ func (c *reportCmd) run(stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "alloctrack report: %v\n", err)
 			return exitUsage
 		}
+		if c.bud.HasRelative() {
+			fmt.Fprintf(stderr, "alloctrack report: note: %s's relative: rules are judged by alloctrack baseline check, against a baseline store; report judges only absolute limits\n", *c.budget)
+		}
 	}
 	if *c.by == "test" {
 		return c.reportByTest(stdout, stderr)

@@ -91,7 +91,8 @@ func (s *testRunSpec) record(ctx context.Context, who string, stdout, stderr io.
 		return fail(exitFailure, "%v", err)
 	}
 	start := time.Now()
-	w, err := offline.NewCaptureWriter(s.out, offline.CaptureMeta{Serial: s.serial, Model: s.model, API: s.api, Package: s.pkg}, start)
+	meta := withAppVersion(ctx, s.client, offline.CaptureMeta{Serial: s.serial, Model: s.model, API: s.api, Package: s.pkg}, stderr)
+	w, err := offline.NewCaptureWriter(s.out, meta, start)
 	if err != nil {
 		return fail(exitFailure, "%v", err)
 	}
