@@ -19,6 +19,7 @@ import (
 type multiFlags struct {
 	base, new        *[]string
 	level, minEffect *float64
+	metric           *string
 }
 
 func addMultiFlags(cmd *kingpin.CmdClause) *multiFlags {
@@ -27,6 +28,7 @@ func addMultiFlags(cmd *kingpin.CmdClause) *multiFlags {
 		new:       cmd.Flag("new", "A run to compare (repeat for several runs).").PlaceHolder("RUN").Strings(),
 		level:     cmd.Flag("level", "With several runs a side: the chance of any false alarm in the whole diff (Holm's correction over all its comparisons).").Default("0.05").Float64(),
 		minEffect: cmd.Flag("min-effect", "With several runs a side: the smallest increase that is a breach (0.10: +10 %).").Default("0.10").Float64(),
+		metric:    enum(cmd.Flag("metric", "With several runs a side: the figures compared, each one more comparison to correct for."), "metric", "both", "both", "allocations", "bytes"),
 	}
 }
 
@@ -139,16 +141,24 @@ func (c *diffCmd) admitRuns(stderr io.Writer, sets [2]*offline.RunSet) bool {
 
 // judgeRuns compares allocations and bytes of every key as one gate.
 func (c *diffCmd) judgeRuns(sets [2]*offline.RunSet) *runsDiff {
-	series := append(offline.GateSeries(sets[0], sets[1], *c.by, "allocations"), offline.GateSeries(sets[0], sets[1], *c.by, "bytes")...)
+	metrics := []string{"allocations", "bytes"}
+	if *c.multi.metric != "both" {
+		metrics = []string{*c.multi.metric}
+	}
+	var series []gate.Series
+	var metricOf []string
+	for _, m := range metrics {
+		s := offline.GateSeries(sets[0], sets[1], *c.by, m)
+		series = append(series, s...)
+		for range s {
+			metricOf = append(metricOf, m)
+		}
+	}
 	res := gate.Compare(series, gate.Config{Level: *c.multi.level, MinEffect: *c.multi.minEffect})
 	d := &runsDiff{By: *c.by, Level: *c.multi.level, MinEffect: *c.multi.minEffect, Correction: "holm",
 		Base: sets[0].Runs, New: sets[1].Runs}
-	half := len(series) / 2
 	for i, r := range res {
-		row := runsRow{Metric: "allocations", Result: r}
-		if i >= half {
-			row.Metric = "bytes"
-		}
+		row := runsRow{Metric: metricOf[i], Result: r}
 		if *c.by == "site" {
 			row.Label = sets[1].SiteLabels[strings.TrimPrefix(r.Key, "site:")]
 			row.Label = cmp.Or(row.Label, sets[0].SiteLabels[strings.TrimPrefix(r.Key, "site:")])

@@ -86,6 +86,13 @@ func TestDiffRunsBreach(t *testing.T) {
 			t.Errorf("Object %s: ratio %v in [%v, %v]", r.Metric, *r.Ratio, *r.Lo, *r.Hi)
 		}
 	}
+	if again, _, _ := runCmd(t, args...); again != out {
+		t.Errorf("the same runs gave another result:\n%s\n---\n%s", out, again)
+	}
+	bytesOnly, _, _ := runCmd(t, append(args, "--metric", "bytes")...)
+	if d := diffRunsJSON(t, bytesOnly); d.Comparisons != 2 || d.Rows[0].Metric != "bytes" || d.Rows[1].Metric != "bytes" {
+		t.Errorf("--metric bytes: %d comparisons, rows %+v", d.Comparisons, d.Rows)
+	}
 	text, _, _ := runCmd(t, append([]string{"diff"}, args[3:]...)...)
 	first := strings.Split(strings.Split(text, "largest regression first\n")[1], "\n")[1]
 	if !strings.HasPrefix(strings.TrimSpace(first), "BREACH") || !strings.Contains(first, "java.lang.Object") {
