@@ -63,6 +63,8 @@ func (c *diffCmd) sides(stderr io.Writer) (int, bool) {
 type runsRow struct {
 	Metric string `json:"metric"` // allocations or bytes
 	Label  string `json:"label,omitempty"`
+	// Runs a side that hold it: a test added or removed has 0 on one.
+	BaseRuns, NewRuns int
 	gate.Result
 }
 
@@ -158,7 +160,7 @@ func (c *diffCmd) judgeRuns(sets [2]*offline.RunSet) *runsDiff {
 	d := &runsDiff{By: *c.by, Level: *c.multi.level, MinEffect: *c.multi.minEffect, Correction: "holm",
 		Base: sets[0].Runs, New: sets[1].Runs}
 	for i, r := range res {
-		row := runsRow{Metric: metricOf[i], Result: r}
+		row := runsRow{Metric: metricOf[i], Result: r, BaseRuns: len(series[i].Base), NewRuns: len(series[i].New)}
 		if *c.by == "site" {
 			row.Label = sets[1].SiteLabels[strings.TrimPrefix(r.Key, "site:")]
 			row.Label = cmp.Or(row.Label, sets[0].SiteLabels[strings.TrimPrefix(r.Key, "site:")])
@@ -169,14 +171,23 @@ func (c *diffCmd) judgeRuns(sets [2]*offline.RunSet) *runsDiff {
 		if r.Breach {
 			d.Breaches++
 		}
-		if r.TooFew {
+		if r.TooFew && row.BaseRuns > 0 && row.NewRuns > 0 {
 			d.TooFew++
 			d.RunsNeeded = max(d.RunsNeeded, r.RunsNeeded)
 		}
 		d.Rows = append(d.Rows, row)
 	}
 	slices.SortStableFunc(d.Rows, func(a, b runsRow) int {
-		return cmp.Or(cmp.Compare(b.Ratio, a.Ratio), strings.Compare(a.Key, b.Key), strings.Compare(a.Metric, b.Metric))
+		return cmp.Or(cmp.Compare(oneSided(a), oneSided(b)), cmp.Compare(b.Ratio, a.Ratio), strings.Compare(a.Key, b.Key), strings.Compare(a.Metric, b.Metric))
 	})
 	return d
+}
+
+// oneSided: 1 for a row only one side holds (a test added or removed),
+// listed after the rows compared.
+func oneSided(r runsRow) int {
+	if r.BaseRuns == 0 || r.NewRuns == 0 {
+		return 1
+	}
+	return 0
 }

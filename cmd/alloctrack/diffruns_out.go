@@ -30,6 +30,10 @@ func writeRunsDiff(w io.Writer, d *runsDiff, top int) {
 
 func verdict(r runsRow) string {
 	switch {
+	case r.BaseRuns == 0:
+		return "added"
+	case r.NewRuns == 0:
+		return "removed"
 	case r.Breach:
 		return "BREACH"
 	case r.Significant && r.Ratio > 1:
@@ -100,6 +104,8 @@ func jsonRunsDiff(d *runsDiff) any {
 		Breach     bool     `json:"breach"`
 		TooFew     bool     `json:"too_few"`
 		RunsNeeded int      `json:"runs_needed"`
+		BaseRuns   int      `json:"base_n"` // runs that hold it
+		NewRuns    int      `json:"new_n"`
 	}
 	type jrun struct {
 		Path      string `json:"path"`
@@ -123,7 +129,7 @@ func jsonRunsDiff(d *runsDiff) any {
 	rows := make([]jrow, len(d.Rows))
 	for i, r := range d.Rows {
 		rows[i] = jrow{r.Metric, r.Key, r.Label, r.BaseMedian, r.NewMedian, r.BaseMAD, r.NewMAD, r.BaseCV, r.NewCV,
-			fin(r.Ratio), fin(r.Lo), fin(r.Hi), r.P, r.Significant, r.Breach, r.TooFew, r.RunsNeeded}
+			fin(r.Ratio), fin(r.Lo), fin(r.Hi), r.P, r.Significant, r.Breach, r.TooFew, r.RunsNeeded, r.BaseRuns, r.NewRuns}
 	}
 	return struct {
 		*runsDiff

@@ -141,7 +141,11 @@ func TestDiffRunsTooFew(t *testing.T) {
 func TestDiffRunsByTest(t *testing.T) {
 	run := func(scale float64, i int, complete bool) string {
 		r := &pertest.Run{Package: "x", Backend: "ddm", Complete: complete}
-		for j, name := range []string{"a(p.T)", "b(p.T)"} {
+		names := []string{"a(p.T)", "b(p.T)"}
+		if scale != 1 {
+			names = append(names, "c(p.T)") // added
+		}
+		for j, name := range names {
 			f := noise[(i+j)%5]
 			if j == 0 {
 				f *= scale
@@ -162,9 +166,12 @@ func TestDiffRunsByTest(t *testing.T) {
 	if code != exitInsufficient || !strings.Contains(errOut, "did not finish") {
 		t.Fatalf("unfinished run: exit %d, stderr %q", code, errOut)
 	}
-	out, _, code := runCmd(t, append([]string{"diff", "--by", "test", "--allow-partial"}, args...)...)
-	if code != exitBudget {
-		t.Fatalf("exit %d:\n%s", code, out)
+	out, errOut, code := runCmd(t, append([]string{"diff", "--by", "test", "--allow-partial"}, args...)...)
+	if code != exitBudget || strings.Contains(errOut, "too few") {
+		t.Fatalf("exit %d, stderr %q:\n%s", code, errOut, out)
+	}
+	if rows := strings.Split(strings.TrimSpace(out), "\n"); !strings.HasPrefix(strings.TrimSpace(rows[len(rows)-1]), "added") || !strings.HasSuffix(rows[len(rows)-1], "c(p.T)") {
+		t.Errorf("the added test c(p.T) is not marked added:\n%s", out)
 	}
 	lines := strings.Split(out, "\n")
 	var breach []string
