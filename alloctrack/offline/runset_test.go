@@ -1,6 +1,7 @@
 package offline_test
 
 import (
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -127,5 +128,39 @@ func TestLoadRunsTrace(t *testing.T) {
 	s := offline.GateSeries(rs, rs, "site", "bytes")
 	if len(s) != 3 || len(s[0].BaseSE) != 2 || s[0].BaseSE[0] <= 0 {
 		t.Errorf("series %+v", s)
+	}
+}
+
+// captureDir writes a capture directory of n Object allocations over secs.
+func captureDir(t *testing.T, n int, secs float64) string {
+	t.Helper()
+	dir := t.TempDir()
+	data, _ := os.ReadFile(reportFile(t, n, 0))
+	os.WriteFile(filepath.Join(dir, "1.alloc"), data, 0o644)
+	sum, _ := json.Marshal(offline.Summary{Windows: 1, DurationSeconds: secs, RequestedSeconds: secs})
+	os.WriteFile(filepath.Join(dir, "summary.json"), sum, 0o644)
+	return dir
+}
+
+// Captures that know their duration compare per second, as two runs do;
+// a bare report among them makes every figure per run.
+func TestGateSeriesPerSecond(t *testing.T) {
+	base, err := offline.LoadRuns([]string{captureDir(t, 100, 10), captureDir(t, 200, 20)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if base.Runs[1].Seconds != 20 || base.Runs[1].Shortfall != nil {
+		t.Fatalf("runs %+v", base.Runs)
+	}
+	s := offline.GateSeries(base, base, "class", "allocations")
+	if !offline.PerSecond(base, base, "class") || s[0].Base[0] != 10 || s[0].Base[1] != 10 {
+		t.Errorf("per second: %+v", s)
+	}
+	mixed, err := offline.LoadRuns([]string{captureDir(t, 100, 10), reportFile(t, 200, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := offline.GateSeries(base, mixed, "class", "allocations"); offline.PerSecond(base, mixed, "class") || s[0].New[1] != 200 {
+		t.Errorf("with a bare report: %+v", s)
 	}
 }

@@ -74,6 +74,7 @@ type runsDiff struct {
 	Level       float64             `json:"level"`
 	MinEffect   float64             `json:"min_effect"`
 	Correction  string              `json:"correction"`
+	PerSecond   bool                `json:"per_second"` // classes and sites per second of each capture, else per run
 	Comparisons int                 `json:"comparisons"`
 	Base, New   []offline.LoadedRun `json:"-"`
 	Breaches    int                 `json:"breaches"`
@@ -158,7 +159,7 @@ func (c *diffCmd) judgeRuns(sets [2]*offline.RunSet) *runsDiff {
 	}
 	res := gate.Compare(series, gate.Config{Level: *c.multi.level, MinEffect: *c.multi.minEffect})
 	d := &runsDiff{By: *c.by, Level: *c.multi.level, MinEffect: *c.multi.minEffect, Correction: "holm",
-		Base: sets[0].Runs, New: sets[1].Runs}
+		Base: sets[0].Runs, New: sets[1].Runs, PerSecond: offline.PerSecond(sets[0], sets[1], *c.by)}
 	for i, r := range res {
 		row := runsRow{Metric: metricOf[i], Result: r, BaseRuns: len(series[i].Base), NewRuns: len(series[i].New)}
 		if *c.by == "site" {

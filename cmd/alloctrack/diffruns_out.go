@@ -14,7 +14,11 @@ func writeRunsDiff(w io.Writer, d *runsDiff, top int) {
 	for i, side := range [][]offline.LoadedRun{d.Base, d.New} {
 		fmt.Fprintf(w, "%-4s %d runs: %s\n", []string{"base", "new"}[i], len(side), runKinds(side))
 	}
-	fmt.Fprintf(w, "by %s; level %g over %d comparisons (Holm); breach: significant and above +%g %%\n", d.By, d.Level, d.Comparisons, d.MinEffect*100)
+	unit := "per run"
+	if d.PerSecond {
+		unit = "per second"
+	}
+	fmt.Fprintf(w, "by %s, %s; level %g over %d comparisons (Holm); breach: significant and above +%g %%\n", d.By, unit, d.Level, d.Comparisons, d.MinEffect*100)
 	fmt.Fprintf(w, "intervals hold together at %g %%; CV: run-to-run variation; runs: runs a side that would find +%g %%\n\n", (1-d.Level)*100, d.MinEffect*100)
 	rows := d.Rows
 	if top > 0 && len(rows) > top {

@@ -98,7 +98,7 @@ func TestDiffRunsBreach(t *testing.T) {
 	if !strings.HasPrefix(strings.TrimSpace(first), "BREACH") || !strings.Contains(first, "java.lang.Object") {
 		t.Errorf("text output does not name the breach first:\n%s", text)
 	}
-	if !strings.Contains(text, "base 5 runs: 5 exact") || !strings.Contains(text, "level 0.05 over 4 comparisons (Holm)") {
+	if !strings.Contains(text, "base 5 runs: 5 exact") || !strings.Contains(text, "by class, per run; level 0.05 over 4 comparisons (Holm)") {
 		t.Errorf("text head:\n%s", text)
 	}
 }
