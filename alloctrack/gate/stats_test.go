@@ -32,3 +32,33 @@ func TestMedianMADCV(t *testing.T) {
 		t.Errorf("cv %v, want 0.1", got)
 	}
 }
+
+// logs returns values whose log(1+x) are ys.
+func logs(ys ...float64) []float64 {
+	out := make([]float64, len(ys))
+	for i, y := range ys {
+		out[i] = math.Expm1(y)
+	}
+	return out
+}
+
+// Welch on log(1+x): logs 1..5 against 3..7 is t = 2 at 8 degrees of
+// freedom, two-sided P 0.0805 (textbook value).
+func TestWelchKnownAnswer(t *testing.T) {
+	w := welchOf(Series{Base: logs(1, 2, 3, 4, 5), New: logs(3, 4, 5, 6, 7)})
+	if !w.ok || math.Abs(w.d-2) > 1e-9 || math.Abs(w.se-1) > 1e-9 || math.Abs(w.df-8) > 1e-9 || math.Abs(w.p-0.0805) > 5e-4 {
+		t.Errorf("welch %+v, want d 2, se 1, df 8, p 0.0805", w)
+	}
+}
+
+// Runs needed against the normal approximation 2 s² (z(.975)+z(.9))² /
+// log(1.1)² = 23.1 for s = 0.1: the t distribution asks a little more.
+func TestRunsNeededKnownAnswer(t *testing.T) {
+	// Logs 10-d, 10, 10+d, 10, 10: sample variance 2d²/4 = 0.01.
+	d := 0.1 * math.Sqrt(2)
+	side := logs(10-d, 10, 10+d, 10, 10)
+	n := runsNeeded(Series{Base: side, New: side}, Config{}.norm(), 1)
+	if n < 24 || n > 26 {
+		t.Errorf("runs needed %d, want 24 to 26", n)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
@@ -28,6 +29,8 @@ type LoadedRun struct {
 	Kind      string
 	Tests     bool
 	Estimated bool
+	// Seconds the run lasted, 0 when unknown (bare files, tests.json).
+	Seconds float64
 	// Shortfall: why the run holds less than a whole run, nil if whole;
 	// Partial: which of its tests are partial, nil if none.
 	Shortfall, Partial *ShortfallError
@@ -89,7 +92,7 @@ func (rs *RunSet) load(path string, every uint64) error {
 		if err := in.AddTo(t); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		run.Kind, run.Estimated = in.Kind(), t.Estimated
+		run.Kind, run.Estimated, run.Seconds = in.Kind(), t.Estimated, in.Duration.Seconds()
 		if tr == nil {
 			run.Shortfall = in.Shortfall()
 		}
@@ -182,6 +185,7 @@ func GateSeries(base, nw *RunSet, by, metric string) []gate.Series {
 		return rs.Sites
 	}
 	bm, nm := pick(base), pick(nw)
+	rate := PerSecond(base, nw, by)
 	keys := map[string]bool{}
 	for k := range bm {
 		keys[k] = true
@@ -197,16 +201,31 @@ func GateSeries(base, nw *RunSet, by, metric string) []gate.Series {
 	out := make([]gate.Series, 0, len(sorted))
 	for _, k := range sorted {
 		s := gate.Series{Key: by + ":" + k}
-		s.Base, s.BaseSE = base.side(bm[k], by != "test", metric)
-		s.New, s.NewSE = nw.side(nm[k], by != "test", metric)
+		s.Base, s.BaseSE = base.side(bm[k], by != "test", metric, rate)
+		s.New, s.NewSE = nw.side(nm[k], by != "test", metric, rate)
 		out = append(out, s)
 	}
 	return out
 }
 
+// PerSecond tells whether GateSeries compares classes and sites per second:
+// when every run of both sides knows its duration (capture directories), as
+// the two-run diff does. Tests are compared per test, always.
+func PerSecond(base, nw *RunSet, by string) bool {
+	if by == "test" {
+		return false
+	}
+	for _, r := range append(slices.Clone(base.Runs), nw.Runs...) {
+		if r.Seconds <= 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // side lists a key's values over the runs; zero fills runs that hold
 // allocations but not this key. The SEs are nil when all are 0.
-func (rs *RunSet) side(vs []*Value, zero bool, metric string) (vals, ses []float64) {
+func (rs *RunSet) side(vs []*Value, zero bool, metric string, rate bool) (vals, ses []float64) {
 	sampled := false
 	for i, r := range rs.Runs {
 		var v *Value
@@ -222,6 +241,9 @@ func (rs *RunSet) side(vs []*Value, zero bool, metric string) (vals, ses []float
 		x, se := v.Allocations, v.AllocationsSE
 		if metric == "bytes" {
 			x, se = v.Bytes, v.BytesSE
+		}
+		if rate {
+			x, se = x/r.Seconds, se/r.Seconds
 		}
 		vals, ses = append(vals, x), append(ses, se)
 		sampled = sampled || se > 0

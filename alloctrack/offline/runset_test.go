@@ -1,6 +1,8 @@
 package offline_test
 
 import (
+	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	"github.com/alloctrack/alloctrack/alloctrack/offline"
 	"github.com/alloctrack/alloctrack/alloctrack/pertest"
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
+	"github.com/alloctrack/alloctrack/internal/tracetest"
 )
 
 // reportFile writes a report of n Object and m int[] allocations of 16 bytes.
@@ -99,5 +102,65 @@ func TestGateSeries(t *testing.T) {
 	tests := offline.GateSeries(base, nw, "test", "bytes")
 	if len(tests) != 1 || len(tests[0].Base) != 0 || len(tests[0].New) != 1 || tests[0].New[0] != 2 {
 		t.Errorf("tests %+v", tests)
+	}
+}
+
+// A perfetto trace is a heapprofd run: its sites are estimates with a
+// sampling SE of estimate/sqrt(samples), which GateSeries passes on.
+func TestLoadRunsTrace(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "run.trace")
+	if err := os.WriteFile(p, tracetest.Heapprofd(t, 4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := offline.LoadRuns([]string{p, p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs.Runs[0].Kind != "heapprofd" || !rs.Runs[0].Estimated || len(rs.Sites) != 3 {
+		t.Fatalf("runs %+v, %d sites", rs.Runs, len(rs.Sites))
+	}
+	for id, vs := range rs.Sites {
+		v := vs[0]
+		if v.Allocations <= 0 || v.AllocationsSE <= 0 || v.AllocationsSE >= v.Allocations || math.Abs(v.BytesSE/v.Bytes-v.AllocationsSE/v.Allocations) > 1e-9 {
+			t.Errorf("site %s: %+v, want an SE below the estimate, the same share for bytes", id, *v)
+		}
+	}
+	s := offline.GateSeries(rs, rs, "site", "bytes")
+	if len(s) != 3 || len(s[0].BaseSE) != 2 || s[0].BaseSE[0] <= 0 {
+		t.Errorf("series %+v", s)
+	}
+}
+
+// captureDir writes a capture directory of n Object allocations over secs.
+func captureDir(t *testing.T, n int, secs float64) string {
+	t.Helper()
+	dir := t.TempDir()
+	data, _ := os.ReadFile(reportFile(t, n, 0))
+	os.WriteFile(filepath.Join(dir, "1.alloc"), data, 0o644)
+	sum, _ := json.Marshal(offline.Summary{Windows: 1, DurationSeconds: secs, RequestedSeconds: secs})
+	os.WriteFile(filepath.Join(dir, "summary.json"), sum, 0o644)
+	return dir
+}
+
+// Captures that know their duration compare per second, as two runs do;
+// a bare report among them makes every figure per run.
+func TestGateSeriesPerSecond(t *testing.T) {
+	base, err := offline.LoadRuns([]string{captureDir(t, 100, 10), captureDir(t, 200, 20)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if base.Runs[1].Seconds != 20 || base.Runs[1].Shortfall != nil {
+		t.Fatalf("runs %+v", base.Runs)
+	}
+	s := offline.GateSeries(base, base, "class", "allocations")
+	if !offline.PerSecond(base, base, "class") || s[0].Base[0] != 10 || s[0].Base[1] != 10 {
+		t.Errorf("per second: %+v", s)
+	}
+	mixed, err := offline.LoadRuns([]string{captureDir(t, 100, 10), reportFile(t, 200, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := offline.GateSeries(base, mixed, "class", "allocations"); offline.PerSecond(base, mixed, "class") || s[0].New[1] != 200 {
+		t.Errorf("with a bare report: %+v", s)
 	}
 }
