@@ -21,6 +21,7 @@ type diffCmd struct {
 	every  *uint64
 	gate   *gateFlags
 	by     *string
+	multi  *multiFlags
 }
 
 func newDiffCmd(app *kingpin.Application) *diffCmd {
@@ -29,9 +30,10 @@ func newDiffCmd(app *kingpin.Application) *diffCmd {
 	c.top = c.cmd.Flag("top", "How many classes and sites to list (0: all).").Default("20").Int()
 	c.every = agentRateFlag(c.cmd)
 	c.gate = addGateFlags(c.cmd)
-	c.by = enum(c.cmd.Flag("by", "Compare per class and per site (class), or test by test (test: two test runs, capture directories of alloctrack test or their tests.json; tests added, removed and changed, the largest increase in bytes first)."), "by", "class", "class", "test")
-	c.base = c.cmd.Arg("base", "The baseline: a report file, perfetto trace, tiallocsample agent log, heap dump or capture directory.").Required().String()
-	c.new = c.cmd.Arg("new", "The run to compare: a report file, perfetto trace, tiallocsample agent log, heap dump or capture directory.").Required().String()
+	c.by = enum(c.cmd.Flag("by", "Compare per class and per site (class; site is the same for two runs), or test by test (test: two test runs, capture directories of alloctrack test or their tests.json; tests added, removed and changed, the largest increase in bytes first). With several runs a side: per test, class or site."), "by", "class", "class", "test", "site")
+	c.multi = addMultiFlags(c.cmd)
+	c.base = c.cmd.Arg("base", "The baseline: a report file, perfetto trace, tiallocsample agent log, heap dump or capture directory (or --base, repeated).").String()
+	c.new = c.cmd.Arg("new", "The run to compare: a report file, perfetto trace, tiallocsample agent log, heap dump or capture directory (or --new, repeated).").String()
 	return c
 }
 
@@ -52,6 +54,12 @@ func (c *diffCmd) run(stdout, stderr io.Writer) int {
 	if *c.top < 0 {
 		fmt.Fprintf(stderr, "alloctrack diff: --top must not be negative, got %d\n", *c.top)
 		return exitUsage
+	}
+	if code, done := c.sides(stderr); done {
+		return code
+	}
+	if len(*c.multi.base) > 1 || len(*c.multi.new) > 1 {
+		return c.diffRuns(stdout, stderr)
 	}
 	if *c.by == "test" {
 		return c.diffByTest(stdout, stderr)

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bufio"
+	"cmp"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/alloctrack/alloctrack/alloctrack/gate"
+	"github.com/alloctrack/alloctrack/alloctrack/offline"
+)
+
+// multiFlags are diff's flags for several runs a side.
+type multiFlags struct {
+	base, new        *[]string
+	level, minEffect *float64
+}
+
+func addMultiFlags(cmd *kingpin.CmdClause) *multiFlags {
+	return &multiFlags{
+		base:      cmd.Flag("base", "A baseline run (repeat for several runs; then give the new runs with --new, not as arguments).").PlaceHolder("RUN").Strings(),
+		new:       cmd.Flag("new", "A run to compare (repeat for several runs).").PlaceHolder("RUN").Strings(),
+		level:     cmd.Flag("level", "With several runs a side: the chance of any false alarm in the whole diff (Holm's correction over all its comparisons).").Default("0.05").Float64(),
+		minEffect: cmd.Flag("min-effect", "With several runs a side: the smallest increase that is a breach (0.10: +10 %).").Default("0.10").Float64(),
+	}
+}
+
+// sides settles the base and new runs from the arguments or from --base
+// and --new; one of each leaves *c.base and *c.new set for a two-run diff.
+func (c *diffCmd) sides(stderr io.Writer) (int, bool) {
+	const who = "alloctrack diff"
+	fb, fn := *c.multi.base, *c.multi.new
+	switch {
+	case len(fb) == 0 && len(fn) == 0:
+		if *c.base == "" || *c.new == "" {
+			fmt.Fprintf(stderr, "%s: give a base and a new run (BASE NEW), or several a side with --base RUN... --new RUN...\n", who)
+			return exitUsage, true
+		}
+		return 0, false
+	case *c.base != "":
+		fmt.Fprintf(stderr, "%s: give runs either as arguments or with --base and --new, not both\n", who)
+		return exitUsage, true
+	case len(fb) == 0 || len(fn) == 0:
+		fmt.Fprintf(stderr, "%s: --base and --new go together: give at least one run with each\n", who)
+		return exitUsage, true
+	case !(*c.multi.level > 0 && *c.multi.level < 1) || *c.multi.minEffect <= 0:
+		fmt.Fprintf(stderr, "%s: --level must be between 0 and 1 and --min-effect above 0, got %v and %v\n", who, *c.multi.level, *c.multi.minEffect)
+		return exitUsage, true
+	case len(fb) == 1 && len(fn) == 1:
+		*c.base, *c.new = fb[0], fn[0]
+	}
+	return 0, false
+}
+
+// runsRow is one line of a diff over several runs a side.
+type runsRow struct {
+	Metric string `json:"metric"` // allocations or bytes
+	Label  string `json:"label,omitempty"`
+	gate.Result
+}
+
+// runsDiff is what a diff over several runs a side writes as JSON.
+type runsDiff struct {
+	By          string              `json:"by"`
+	Level       float64             `json:"level"`
+	MinEffect   float64             `json:"min_effect"`
+	Correction  string              `json:"correction"`
+	Comparisons int                 `json:"comparisons"`
+	Base, New   []offline.LoadedRun `json:"-"`
+	Breaches    int                 `json:"breaches"`
+	TooFew      int                 `json:"too_few"`
+	RunsNeeded  int                 `json:"runs_needed"` // the most any row needs, a side
+	Rows        []runsRow           `json:"-"`
+}
+
+func (c *diffCmd) diffRuns(stdout, stderr io.Writer) int {
+	const who = "alloctrack diff"
+	var sets [2]*offline.RunSet
+	for i, paths := range [][]string{*c.multi.base, *c.multi.new} {
+		rs, err := offline.LoadRunsRate(paths, *c.every)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %s: %v\n", who, []string{"base", "new"}[i], err)
+			return exitFailure
+		}
+		sets[i] = rs
+	}
+	if !c.admitRuns(stderr, sets) {
+		return exitInsufficient
+	}
+	d := c.judgeRuns(sets)
+	w := bufio.NewWriter(stdout)
+	defer w.Flush()
+	if *c.format == "json" {
+		writeIndentedJSON(w, jsonRunsDiff(d))
+	} else {
+		writeRunsDiff(w, d, *c.top)
+	}
+	if d.TooFew > 0 {
+		fmt.Fprintf(stderr, "%s: too few runs to detect +%g %% at level %g in %d of %d rows: up to %d runs a side would (base has %d, new %d)\n",
+			who, *c.multi.minEffect*100, *c.multi.level, d.TooFew, len(d.Rows), d.RunsNeeded, len(d.Base), len(d.New))
+	}
+	if d.Breaches > 0 {
+		return exitBudget
+	}
+	return exitOK
+}
+
+// admitRuns applies the two-run diff's rules to every run, saying every
+// reason at once; with --by test a run must hold tests.
+func (c *diffCmd) admitRuns(stderr io.Writer, sets [2]*offline.RunSet) bool {
+	const who = "alloctrack diff"
+	ok := true
+	for _, rs := range sets {
+		for _, r := range rs.Runs {
+			if *c.by == "test" && !r.Tests {
+				fmt.Fprintf(stderr, "%s: %s holds no test run (%s): --by test needs capture directories of alloctrack test or their tests.json\n", who, r.Path, offline.TestsFile)
+				ok = false
+				continue
+			}
+			if *c.by != "test" && r.Kind == offline.TestsFile {
+				fmt.Fprintf(stderr, "%s: %s holds tests only, no classes or sites: use --by test\n", who, r.Path)
+				ok = false
+				continue
+			}
+			sf := r.Shortfall
+			if sf == nil && *c.by == "test" {
+				sf = r.Partial
+			}
+			ok = c.gate.admit(stderr, who, sf) && ok
+		}
+	}
+	return ok
+}
+
+// judgeRuns compares allocations and bytes of every key as one gate.
+func (c *diffCmd) judgeRuns(sets [2]*offline.RunSet) *runsDiff {
+	series := append(offline.GateSeries(sets[0], sets[1], *c.by, "allocations"), offline.GateSeries(sets[0], sets[1], *c.by, "bytes")...)
+	res := gate.Compare(series, gate.Config{Level: *c.multi.level, MinEffect: *c.multi.minEffect})
+	d := &runsDiff{By: *c.by, Level: *c.multi.level, MinEffect: *c.multi.minEffect, Correction: "holm",
+		Base: sets[0].Runs, New: sets[1].Runs}
+	half := len(series) / 2
+	for i, r := range res {
+		row := runsRow{Metric: "allocations", Result: r}
+		if i >= half {
+			row.Metric = "bytes"
+		}
+		if *c.by == "site" {
+			row.Label = sets[1].SiteLabels[strings.TrimPrefix(r.Key, "site:")]
+			row.Label = cmp.Or(row.Label, sets[0].SiteLabels[strings.TrimPrefix(r.Key, "site:")])
+		}
+		if !math.IsInf(r.Lo, 0) {
+			d.Comparisons++
+		}
+		if r.Breach {
+			d.Breaches++
+		}
+		if r.TooFew {
+			d.TooFew++
+			d.RunsNeeded = max(d.RunsNeeded, r.RunsNeeded)
+		}
+		d.Rows = append(d.Rows, row)
+	}
+	slices.SortStableFunc(d.Rows, func(a, b runsRow) int {
+		return cmp.Or(cmp.Compare(b.Ratio, a.Ratio), strings.Compare(a.Key, b.Key), strings.Compare(a.Metric, b.Metric))
+	})
+	return d
+}
