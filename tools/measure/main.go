@@ -8,6 +8,7 @@
 //	go run ./tools/measure load -devices 16 -apps 4 -duration 3m
 //	go run ./tools/measure soak -duration 35m
 //	go run ./tools/measure hostile -duration 10m
+//	go run ./tools/measure gates -trials 200
 package main
 
 import (
@@ -34,7 +35,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: measure coverage|load|heapprofd|soak|heapdump|hostile [flags]")
+		fmt.Fprintln(os.Stderr, "usage: measure coverage|load|heapprofd|soak|heapdump|hostile|gates [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -51,6 +52,8 @@ func main() {
 		err = heapdumpCmd(os.Args[2:])
 	case "hostile":
 		err = hostile(os.Args[2:])
+	case "gates":
+		err = gates(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown measurement %q", os.Args[1])
 	}
