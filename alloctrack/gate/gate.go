@@ -2,9 +2,11 @@
 // classes, sites) changed significantly. It is pure: no I/O, no logging,
 // no randomness, so the same inputs always give the same results.
 //
-// Method (docs/gates.md): Welch's t test on log(1+value), so a change is a
+// Method (docs/gates.md): a t test on log(1+value), so a change is a
 // ratio and skewed counts become near symmetric; a sampled run's standard
-// error is added to its side's variance; Holm's correction over all series
+// error is added to its side's variance; with ModerateMin or more series
+// of nonzero spread, each series' variance is moderated toward the gate's
+// (moderate.go), else Welch's t; Holm's correction over all series
 // of one Compare call (one gate) keeps the chance of any false alarm in the
 // gate at most Config.Level.
 package gate
@@ -86,6 +88,7 @@ func Compare(s []Series, cfg Config) []Result {
 			m++
 		}
 	}
+	moderate(s, tests)
 	holm(out, tests, cfg.Level)
 	for i := range out {
 		r := &out[i]
