@@ -310,7 +310,28 @@ func (s *runState) readAm(out io.Reader, res *RunRecord) {
 		if !s.aborted {
 			s.r.Attributor.Status(ev)
 		}
+		if ev.Kind == instrument.Ended {
+			// The status printer reports a test's end right after the
+			// runner's finished: line: when logcat lost that line (a
+			// full buffer), am's status still cycles the tracker.
+			s.cycleAppLocked()
+		}
 		s.mu.Unlock()
+	}
+}
+
+// cycleAppLocked asks every tracked process of the app for a new window
+// (am's statuses name no process; one with nothing new only sends a
+// short report).
+func (s *runState) cycleAppLocked() {
+	for _, p := range s.procs {
+		if p.state != ofApp || p.cycle == nil {
+			continue
+		}
+		select {
+		case p.cycle <- struct{}{}:
+		default:
+		}
 	}
 }
 

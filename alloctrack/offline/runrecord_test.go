@@ -422,3 +422,31 @@ func TestRunRecorderOldLines(t *testing.T) {
 		t.Errorf("problems %q", r.res.Run.Problems)
 	}
 }
+
+// TestRunRecorderCyclesOnAmStatus: when logcat lost a test's finished:
+// line (a full buffer), am's status of the test's end still cycles the
+// tracker, so the test's report is read before the next test (and, for
+// the last test, before am stops the process).
+func TestRunRecorderCyclesOnAmStatus(t *testing.T) {
+	f := newRunFixture(t, true)
+	f.lists <- []int{}
+	done := f.start(nil)
+	<-f.instrumented
+	vm := f.addVM(200, testPkg, 300*time.Millisecond)
+	f.lists <- []int{200}
+	until(t, "the fresh process tracked", vm.Tracking)
+	f.logLine(t, 200, 'I', "run started: 1 tests")
+	f.logLine(t, 200, 'I', "started: a(com.example.T)")
+	f.am(t, status(1, "a"))
+	until(t, "the app named and its lines fed", func() bool { return f.attr.has("event 200 started a(com.example.T)") })
+	vm.Allocate(5)
+	// finished: a(com.example.T) is lost; am still says the test ended.
+	f.am(t, status(0, "a"))
+	until(t, "the report of test a, asked for by am's status", func() bool { return f.attr.reported(200) >= 5 })
+	f.logLine(t, 200, 'I', "run finished: 1 tests, 0 failed, 0 ignored")
+	f.am(t, "INSTRUMENTATION_RESULT: stream=OK\nINSTRUMENTATION_CODE: -1\n")
+	f.amW.Close()
+	vm.Kill()
+	f.dev.RemoveVM(200)
+	waitDone(t, done)
+}
