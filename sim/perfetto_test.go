@@ -641,6 +641,9 @@ func TestPerfettoForeignRejectedOnlyAtStop(t *testing.T) {
 			byPID[dp.PID]++
 		}
 	}
+	// The foreign session holds a.held once it has dumped it (it attaches
+	// after the device's start delay): only then does ours set up.
+	waitFor(t, func() bool { n, _ := read("studio.perfetto-trace"); return n[6101] >= 1 })
 	pid := startSession(t, d, sessionConfig("ours-1", 4096, 6101, 6102), "ours.pftrace")
 	waitFor(t, func() bool { n, _ := read("ours.pftrace"); return n[6102] >= 1 })
 	vms[1].SetFaults(Faults{ForeignProfiler: true})
