@@ -13,7 +13,9 @@ var _ supervisor.LogcatSource = ADB{}
 // Logcat follows the test runner's lines in a device's logcat (see
 // LogcatArgs); it never clears the log.
 func (a ADB) Logcat(ctx context.Context, serial string, api int, since string) (io.ReadCloser, error) {
-	return a.Client.ShellStream(ctx, serial, LogcatArgs(api, since)...)
+	// shell: on every version: the lines are read alike through a PTY
+	// (before 7.0) or not, and the exit status is not needed.
+	return a.Client.StartShell(ctx, serial, false, LogcatArgs(api, since)...)
 }
 
 // LogcatArgs is the logcat command that follows the tag TestRunner on a

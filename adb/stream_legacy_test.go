@@ -10,15 +10,15 @@ import (
 	"github.com/alloctrack/alloctrack/adb"
 )
 
-// ShellStream gives the output as it comes, before the command ends, and
-// ends when the context does.
+// StartShell on shell: (the daemon's logcat) gives the output as it
+// comes, before the command ends, and ends when the context does.
 func TestShellStreamFollowsUntilCancelled(t *testing.T) {
 	next := make(chan struct{})
 	s := newFakeServer(t, steps(expect("host:transport:d"), send("OKAY"), expect("shell:logcat -s TestRunner"), send("OKAY"),
 		send("line 1\r\n"), func(p *peer) error { <-next; return nil }, send("line 2\n"), waitClose))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	rc, err := adb.NewClient(s.addr()).ShellStream(ctx, "d", "logcat", "-s", "TestRunner")
+	rc, err := adb.NewClient(s.addr()).StartShell(ctx, "d", false, "logcat", "-s", "TestRunner")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,9 +42,9 @@ func TestShellStreamFollowsUntilCancelled(t *testing.T) {
 // A device that refuses the service is an error naming the command.
 func TestShellStreamRefused(t *testing.T) {
 	s := newFakeServer(t, steps(expect("host:transport:d"), send("OKAY"), expect("shell:logcat"), send("FAIL"+hexs("closed")), waitClose))
-	_, err := adb.NewClient(s.addr()).ShellStream(context.Background(), "d", "logcat")
+	_, err := adb.NewClient(s.addr()).StartShell(context.Background(), "d", false, "logcat")
 	var fe *adb.FailError
 	if !errors.As(err, &fe) || fe.Reason != "closed" {
-		t.Fatalf("ShellStream = %v, want a FailError closed", err)
+		t.Fatalf("StartShell = %v, want a FailError closed", err)
 	}
 }
