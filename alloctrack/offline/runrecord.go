@@ -310,7 +310,7 @@ func (s *runState) readAm(out io.Reader, res *RunRecord) {
 		if !s.aborted {
 			s.r.Attributor.Status(ev)
 		}
-		if ev.Kind == instrument.Ended {
+		if ev.Kind == instrument.Ended && ev.Outcome != instrument.Ignored && !s.ended[ev.Method+"("+ev.Class+")"] {
 			// The status printer reports a test's end right after the
 			// runner's finished: line: when logcat lost that line (a
 			// full buffer), am's status still cycles the tracker.

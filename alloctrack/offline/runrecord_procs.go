@@ -65,14 +65,17 @@ type proc struct {
 // runState is what Record shares between its goroutines; mu guards it
 // and every call of the attributor and the writer.
 type runState struct {
-	r        *RunRecorder
-	ctx      context.Context
-	mu       sync.Mutex
-	procs    map[int]*proc
-	old      map[int]bool // pids of the first JDWP list, left alone
-	listed   bool
-	tracked  []int
-	notes    []string
+	r       *RunRecorder
+	ctx     context.Context
+	mu      sync.Mutex
+	procs   map[int]*proc
+	old     map[int]bool // pids of the first JDWP list, left alone
+	listed  bool
+	tracked []int
+	notes   []string
+	// ended: the tests whose finished: line was read; am's status of a
+	// test's end cycles the tracker only for a test not among them.
+	ended    map[string]bool
 	finished bool
 	tracking bool // a session was started
 	// aborted: Record ended the run on the device (Abort): am's account
@@ -89,7 +92,7 @@ type runState struct {
 }
 
 func newRunState(r *RunRecorder, ctx context.Context) *runState {
-	return &runState{r: r, ctx: ctx, procs: map[int]*proc{}, old: map[int]bool{}, changed: make(chan struct{}, 1)}
+	return &runState{r: r, ctx: ctx, procs: map[int]*proc{}, old: map[int]bool{}, ended: map[string]bool{}, changed: make(chan struct{}, 1)}
 }
 
 // signal says something changed to whoever waits on changed.
@@ -249,6 +252,7 @@ func (s *runState) event(pid int, at time.Time, ev instrument.RunnerEvent) {
 	}
 	switch ev.Kind {
 	case instrument.TestFinished:
+		s.ended[ev.Name] = true
 		if p.cycle != nil {
 			select {
 			case p.cycle <- struct{}{}: // the tracker cycles between tests
