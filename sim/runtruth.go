@@ -79,6 +79,26 @@ func (t *segTruth) resetReported() {
 	}
 }
 
+// keepReported returns the current window's last report, for
+// undoReported (nil on nil).
+func (t *segTruth) keepReported() segCounts {
+	if t == nil {
+		return nil
+	}
+	kept := segCounts{}
+	kept.addAll(t.repCur)
+	return kept
+}
+
+// undoReported takes back a report that never reached the client: the
+// window's last delivered report is kept again.
+func (t *segTruth) undoReported(kept segCounts) {
+	if t != nil {
+		clear(t.repCur)
+		t.repCur.addAll(kept)
+	}
+}
+
 func (t *segTruth) report(seg int32, site, size uint32) {
 	if t != nil {
 		t.repCur.add(seg, site, size)

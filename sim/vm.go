@@ -1130,6 +1130,7 @@ func (vm *VM) serveREAL(c net.Conn, id uint32) bool {
 	corrupt := !drop && take(&vm.faults.CorruptREAL)
 	truncate := !drop && !corrupt && take(&vm.faults.TruncateREAL)
 	var report []byte
+	kept := vm.run.keepReported()
 	if vm.tracking {
 		report = vm.reportLocked()
 		// The VM builds the report under its tracker lock: every thread
@@ -1183,7 +1184,17 @@ func (vm *VM) serveREAL(c net.Conn, id uint32) bool {
 		vm.unconfirmed = sent
 		vm.mu.Unlock()
 	}
-	return vm.writeChunk(c, id, true, ddms.REAL, report) == nil
+	if err := vm.writeChunk(c, id, true, ddms.REAL, report); err != nil {
+		// The process died (or the client left) before the reply was
+		// written: no client has this report, so the run's truth keeps
+		// the window's last delivered one. (The window's truth lists it
+		// in doubt instead.)
+		vm.mu.Lock()
+		vm.run.undoReported(kept)
+		vm.mu.Unlock()
+		return false
+	}
+	return true
 }
 
 // InDoubt lists the reports (their allocations and bytes) the VM sent

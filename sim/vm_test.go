@@ -778,3 +778,41 @@ func TestReportBuildBlocksAllocations(t *testing.T) {
 	}
 	t.Errorf("an allocation during a %v report build waited only %v", build, waited)
 }
+
+// TestRunTruthUndeliveredReport: a report whose process dies before its
+// reply is written (am force-stops the orchestrator's listing process as
+// soon as its run ends, while a cycle's REAL may be in flight) reaches no
+// client, so a run's truth does not count it as reported: the window's
+// last delivered report stays the reported one. (TestPerTestProof once
+// failed so: "between tests 2000, the VM reported 3033".)
+func TestRunTruthUndeliveredReport(t *testing.T) {
+	d, vm := newTestDevice(t, 30, AppConfig{})
+	vm.mu.Lock()
+	vm.run = newSegTruth(vm) // a process of a test run, between tests
+	vm.mu.Unlock()
+	raw, err := d.OpenService("jdwp:" + itoa(vm.PID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := &stallConn{Conn: raw, stall: make(chan struct{}), closed: make(chan struct{})}
+	ctx := ctx5(t)
+	conn, err := jdwp.Open(ctx, sc, jdwp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c := ddms.NewClient(conn)
+	trackedWindow(t, ctx, c, vm, 10) // delivered: 10 reported
+	vm.Allocate(allocreport.MaxEntries)
+	close(sc.stall) // the client reads no more: the next report cannot be written whole
+	if _, err := c.StartAllocations(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return vm.Stats().ReportsSent == 2 })
+	vm.Kill() // the process is force-stopped with the reply unwritten
+	waitFor(t, func() bool { return !vm.Connected() })
+	_, _, reported := vm.run.counts(0)
+	if got := reported.Total.Allocations; got != 10 {
+		t.Errorf("the run's truth counts %d allocations reported, want the 10 of the delivered report", got)
+	}
+}
