@@ -206,10 +206,17 @@ func (d *Device) Props() map[string]string {
 	return p
 }
 
+// apiEmptyPropTrigger is the first API level whose init matches a
+// property trigger on an empty value (system/core 6fd8d3bb1): from it,
+// heapprofd.rc's `stop heapprofd` on two empty properties runs at boot
+// and init.svc.heapprofd reads "stopped"; before, a service never
+// started has no init.svc property at all (docs/doctor.md).
+const apiEmptyPropTrigger = 30
+
 // serviceProps sets init.svc.traced and init.svc.heapprofd as init does
 // (docs/doctor.md): traced runs from boot on Android 10+ and is off by
-// default on 9 (persist.traced.enable); heapprofd is a lazy service,
-// stopped until a session needs it.
+// default on 9 (persist.traced.enable); heapprofd is a lazy service that
+// no one has started yet.
 func (d *Device) serviceProps(p map[string]string) {
 	if d.cfg.API < apiPerfetto || d.cfg.NoPerfetto {
 		return
@@ -218,7 +225,7 @@ func (d *Device) serviceProps(p map[string]string) {
 	if d.cfg.API == apiPerfetto {
 		p["init.svc.traced"] = "stopped"
 	}
-	if d.cfg.API > apiPerfetto {
+	if d.cfg.API >= apiEmptyPropTrigger {
 		p["init.svc.heapprofd"] = "stopped"
 	}
 }

@@ -83,7 +83,7 @@ func (d *Device) amCommand(argv []string) (out, errOut []byte, code int) {
 		return nil, []byte(bad), code
 	}
 	if !strings.HasPrefix(a.file, "/data/local/tmp/") {
-		return nil, []byte("Error: Unable to open file: " + a.file + "\nConsider using a file under /data/local/tmp/\n"), 255
+		return nil, unableToOpen(a.file, d.cfg.API), amStatusFailed(d.cfg.API)
 	}
 	if d.cfg.API >= apiDumpheapCreates {
 		d.PutFile(a.file, nil)
@@ -101,6 +101,25 @@ func (d *Device) amCommand(argv []string) (out, errOut []byte, code int) {
 		return d.amException("java.lang.SecurityException", "Process not debuggable: "+d.processDesc(vm))
 	}
 	return d.runDump(vm, a)
+}
+
+// unableToOpen is what am says of a FILE it cannot open: the hint came
+// with Android 7.0's openForSystemServer (docs/heapdumps.md).
+func unableToOpen(file string, api int) []byte {
+	if api < apiShellV2 {
+		return []byte("Error: Unable to open file: " + file + "\n")
+	}
+	return []byte("Error: Unable to open file: " + file + "\nConsider using a file under /data/local/tmp/\n")
+}
+
+// amStatusFailed is am's exit status when it gives up on a command by
+// returning: up to 7.1 Am.java's run method returns and am exits 0; from
+// 8.0 the shell command returns -1, status 255 (docs/heapdumps.md).
+func amStatusFailed(api int) int {
+	if api < apiAmShellCommand {
+		return 0
+	}
+	return 255
 }
 
 // parseDumpheap reads am dumpheap's options and operands; a refusal comes

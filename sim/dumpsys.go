@@ -51,8 +51,9 @@ func (d *Device) appVersion(pkg string) (v AppVersion, ok bool) {
 
 // dumpsysCommand answers dumpsys package PKG with the lines of its
 // Packages: section that name the version (docs/gates.md): an indented
-// versionCode=N minSdk=… targetSdk=… line and a versionName=S line. Other
-// services and forms are not simulated.
+// versionCode=N minSdk=… targetSdk=… line and a versionName=S line, S the
+// whole rest of the line, "null" for a manifest without one
+// (docs/gates.md). Other services and forms are not simulated.
 func (d *Device) dumpsysCommand(argv []string) (out, errOut []byte, code int) {
 	if len(argv) != 3 || argv[1] != "package" {
 		return nil, []byte("sim: dumpsys: only dumpsys package PKG\n"), 1
@@ -64,7 +65,11 @@ func (d *Device) dumpsysCommand(argv []string) (out, errOut []byte, code int) {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Packages:\n  Package [%s] (5c3a1f2):\n    userId=10123\n", pkg)
-	fmt.Fprintf(&b, "    versionCode=%d minSdk=21 targetSdk=%d\n    versionName=%s\n", v.Code, d.cfg.API, v.Name)
+	name := v.Name
+	if name == "" {
+		name = "null" // PrintWriter.println of a null String
+	}
+	fmt.Fprintf(&b, "    versionCode=%d minSdk=21 targetSdk=%d\n    versionName=%s\n", v.Code, d.cfg.API, name)
 	fmt.Fprintf(&b, "    flags=[ DEBUGGABLE HAS_CODE ALLOW_CLEAR_USER_DATA ]\n")
 	return []byte(b.String()), nil, 0
 }

@@ -187,6 +187,10 @@ func (d *Device) perfettoCommand(argv []string, in *shellInput) (out, errOut []b
 		return nil, []byte("/system/bin/sh: perfetto: inaccessible or not found\n"), 127
 	}
 	if len(argv) == 2 && argv[1] == "--version" {
+		if d.cfg.API < apiPerfettoVersion {
+			// getopt's complaint, then PrintUsage (PERFETTO_ELOG), status 1.
+			return fail("unrecognized option '--version'\n\nUsage: perfetto")
+		}
 		return []byte(perfettoVersion(d.cfg.API) + "\n"), nil, 0
 	}
 	var cfgPath, outPath string
@@ -744,15 +748,22 @@ func (d *Device) fileCommand(argv []string) (out, errOut []byte, code int) {
 	return nil, nil, 127
 }
 
-// perfettoVersion is the first line of perfetto --version: v16 on Android
-// 12 and v22 on 13 (docs/heapprofd-devices.md fact 4); other releases
-// get a string that names the simulator (docs/doctor.md).
+// apiPerfettoVersion is the first API level whose perfetto has
+// --version: the option came in perfetto commit ec59013a1e (2020-11),
+// after Android 11 shipped (docs/doctor.md).
+const apiPerfettoVersion = 31
+
+// perfettoVersion is the line perfetto --version prints: "Perfetto V
+// (N/A)", V the newest release the tree's CHANGELOG names and N/A the
+// revision an Android build leaves out (--no_git); v16 on Android 12 and
+// v22 on 13 (docs/heapprofd-devices.md fact 4). Later releases get a
+// version that names the simulator (docs/doctor.md).
 func perfettoVersion(api int) string {
 	switch api {
 	case 31, 32:
-		return "Perfetto v16.0 (simulated)"
+		return "Perfetto v16.0 (N/A)"
 	case 33:
-		return "Perfetto v22.0 (simulated)"
+		return "Perfetto v22.0 (N/A)"
 	}
-	return fmt.Sprintf("Perfetto (simulated, API %d)", api)
+	return fmt.Sprintf("Perfetto v0.0-sim-api%d (N/A)", api)
 }

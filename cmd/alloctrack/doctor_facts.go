@@ -28,7 +28,8 @@ func parseGetprop(out string) map[string]string {
 }
 
 // deviceFacts asks a device what it is: its properties (one getprop),
-// SELinux mode, adbd features and perfetto's version (Android 11+).
+// SELinux mode, adbd features and perfetto's version (Android 12+: 11's
+// perfetto has no --version, docs/doctor.md).
 func deviceFacts(ctx context.Context, client *adb.Client, info adb.DeviceInfo) doctor.Device {
 	d := doctor.Device{Serial: info.Serial, Model: info.Model}
 	out, err := client.Shell(ctx, info.Serial, "getprop")
@@ -55,7 +56,7 @@ func deviceFacts(ctx context.Context, client *adb.Client, info adb.DeviceInfo) d
 		// runs (or a run and its replay) print the same line.
 		d.Features = slices.Sorted(slices.Values(f))
 	}
-	if d.API >= 30 {
+	if d.API >= doctor.APIHeapprofd {
 		if o, _, code, err := client.Run(ctx, info.Serial, nil, "perfetto", "--version"); err == nil && code == 0 {
 			d.Perfetto, _, _ = strings.Cut(strings.TrimSpace(string(o)), "\n")
 		}

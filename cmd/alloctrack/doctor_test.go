@@ -144,7 +144,7 @@ func checkDoctorDevice(t *testing.T, dr deviceReport, api int, build, table stri
 	if dr.API != api || dr.Release != release || dr.Build != build || dr.Debuggable != dbg || dr.SELinux != "Enforcing" || dr.Error != "" {
 		t.Errorf("device %+v, want API %d, %s build", dr.Device, api, build)
 	}
-	if (api >= 30) != (dr.Perfetto != "") || (api >= 24) != dr.HasFeature("shell_v2") || (api >= 29) != (dr.Traced == "running") {
+	if (api >= doctor.APIHeapprofd) != (dr.Perfetto != "") || (api >= 24) != dr.HasFeature("shell_v2") || (api >= 29) != (dr.Traced == "running") {
 		t.Errorf("API %d: perfetto %q, features %v, traced %q", api, dr.Perfetto, dr.Features, dr.Traced)
 	}
 	if dr.LeftBehind != nil || dr.LeftError != "" {
