@@ -12,18 +12,28 @@ import (
 const AppVersionSource = "dumpsys package"
 
 // ParseDumpsysVersion reads the app's version from the output of
-// `dumpsys package PKG`: the first versionName=S and versionCode=N of the
-// package's section (docs/gates.md). An error says what was missing.
+// `dumpsys package PKG`: the first versionName=S line (S the rest of the
+// line, which may hold spaces; "null" means none) and the first
+// versionCode=N of the package's section (docs/gates.md). An error says
+// what was missing.
 func ParseDumpsysVersion(pkg string, out []byte) (name string, code int64, err error) {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	haveCode := false
+	haveName := false
 	for sc.Scan() {
-		for _, f := range strings.Fields(sc.Text()) {
+		line := strings.TrimRight(strings.TrimLeft(sc.Text(), " \t"), "\r")
+		if v, ok := strings.CutPrefix(line, "versionName="); ok && !haveName {
+			// The whole rest of the line; "null" when the manifest has none.
+			name, haveName = v, true
+			if v == "null" {
+				name = ""
+			}
+			continue
+		}
+		for _, f := range strings.Fields(line) {
 			k, v, ok := strings.Cut(f, "=")
 			switch {
 			case !ok:
-			case k == "versionName" && name == "":
-				name = v
 			case k == "versionCode" && !haveCode:
 				if code, err = strconv.ParseInt(v, 10, 64); err != nil {
 					return "", 0, fmt.Errorf("dumpsys package %s: versionCode %q is not a number", pkg, v)
