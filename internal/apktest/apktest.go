@@ -16,7 +16,8 @@ import (
 	"unicode/utf16"
 )
 
-// Manifest is what an APK's manifest element says.
+// Manifest is what an APK's manifest element says; a version attribute
+// whose value is zero or empty is left out.
 type Manifest struct {
 	Package          string
 	VersionCode      uint32
@@ -74,9 +75,12 @@ func ManifestXML(m Manifest) []byte {
 	}
 	android, ns, pkgAttr, manifest := idx("android"), idx(AndroidNS), idx("package"), idx("manifest")
 	pkg, name := idx(m.Package), idx(m.VersionName)
-	attrs := [][5]uint32{ // ns, name, raw value, type, data
-		{ns, idx("versionCode"), noRef, typeIntDec, m.VersionCode},
-		{ns, idx("versionName"), name, typeString, name},
+	var attrs [][5]uint32 // ns, name, raw value, type, data
+	if m.VersionCode != 0 {
+		attrs = append(attrs, [5]uint32{ns, idx("versionCode"), noRef, typeIntDec, m.VersionCode})
+	}
+	if m.VersionName != "" {
+		attrs = append(attrs, [5]uint32{ns, idx("versionName"), name, typeString, name})
 	}
 	if m.VersionCodeMajor != 0 {
 		attrs = append(attrs, [5]uint32{ns, idx("versionCodeMajor"), noRef, typeIntDec, m.VersionCodeMajor})
