@@ -23,6 +23,7 @@ func TestReadVersion(t *testing.T) {
 		{apktest.Manifest{Package: "com.example.app2", VersionCode: 4294967295, VersionName: "3.1 «é»"}, apk.Version{Package: "com.example.app2", Name: "3.1 «é»", Code: 4294967295}},
 		{apktest.Manifest{Package: "com.example.app3", VersionCode: 7, VersionName: "2", VersionCodeMajor: 3}, apk.Version{Package: "com.example.app3", Name: "2", Code: 3<<32 | 7}},
 		{apktest.Manifest{Package: "com.example.app4", VersionCode: 9}, apk.Version{Package: "com.example.app4", Code: 9}},
+		{apktest.Manifest{Package: "com.example.app5", VersionCode: 1, VersionName: strings.Repeat("é", 40000)}, apk.Version{Package: "com.example.app5", Name: strings.Repeat("é", 40000), Code: 1}},
 	} {
 		got, err := apk.ReadVersion(apktest.Write(t, "app.apk", c.m))
 		if err != nil || got != c.want {
@@ -54,6 +55,7 @@ func TestReadVersionRejects(t *testing.T) {
 		{"no element", apktest.Zip([]byte(apk.ManifestName), apktest.StringPool([]string{"a"})), "not binary XML"},
 		{"4G strings", apktest.Zip([]byte(apk.ManifestName), put(good, pool+8, 0xffffffff)), "declares 4294967295 strings"},
 		{"string past the pool", apktest.Zip([]byte(apk.ManifestName), put(good, pool+28, 0x7fff0000)), "runs past the pool"},
+		{"1 MiB versionName", apktest.APK(apktest.Manifest{Package: "com.example.app1", VersionCode: 1, VersionName: strings.Repeat("x", 600000)}), "names 1200"},
 		{"no package", apktest.APK(apktest.Manifest{VersionCode: 1, VersionName: "1"}), "names no package"},
 		{"no version", apktest.APK(apktest.Manifest{Package: "com.example.app1"}), "no android:versionCode or android:versionName"},
 	} {

@@ -58,3 +58,17 @@ func TestBaselineKeyFromAPK(t *testing.T) {
 		t.Errorf("the refused runs went in: %v", runs)
 	}
 }
+
+// TestDumpsysNullVersionName: an app whose manifest has no versionName is
+// dumped as versionName=null [inf]; that is no name, as in its APK, so the
+// two agree.
+func TestDumpsysNullVersionName(t *testing.T) {
+	out := "  Package [com.example] (5c3a1f2):\n    versionCode=3 minSdk=21 targetSdk=33\n    versionName=null\n"
+	name, code, err := offline.ParseDumpsysVersion("com.example", []byte(out))
+	if err != nil || name != "" || code != 3 {
+		t.Fatalf("%q %d %v; want no name, code 3", name, code, err)
+	}
+	if d := appBuild(t, "", 3).Differs("com.example", name, code); d != nil {
+		t.Errorf("the APK without a versionName differs: %v", d)
+	}
+}

@@ -13,17 +13,21 @@ const AppVersionSource = "dumpsys package"
 
 // ParseDumpsysVersion reads the app's version from the output of
 // `dumpsys package PKG`: the first versionName=S and versionCode=N of the
-// package's section (docs/gates.md). An error says what was missing.
+// package's section (docs/gates.md); versionName=null, an app without
+// one, is "". An error says what was missing.
 func ParseDumpsysVersion(pkg string, out []byte) (name string, code int64, err error) {
 	sc := bufio.NewScanner(bytes.NewReader(out))
-	haveCode := false
+	haveCode, haveName := false, false
 	for sc.Scan() {
 		for _, f := range strings.Fields(sc.Text()) {
 			k, v, ok := strings.Cut(f, "=")
 			switch {
 			case !ok:
-			case k == "versionName" && name == "":
-				name = v
+			case k == "versionName" && !haveName:
+				haveName = true
+				if v != "null" {
+					name = v
+				}
 			case k == "versionCode" && !haveCode:
 				if code, err = strconv.ParseInt(v, 10, 64); err != nil {
 					return "", 0, fmt.Errorf("dumpsys package %s: versionCode %q is not a number", pkg, v)
@@ -32,7 +36,7 @@ func ParseDumpsysVersion(pkg string, out []byte) (name string, code int64, err e
 			}
 		}
 	}
-	if name == "" && !haveCode {
+	if !haveName && !haveCode {
 		first, _, _ := bytes.Cut(bytes.TrimSpace(out), []byte("\n"))
 		return "", 0, fmt.Errorf("dumpsys package %s names no versionName or versionCode (it said %q)", pkg, first)
 	}

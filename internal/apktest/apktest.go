@@ -126,6 +126,9 @@ func StringPool(strs []string) []byte {
 	for i, s := range strs {
 		offsets[i] = uint32(len(data))
 		u := utf16.Encode([]rune(s))
+		if len(u) > 0x7fff { // the high 15 bits first, flagged
+			data = binary.LittleEndian.AppendUint16(data, uint16(len(u)>>16)|0x8000)
+		}
 		data = binary.LittleEndian.AppendUint16(data, uint16(len(u)))
 		for _, c := range u {
 			data = binary.LittleEndian.AppendUint16(data, c)

@@ -20,6 +20,7 @@ func TestAaptReadsTheAPK(t *testing.T) {
 		{Package: "com.example.app1", VersionCode: 42, VersionName: "1.4.2"},
 		{Package: "org.example.long_name.app", VersionCode: 2147483647, VersionName: "2.0-beta (build 7)"},
 		{Package: "com.example.app2", VersionCode: 7, VersionName: "3.1 «é»", VersionCodeMajor: 3},
+		{Package: "com.example.app3", VersionCode: 1, VersionName: strings.Repeat("é", 40000)}, // a length of two units
 	} {
 		p := apktest.Write(t, "app.apk", m)
 		out, err := exec.Command(aapt, "dump", "badging", p).CombinedOutput()
@@ -28,7 +29,7 @@ func TestAaptReadsTheAPK(t *testing.T) {
 		}
 		want := fmt.Sprintf("package: name='%s' versionCode='%d' versionName='%s'", m.Package, m.VersionCode, m.VersionName)
 		if first, _, _ := strings.Cut(string(out), "\n"); !strings.HasPrefix(first, want) {
-			t.Errorf("aapt dump badging said\n%s\nwant %s", first, want)
+			t.Errorf("aapt dump badging said\n%.200s\nwant %.200s", first, want)
 		}
 		out, err = exec.Command(aapt, "dump", "xmltree", p, "AndroidManifest.xml").CombinedOutput()
 		if err != nil {
@@ -43,7 +44,7 @@ func TestAaptReadsTheAPK(t *testing.T) {
 		}
 		for _, w := range wantAttrs {
 			if !strings.Contains(string(out), w) {
-				t.Errorf("aapt dump xmltree has no %q:\n%s", w, out)
+				t.Errorf("aapt dump xmltree has no %.200q:\n%.2000s", w, out)
 			}
 		}
 	}
