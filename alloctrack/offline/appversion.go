@@ -42,7 +42,7 @@ func ParseDumpsysVersion(pkg string, out []byte) (name string, code int64, err e
 			}
 		}
 	}
-	if name == "" && !haveCode {
+	if !haveName && !haveCode {
 		first, _, _ := bytes.Cut(bytes.TrimSpace(out), []byte("\n"))
 		return "", 0, fmt.Errorf("dumpsys package %s names no versionName or versionCode (it said %q)", pkg, first)
 	}

@@ -70,6 +70,15 @@ var (
 // run directory). A run that does not record all of it is an error naming
 // what is missing.
 func RunKey(run string) (BaselineKey, error) {
+	k, err := recordedKey(run)
+	if err != nil {
+		return k, err
+	}
+	return k, completeKey(run, k)
+}
+
+// recordedKey is what a run's summary.json records of its key.
+func recordedKey(run string) (BaselineKey, error) {
 	b, err := os.ReadFile(filepath.Join(run, "summary.json"))
 	if err != nil {
 		return BaselineKey{}, fmt.Errorf("%w: %s: a baseline run is a capture directory with its summary.json: %v", ErrBaseline, run, err)
@@ -78,7 +87,11 @@ func RunKey(run string) (BaselineKey, error) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return BaselineKey{}, fmt.Errorf("%w: %s: summary.json: %v", ErrBaseline, run, err)
 	}
-	k := BaselineKey{Model: s.Model, API: s.API, Package: s.Package, AppVersion: s.AppVersion, AppVersionCode: s.AppVersionCode}
+	return BaselineKey{Model: s.Model, API: s.API, Package: s.Package, AppVersion: s.AppVersion, AppVersionCode: s.AppVersionCode}, nil
+}
+
+// completeKey says which part of k is missing, if any.
+func completeKey(run string, k BaselineKey) error {
 	var missing []string
 	for _, f := range []struct {
 		what string
@@ -89,9 +102,9 @@ func RunKey(run string) (BaselineKey, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return BaselineKey{}, fmt.Errorf("%w: %s: summary.json records no %s, so the run's device or app is unknown", ErrBaseline, run, strings.Join(missing, ", "))
+		return fmt.Errorf("%w: %s: summary.json records no %s, so the run's device or app is unknown", ErrBaseline, run, strings.Join(missing, ", "))
 	}
-	return k, nil
+	return nil
 }
 
 // BaselineSet is one key's runs in a store, oldest first.
@@ -149,12 +162,17 @@ func readSet(dir string) (BaselineSet, error) {
 // the run went and what was pruned. A run is copied into a hidden
 // directory and renamed into place, so a reader never sees half a run.
 func AddBaseline(store string, keep int, run string) (added string, pruned []string, err error) {
-	if keep < 1 {
-		return "", nil, fmt.Errorf("%w: --keep %d: keep at least 1 run", ErrBaseline, keep)
-	}
 	k, err := RunKey(run)
 	if err != nil {
 		return "", nil, err
+	}
+	return addBaseline(store, keep, run, k)
+}
+
+// addBaseline is AddBaseline of run under key k.
+func addBaseline(store string, keep int, run string, k BaselineKey) (added string, pruned []string, err error) {
+	if keep < 1 {
+		return "", nil, fmt.Errorf("%w: --keep %d: keep at least 1 run", ErrBaseline, keep)
 	}
 	if _, err := readRelRun(run); err != nil {
 		return "", nil, fmt.Errorf("%w: %s is not put in the baseline: %v", ErrBaseline, run, err)

@@ -39,6 +39,8 @@ type CaptureMeta struct {
 	AppVersion       string `json:"app_version,omitempty"`
 	AppVersionCode   int64  `json:"app_version_code,omitempty"`
 	AppVersionSource string `json:"app_version_source,omitempty"`
+	// APK is the APK file the version was read from, as named.
+	APK string `json:"apk,omitempty"`
 }
 
 // SummaryClass and SummarySite are entries of a capture summary.

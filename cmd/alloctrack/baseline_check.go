@@ -23,8 +23,14 @@ func (c *baselineCmd) runCheck(stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
-	key, err := newRunsKey(*c.newRuns)
+	build, err := readAppBuild(*c.apk)
 	if err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	key, err := newRunsKey(*c.newRuns, build)
+	if errors.Is(err, offline.ErrBaselineMismatch) {
+		return fail(exitInsufficient, "%v; not judged (exit status %d)", err, exitInsufficient)
+	} else if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
 	base, err := offline.BaselineFor(*c.checkStore, key)
@@ -53,11 +59,15 @@ func (c *baselineCmd) runCheck(stdout, stderr io.Writer) int {
 	return code
 }
 
-// newRunsKey is the key of the new runs, which must all share it.
-func newRunsKey(runs []string) (offline.BaselineKey, error) {
+// newRunsKey is the key of the new runs, which must all share it; with
+// build (--apk), the app's version is the APK's.
+func newRunsKey(runs []string, build *offline.AppBuild) (offline.BaselineKey, error) {
 	var key offline.BaselineKey
 	for i, r := range runs {
 		k, err := offline.RunKey(r)
+		if build != nil {
+			k, err = offline.RunKeyAPK(r, *build)
+		}
 		if err != nil {
 			return key, err
 		}

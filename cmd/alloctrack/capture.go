@@ -83,6 +83,8 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 		return fail(exitUsage, "--pid %d is not a process id", *c.pid)
 	case *c.pkg != "" && adb.CheckName(*c.pkg) != nil:
 		return fail(exitUsage, "--package: %v", adb.CheckName(*c.pkg))
+	case *c.testRun.apk != "" && *c.pkg == "":
+		return fail(exitUsage, "--apk names the app's build: give --package (not --pid)")
 	case *c.duration <= 0:
 		return fail(exitUsage, "--duration must be positive")
 	case *c.top < 1:
@@ -100,6 +102,10 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 		if bud, err = offline.ReadBudget(*c.budget); err != nil {
 			return fail(exitUsage, "%v", err)
 		}
+	}
+	build, err := readAppBuild(*c.testRun.apk)
+	if err != nil {
+		return fail(exitUsage, "%v", err)
 	}
 	log, _, err := c.log.newLogger(stderr)
 	if err != nil {
@@ -122,7 +128,9 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 
 	start := time.Now()
 	meta := offline.CaptureMeta{Serial: serial, Model: model, API: api, Package: *c.pkg, PID: pid}
-	meta = withAppVersion(ctx, client, meta, stderr)
+	if meta, err = withAppVersion(ctx, client, meta, build, stderr); err != nil {
+		return fail(exitFailure, "%v", err)
+	}
 	w, err := offline.NewCaptureWriter(*c.out, meta, start)
 	if err != nil {
 		return fail(exitFailure, "%v", err)

@@ -31,7 +31,7 @@ var errVersionShown = errors.New("version shown")
 const (
 	exitOK           = 0
 	exitFailure      = 1 // runtime failure, including a bad input file
-	exitUsage        = 2 // bad flags or arguments, or a malformed budget file
+	exitUsage        = 2 // bad flags or arguments, a malformed budget file, or an --apk file that is no APK
 	exitBudget       = 3 // over budget
 	exitInsufficient = 4 // an input holds less than a whole run: not judged
 	exitUnmatched    = 5 // a budget rule matched nothing (and is not optional)
@@ -44,7 +44,7 @@ const (
 	exitCannotWork = 7
 )
 
-const exitStatuses = "Exit statuses: 0 ok; 1 runtime failure (a device, a file); 2 bad flags, arguments or budget file; " +
+const exitStatuses = "Exit statuses: 0 ok; 1 runtime failure (a device, a file); 2 bad flags, arguments, budget file or --apk file; " +
 	"3 over budget; 4 insufficient data: a capture that failed, was interrupted, ran short or holds nothing, not judged " +
 	"(--allow-partial, --allow-empty); 5 a budget rule matched nothing (unless optional: true); " +
 	"6 tests failed (a test failed, errored or crashed, or the instrumentation run failed); " +

@@ -33,7 +33,7 @@ type testRunFlags struct {
 	window, requestTimeout, reportTimeout *time.Duration
 	timeout, settle                       *time.Duration
 	top                                   *int
-	budget, junit                         *string
+	budget, junit, apk                    *string
 	pprof                                 *bool
 	gate                                  *gateFlags
 }
@@ -44,6 +44,7 @@ func addTestRunFlags(cmd *kingpin.CmdClause, capture bool) *testRunFlags {
 		settle: f("settle", "At the end of a run, how long to wait for the app's processes to end and logcat to give their last lines; without am (capture --tests), how long no process of the app may run after a run finished before the recording ends.").Default("5s").Duration(),
 		junit:  f("junit", "Write the JUnit XML report of the tests to this file instead of junit.xml in --out.").String(),
 		pprof:  f("pprof", "Also write one pprof profile per test, as tests/NNN.pb.gz in --out.").Bool(),
+		apk:    f("apk", "The APK file of the app under test: its version is recorded (for baseline add and check), and a run whose installed app has another version is refused before it starts.").String(),
 	}
 	if !capture { // capture has its own (--duration is its timeout)
 		t.timeout = f("timeout", "Give up on a run that has not finished after this long: what was collected is written, tracking is turned off, the app is force-stopped; exit status 4.").Default("1h").Duration()
@@ -150,6 +151,10 @@ func (t *testRunFlags) spec(out string) (*testRunSpec, int, string) {
 		return nil, exitUsage, "--top must be at least 1"
 	}
 	s := &testRunSpec{out: out, settle: *t.settle, junit: *t.junit, pprof: *t.pprof}
+	var err error
+	if s.build, err = readAppBuild(*t.apk); err != nil {
+		return nil, exitUsage, err.Error()
+	}
 	if t.window != nil {
 		s.timeout = *t.timeout
 		s.cfg = ddm.Config{Window: *t.window, RequestTimeout: *t.requestTimeout, ReportTimeout: *t.reportTimeout}

@@ -46,6 +46,7 @@ type testRunSpec struct {
 	log                 *zap.Logger
 	amStream            *adb.Stream
 	logcatOut, instrOut *os.File
+	build               *offline.AppBuild // --apk
 }
 
 // apiShellV2 is the first API level whose logcat prints the year and the
@@ -91,7 +92,10 @@ func (s *testRunSpec) record(ctx context.Context, who string, stdout, stderr io.
 		return fail(exitFailure, "%v", err)
 	}
 	start := time.Now()
-	meta := withAppVersion(ctx, s.client, offline.CaptureMeta{Serial: s.serial, Model: s.model, API: s.api, Package: s.pkg}, stderr)
+	meta, err := withAppVersion(ctx, s.client, offline.CaptureMeta{Serial: s.serial, Model: s.model, API: s.api, Package: s.pkg}, s.build, stderr)
+	if err != nil {
+		return fail(exitFailure, "%v", err)
+	}
 	w, err := offline.NewCaptureWriter(s.out, meta, start)
 	if err != nil {
 		return fail(exitFailure, "%v", err)

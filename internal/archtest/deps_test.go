@@ -30,6 +30,7 @@ var forbidden = map[string][]string{
 	"exporter":              {mod + "adb", mod + "sim", "github.com/electricbubble/gadb"},
 	"web":                   {mod + "adb", mod + "sim", mod + "exporter", "github.com/prometheus/", "github.com/electricbubble/gadb"},
 	"sim":                   {mod + "exporter", mod + "adb", "github.com/prometheus/", "github.com/electricbubble/gadb"},
+	"apk":                   {mod + "adb", mod + "ddms", mod + "jdwp", mod + "perfetto", mod + "alloctrack", mod + "exporter", mod + "web", mod + "sim", "github.com/prometheus/", "go.uber.org/zap", "github.com/electricbubble/gadb"},
 	"adb/transcript":        {mod + "alloctrack", mod + "ddms", mod + "jdwp", mod + "perfetto", mod + "exporter", mod + "web", mod + "sim", "github.com/prometheus/", "go.uber.org/zap", "github.com/electricbubble/gadb"},
 }
 
