@@ -63,6 +63,9 @@ func newCaptureCmd(app *kingpin.Application) *captureCmd {
 }
 
 func isTerminal(w io.Writer) bool {
+	if l, ok := w.(*lockedWriter); ok {
+		w = l.w
+	}
 	f, ok := w.(*os.File)
 	if !ok {
 		return false

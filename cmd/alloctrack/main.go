@@ -18,6 +18,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/common/version"
@@ -56,6 +57,10 @@ func main() {
 
 // run parses args and runs one subcommand, returning the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
+	// The logger and the commands' own messages write to stderr from
+	// several goroutines: one lock for both keeps lines whole (and keeps a
+	// test's buffer free of races).
+	stderr = &lockedWriter{w: stderr}
 	app := kingpin.New("alloctrack", "Watches what Android apps allocate on the Java heap, headless and continuously. "+exitStatuses)
 	app.UsageWriter(stderr)
 	app.ErrorWriter(stderr)
@@ -153,4 +158,16 @@ func flagError(app *kingpin.Application, args []string, err error) string {
 		why = "not a size (such as 64KiB, 256MiB or 1GiB)"
 	}
 	return fmt.Sprintf("--%s %s: %s", flag.Model().Name, strconv.Quote(value), why)
+}
+
+// lockedWriter serialises the writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
