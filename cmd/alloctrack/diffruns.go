@@ -20,6 +20,7 @@ type multiFlags struct {
 	base, new        *[]string
 	level, minEffect *float64
 	metric           *string
+	mixed            *bool
 }
 
 func addMultiFlags(cmd *kingpin.CmdClause) *multiFlags {
@@ -28,6 +29,7 @@ func addMultiFlags(cmd *kingpin.CmdClause) *multiFlags {
 		new:       cmd.Flag("new", "A run to compare (repeat for several runs).").PlaceHolder("RUN").Strings(),
 		level:     cmd.Flag("level", "With several runs a side: the chance of any false alarm in the whole diff (Holm's correction over all its comparisons).").Default("0.05").Float64(),
 		minEffect: cmd.Flag("min-effect", "With several runs a side: the smallest increase that is a breach (0.10: +10 %).").Default("0.10").Float64(),
+		mixed:     cmd.Flag("mixed", "With several runs a side: compare even runs of different devices or apps (a side's runs of several app versions, or sides of different device models, API levels or apps), flagged on stderr; without it such runs are refused (exit status 4).").Bool(),
 		metric:    enum(cmd.Flag("metric", "With several runs a side: the figures compared, each one more comparison to correct for."), "metric", "both", "both", "allocations", "bytes"),
 	}
 }
@@ -94,7 +96,7 @@ func (c *diffCmd) diffRuns(stdout, stderr io.Writer) int {
 		}
 		sets[i] = rs
 	}
-	if !c.admitRuns(stderr, sets) {
+	if !c.admitRuns(stderr, sets) || !c.admitKeys(stderr) {
 		return exitInsufficient
 	}
 	d := c.judgeRuns(sets)
@@ -140,6 +142,20 @@ func (c *diffCmd) admitRuns(stderr io.Writer, sets [2]*offline.RunSet) bool {
 		}
 	}
 	return ok
+}
+
+// admitKeys refuses runs of different devices or apps (see
+// offline.MixedRuns), or with --mixed only says so.
+func (c *diffCmd) admitKeys(stderr io.Writer) bool {
+	mixed := offline.MixedRuns(*c.multi.base, *c.multi.new)
+	for _, m := range mixed {
+		fmt.Fprintf(stderr, "alloctrack diff: %s\n", m)
+	}
+	if len(mixed) > 0 && !*c.multi.mixed {
+		fmt.Fprintln(stderr, "alloctrack diff: runs of different devices or apps are not compared; --mixed compares them anyway")
+		return false
+	}
+	return true
 }
 
 // judgeRuns compares allocations and bytes of every key as one gate.

@@ -208,3 +208,29 @@ func TestDiffRunsSyntax(t *testing.T) {
 		}
 	}
 }
+
+// TestDiffRunsMixed: runs of another device model are refused (exit 4,
+// naming what differs) unless --mixed; then they are compared, flagged.
+func TestDiffRunsMixed(t *testing.T) {
+	run := func(model string, i int) string {
+		dir := t.TempDir()
+		r := &pertest.Run{Package: "x", Backend: "ddm", Complete: true, Tests: []pertest.Test{{Name: "a(p.T)", Class: "p.T", Method: "a",
+			Outcome: pertest.Passed, Figures: pertest.Figures{Allocations: uint64(1000 * noise[i]), Bytes: uint64(16000 * noise[i])}}}}
+		data, _ := json.Marshal(r)
+		os.WriteFile(filepath.Join(dir, offline.TestsFile), data, 0o644)
+		sum, _ := json.Marshal(offline.Summary{CaptureMeta: offline.CaptureMeta{Model: model, API: 30, Package: "x", AppVersion: "1"}})
+		os.WriteFile(filepath.Join(dir, "summary.json"), sum, 0o644)
+		return dir
+	}
+	var args []string
+	for i := range 5 {
+		args = append(args, "--base", run("Pixel 7", i), "--new", run("Pixel 8", i))
+	}
+	args = append([]string{"diff", "--by", "test"}, args...)
+	if _, errOut, code := runCmd(t, args...); code != exitInsufficient || !strings.Contains(errOut, "device model Pixel 7 ≠ Pixel 8") {
+		t.Fatalf("another device: exit %d, stderr %q", code, errOut)
+	}
+	if out, errOut, code := runCmd(t, append(args, "--mixed")...); code != exitOK || !strings.Contains(errOut, "Pixel 8") {
+		t.Fatalf("--mixed: exit %d, stderr %q\n%s", code, errOut, out)
+	}
+}
