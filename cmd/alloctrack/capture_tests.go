@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/alloctrack/alloctrack/adb"
 	"github.com/alloctrack/alloctrack/alloctrack"
 	"github.com/alloctrack/alloctrack/alloctrack/offline"
 )
@@ -33,29 +32,20 @@ func (c *captureCmd) runTests(stdout, stderr io.Writer) int {
 			return fail(exitUsage, "%v", err)
 		}
 	}
-	log, _, err := c.log.newLogger(stderr)
-	if err != nil {
-		return fail(exitUsage, "%v", err)
-	}
-	defer log.Sync()
-	addr := *c.adbAddr
-	if addr == "" {
-		addr = adb.DefaultAddress()
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	client := adb.NewClient(addr)
-	serial, model, api, _, code, msg := lookupWaiting(ctx, *c.wait, func() (string, string, int, int, int, string) {
-		s, m, a, code, msg := lookupTestDevice(ctx, client, addr, *c.serial, spec.cfg)
-		return s, m, a, 0, code, msg
-	})
+	code, msg = spec.attach(ctx, c.log, *c.adbAddr, *c.serial, *c.wait, stderr)
+	if spec.log != nil {
+		defer spec.log.Sync()
+	}
 	if code != exitOK {
 		return fail(code, "%s", msg)
 	}
+	api, serial := spec.api, spec.serial
 	if b := *c.session.backend; b != alloctrack.BackendAuto && (b == alloctrack.BackendHeapprofd) != (api >= alloctrack.APIHeapprofd) {
 		return fail(exitUsage, "--tests --backend %s: %s runs API %d; test runs use DDM up to Android 11 (API 30) and heapprofd from Android 12 (API 31)", b, serial, api)
 	}
 	spec.hpInterval = *c.session.hpInterval
-	spec.client, spec.serial, spec.model, spec.api, spec.pkg, spec.log = client, serial, model, api, *c.pkg, log
+	spec.pkg = *c.pkg
 	return spec.record(ctx, "alloctrack capture", stdout, stderr)
 }

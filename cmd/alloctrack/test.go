@@ -110,34 +110,46 @@ func (c *testCmd) run(stdout, stderr io.Writer) int {
 	if code != exitOK {
 		return fail(code, "%s", msg)
 	}
-	log, _, err := c.log.newLogger(stderr)
-	if err != nil {
-		return fail(exitUsage, "%v", err)
-	}
-	defer log.Sync()
-	addr := *c.adbAddr
-	if addr == "" {
-		addr = adb.DefaultAddress()
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	client := adb.NewClient(addr)
-	serial, model, api, _, code, msg := lookupWaiting(ctx, *c.wait, func() (string, string, int, int, int, string) {
-		s, m, a, code, msg := lookupTestDevice(ctx, client, addr, *c.serial, spec.cfg)
-		return s, m, a, 0, code, msg
-	})
+	code, msg = spec.attach(ctx, c.log, *c.adbAddr, *c.serial, *c.wait, stderr)
+	if spec.log != nil {
+		defer spec.log.Sync()
+	}
 	if code != exitOK {
 		return fail(code, "%s", msg)
 	}
-	pkg, note, err := instrumentationTarget(ctx, client, serial, target, spec.cfg.RequestTimeout)
+	pkg, note, err := instrumentationTarget(ctx, spec.client, spec.serial, target, spec.cfg.RequestTimeout)
 	if err != nil {
 		return fail(exitFailure, "%v", err)
 	}
 	if note != "" {
 		fmt.Fprintf(stderr, "alloctrack test: %s\n", note)
 	}
-	spec.client, spec.serial, spec.model, spec.api, spec.pkg, spec.instr, spec.argv, spec.log = client, serial, model, api, pkg, instr, *c.argv, log
+	spec.pkg, spec.instr, spec.argv = pkg, instr, *c.argv
 	return spec.record(ctx, "alloctrack test", stdout, stderr)
+}
+
+// attach opens the run's logger (s.log) and finds its device through
+// the adb server at addr ("": the default), waiting up to wait for it:
+// s.client, s.serial, s.model and s.api. The caller syncs s.log.
+func (s *testRunSpec) attach(ctx context.Context, lf *logFlags, addr, serial string, wait time.Duration, stderr io.Writer) (int, string) {
+	log, _, err := lf.newLogger(stderr)
+	if err != nil {
+		return exitUsage, err.Error()
+	}
+	s.log = log
+	if addr == "" {
+		addr = adb.DefaultAddress()
+	}
+	s.client = adb.NewClient(addr)
+	var code int
+	var msg string
+	s.serial, s.model, s.api, _, code, msg = lookupWaiting(ctx, wait, func() (string, string, int, int, int, string) {
+		sr, m, a, code, msg := lookupTestDevice(ctx, s.client, addr, serial, s.cfg)
+		return sr, m, a, 0, code, msg
+	})
+	return code, msg
 }
 
 // spec checks the shared flags and returns a run's spec with them.
