@@ -106,6 +106,8 @@ var (
 	descTests            = desc("tests_total", "Tests of the app's instrumentation runs that ended, by outcome (passed, failed, error, ignored, assumption_failed, crashed, unfinished).", "serial", "package", "outcome")
 	descTestAllocs       = desc("test_allocations_total", "Allocations counted inside the app's tests, between each test's started and finished (the running test's so far included); DDM apps only.", app...)
 	descTestBytes        = desc("test_allocated_bytes_total", "Bytes of the allocations counted inside the app's tests; see alloctrack_test_allocations_total.", app...)
+	descTestEstAllocs    = desc("test_estimated_allocations_total", "Estimate: allocations inside the tests of a heapprofd app (Android 12+), its dumps split among its tests by device time (each test's boundary error on its page); not exact.", app...)
+	descTestEstBytes     = desc("test_estimated_allocated_bytes_total", "Estimate: bytes allocated inside the tests of a heapprofd app; see alloctrack_test_estimated_allocations_total.", app...)
 	descReportBuffers    = desc("report_buffer_bytes", "Memory of the buffers reports are read into, by state (in_use or free), which on Unix are memory maps outside the Go heap (in process_resident_memory_bytes, not go_memstats_*).", "state")
 )
 
@@ -149,7 +151,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		descSnapshotApps, descSnapshotSeries, descReportBuffers,
 		descSiteEstAllocs, descSiteEstBytes, descAppSampledAllocs, descAppSampledBytes, descAppEstAllocs, descAppEstBytes,
 		descHPInterval, descHPSessions, descHPDumps, descHPTraceBytes, descHPBroken,
-		descTestInfo, descTests, descTestAllocs, descTestBytes,
+		descTestInfo, descTests, descTestAllocs, descTestBytes, descTestEstAllocs, descTestEstBytes,
 	} {
 		ch <- d
 	}
@@ -356,10 +358,12 @@ func collectTests(ch chan<- prometheus.Metric, a *alloctrack.AppSnapshot) {
 	for _, o := range TestOutcomes {
 		ch <- m(descTests, prometheus.CounterValue, float64(ts.Outcomes[string(o)]), a.Serial, a.Package, string(o))
 	}
-	if !heapprofd(a) {
-		ch <- m(descTestAllocs, prometheus.CounterValue, float64(ts.Allocations), a.Serial, a.Package)
-		ch <- m(descTestBytes, prometheus.CounterValue, float64(ts.Bytes), a.Serial, a.Package)
+	allocs, bytes := descTestAllocs, descTestBytes
+	if heapprofd(a) {
+		allocs, bytes = descTestEstAllocs, descTestEstBytes
 	}
+	ch <- m(allocs, prometheus.CounterValue, float64(ts.Allocations), a.Serial, a.Package)
+	ch <- m(bytes, prometheus.CounterValue, float64(ts.Bytes), a.Serial, a.Package)
 	if c := ts.Current; c != nil {
 		ch <- m(descTestInfo, prometheus.GaugeValue, 1, a.Serial, a.Package, labelValue(c.Name, maxTestLabel), labelValue(c.Class, maxTestLabel))
 	}

@@ -87,3 +87,25 @@ func TestTestInfoHostileName(t *testing.T) {
 		}
 	}
 }
+
+// A heapprofd app's tests count into the estimated families, never the
+// exact ones (their figures are estimates).
+func TestTestFamiliesHeapprofd(t *testing.T) {
+	snap := alloctrack.Snapshot{Apps: []alloctrack.AppSnapshot{
+		{AppStatus: alloctrack.AppStatus{Serial: "s1", Package: "com.example.h", State: alloctrack.StateTracking, Backend: alloctrack.BackendHeapprofd},
+			Tests: alloctrack.AppTests{Seen: true, Allocations: 900, Bytes: 40960, Outcomes: map[string]uint64{"passed": 2}}},
+	}}
+	c := exporter.NewCollector(fixedSource{snap})
+	want := `
+# HELP alloctrack_test_estimated_allocations_total Estimate: allocations inside the tests of a heapprofd app (Android 12+), its dumps split among its tests by device time (each test's boundary error on its page); not exact.
+# TYPE alloctrack_test_estimated_allocations_total counter
+alloctrack_test_estimated_allocations_total{package="com.example.h",serial="s1"} 900
+# HELP alloctrack_test_estimated_allocated_bytes_total Estimate: bytes allocated inside the tests of a heapprofd app; see alloctrack_test_estimated_allocations_total.
+# TYPE alloctrack_test_estimated_allocated_bytes_total counter
+alloctrack_test_estimated_allocated_bytes_total{package="com.example.h",serial="s1"} 40960
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "alloctrack_test_allocations_total", "alloctrack_test_allocated_bytes_total",
+		"alloctrack_test_estimated_allocations_total", "alloctrack_test_estimated_allocated_bytes_total"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -145,6 +145,9 @@ func (a *Attributor) Dump(pid int, w *alloctrack.Window, from, to time.Time) err
 		return fmt.Errorf("pertest: dump of pid %d ends (%s) before it starts (%s)", pid, to.Format(time.RFC3339Nano), from.Format(time.RFC3339Nano))
 	}
 	p := a.proc(pid)
+	if p.dumps > 0 && from.After(p.lastTo) && len(p.gaps) < maxGaps {
+		p.gaps = append(p.gaps, span{p.lastTo, from})
+	}
 	if p.dumps == 0 || from.Before(p.firstFrom) {
 		p.firstFrom = from
 	}

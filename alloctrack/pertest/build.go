@@ -18,6 +18,7 @@ const (
 	noteUnnamed      = "no runner line or status names this test (lines lost): it is named by its place"
 	noteDumpBefore   = "began before tracking was on: its first allocations are not counted"
 	noteDumpAfter    = "its process was stopped before a dump covered its end"
+	noteDumpGap      = "heapprofd did not sample its process for part of it (between two profiling sessions): those allocations are not counted"
 )
 
 // build makes the Run of what was fed so far.
@@ -300,6 +301,9 @@ func (a *Attributor) buildDumps(r *Run) {
 			addNote(t, noteDumpBefore)
 		case p.gone && (t.End.IsZero() || t.End.After(p.lastTo)):
 			addNote(t, noteDumpAfter)
+		}
+		if p != nil && p.inGap(t.Start, a.end(i)) {
+			addNote(t, noteDumpGap)
 		}
 	}
 }

@@ -33,6 +33,25 @@ type proc struct {
 	pending []pendingDump
 	// firstFrom and lastTo bound the dumps fed.
 	firstFrom, lastTo time.Time
+	// gaps are spans between its dumps that no dump covers (a new
+	// heapprofd session: the process was not sampled meanwhile).
+	gaps []span
+}
+
+type span struct{ from, to time.Time }
+
+// maxGaps bounds the gaps kept of a process (a session every 30 min).
+const maxGaps = 64
+
+// inGap tells whether a test from s to e (zero: not known) overlaps a
+// span its process was not sampled in.
+func (p *proc) inGap(s, e time.Time) bool {
+	for _, g := range p.gaps {
+		if !s.IsZero() && s.Before(g.to) && (e.IsZero() || e.After(g.from)) {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *Attributor) proc(pid int) *proc {

@@ -135,3 +135,24 @@ func TestDumpOrchestratorListing(t *testing.T) {
 		t.Errorf("tests %v between %+v problems %q", names(r), r.Between, r.Problems)
 	}
 }
+
+// A span no dump covers (the process's heapprofd session replaced by
+// another) makes the tests it overlaps partial, and only those.
+func TestDumpGapMakesPartial(t *testing.T) {
+	a := newHeapprofd()
+	a.Event(7, at(100), runnerEv(instrument.TestStarted, nameA))
+	a.Event(7, at(900), runnerEv(instrument.TestFinished, nameA))
+	a.Event(7, at(1000), runnerEv(instrument.TestStarted, nameB))
+	a.Event(7, at(1900), runnerEv(instrument.TestFinished, nameB))
+	a.Event(7, at(2000), runnerEv(instrument.TestStarted, nameC))
+	a.Event(7, at(2900), runnerEv(instrument.TestFinished, nameC))
+	_ = a.Dump(7, dump(4), at(0), at(1000))
+	_ = a.Dump(7, dump(4), at(1000), at(1200))
+	_ = a.Dump(7, dump(4), at(1700), at(3000)) // not sampled from 1.2 s to 1.7 s
+	r := a.Finish()
+	if ta, tb, tc := test(t, r, nameA), test(t, r, nameB), test(t, r, nameC); ta.Partial || tc.Partial || !tb.Partial ||
+		!hasNote(tb, "heapprofd did not sample its process for part of it (between two profiling sessions): those allocations are not counted") {
+		t.Errorf("A %v %q, B %v %q, C %v %q", ta.Partial, ta.Notes, tb.Partial, tb.Notes, tc.Partial, tc.Notes)
+	}
+	checkSum(t, r)
+}

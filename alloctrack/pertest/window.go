@@ -86,6 +86,11 @@ func className(r *allocreport.Report, i uint16) string {
 	return ""
 }
 
+// CopyWindow returns a copy of w that holds nothing of w's memory (its
+// sites' frames included): for a caller that keeps a window lent to it
+// only for a call, to feed it to an Attributor later.
+func CopyWindow(w *alloctrack.Window) *alloctrack.Window { return &freeze(w).w }
+
 // SiteInfo implements alloctrack.WindowSource.
 func (s *subset) SiteInfo(i, stackMax int) alloctrack.SiteInfo {
 	r := s.rs.r

@@ -19,7 +19,7 @@ import (
 // sessions, one per process, until ctx ends.
 func (d *Daemon) runDDMDevice(ctx context.Context, src Source, e *deviceEntry, api, reportCap int, log *zap.Logger) {
 	slots := make(chan struct{}, d.cfg.ReportsPerDevice)
-	tests := d.followTests(ctx, src, e.serial, api, log)
+	tests := d.followTests(ctx, src, e.serial, api, followOpts{}, log)
 	if tests != nil {
 		defer tests.close()
 	}

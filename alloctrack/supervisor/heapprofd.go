@@ -61,6 +61,28 @@ type hpWatch struct {
 	running map[string]bool
 	restart chan struct{}
 	changed chan struct{} // a name to profile was added
+	// fast: a followed run is open on the device (or was lately), and the
+	// session dumps at Tests.DumpInterval; runFast: the running one does.
+	fast, runFast bool
+}
+
+// setFast says whether sessions are to dump at the tests' interval,
+// restarting the running one when it does not.
+func (w *hpWatch) setFast(on bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.fast = on
+	if w.restart != nil && w.runFast != on {
+		close(w.restart)
+		w.restart = nil
+	}
+}
+
+// fastNow tells whether the next session dumps at the tests' interval.
+func (w *hpWatch) fastNow() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.fast
 }
 
 // update recomputes the names to profile; it returns those that left.
@@ -131,15 +153,20 @@ func (w *hpWatch) names() []string {
 	return slices.Sorted(maps.Keys(w.wanted))
 }
 
-// run records the running session's names and its restart channel.
-func (w *hpWatch) run(names []string, restart chan struct{}) {
+// run records the running session's names, its restart channel and
+// whether it dumps at the tests' interval.
+func (w *hpWatch) run(names []string, restart chan struct{}, fast bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.running = map[string]bool{}
 	for _, n := range names {
 		w.running[n] = true
 	}
-	w.restart = restart
+	w.restart, w.runFast = restart, fast
+	if restart != nil && fast != w.fast {
+		close(restart) // changed while the session started
+		w.restart = nil
+	}
 }
 
 func (w *hpWatch) nameOf(pid int) string {
@@ -165,6 +192,10 @@ func (d *Daemon) runHeapprofdDevice(ctx context.Context, src Source, serial stri
 		targets: map[string]*heapprofd.Target{},
 		shown:   map[string]bool{},
 	}
+	t.tests = d.followTests(ctx, src, serial, api, followOpts{backend: alloctrack.BackendHeapprofd, active: t.w.setFast}, log)
+	if t.tests != nil {
+		defer t.tests.close()
+	}
 	var wg sync.WaitGroup
 	wg.Add(3)
 	go func() { defer wg.Done(); t.followTrackApp(ctx) }()
@@ -186,6 +217,7 @@ type hpTarget struct {
 	key    string
 	w      *hpWatch
 	ts     []*heapprofd.Target // the last session's
+	tests  *testFollower       // nil: runs are not followed
 
 	tmu     sync.Mutex
 	targets map[string]*heapprofd.Target // by name: every app of the device seen
@@ -321,6 +353,16 @@ func (t *hpTarget) onProcesses(procs []Process) {
 	t.w.left = left
 	t.w.listed = true
 	t.updated()
+	if t.tests != nil {
+		// A process that left: heapprofd's last dump of it (disconnected)
+		// comes at its next dump round, is committed within a flush period
+		// (at most half a window) and read within a window; without it
+		// (it ended between sessions, say) its run ends after that time.
+		wait := t.d.cfg.Tests.Grace + t.d.cfg.Heapprofd.DumpInterval + 2*t.d.cfg.Session.Window
+		for pid := range left {
+			t.tests.goneAfter(pid, wait)
+		}
+	}
 }
 
 // resolve returns the target of a profiled process, naming it from the
@@ -341,7 +383,13 @@ func (t *hpTarget) resolve(ctx context.Context, pid int) *heapprofd.Target {
 	if name == "" || name == alloctrack.PreInitialized || !t.d.cfg.Packages.Match(name) {
 		return nil
 	}
-	return t.target(name)
+	tg := t.target(name)
+	if t.tests != nil {
+		if at := t.d.testsOf(t.serial, name); at != nil {
+			t.tests.bound(pid, name, at)
+		}
+	}
+	return tg
 }
 
 // session runs one heapprofd session for the names to profile; with none,
@@ -361,13 +409,21 @@ func (t *hpTarget) session(ctx context.Context) error {
 		t.ts = append(t.ts, t.target(n))
 	}
 	restart := make(chan struct{})
-	t.w.run(names, restart)
-	defer t.w.run(nil, nil)
+	cfg, fast := d.cfg.Heapprofd, t.w.fastNow()
+	if fast {
+		cfg.DumpInterval = d.cfg.Tests.DumpInterval
+	}
+	t.w.run(names, restart, fast)
+	defer t.w.run(nil, nil, false)
 	s := &heapprofd.Session{
 		Serial: t.serial, API: t.api, Exec: d.execOn(t.src, t.serial),
-		Window: d.cfg.Session.Window, Config: d.cfg.Heapprofd,
+		Window: d.cfg.Session.Window, Config: cfg,
 		Processes: names, Targets: t.ts, Resolve: t.resolve, Restart: restart,
 		Log: t.log,
+	}
+	if t.tests != nil {
+		s.OnDump = t.tests.dump
+		s.OnGone = t.tests.gone // heapprofd's last dump of it was read
 	}
 	began := time.Now()
 	err := s.Run(ctx)

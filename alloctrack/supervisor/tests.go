@@ -1,9 +1,9 @@
-// Instrumentation runs in the daemon: each DDM device's logcat is followed
+// Instrumentation runs in the daemon: each device's logcat is followed
 // for the test runner's lines, and every tracked process that logs them
-// (or whose report holds the runner's listener) gets a pertest.Attributor
-// fed with its events and its windows' reports. Each app keeps its last
-// finished tests and the one running now (docs/test-runs.md, "In the
-// daemon").
+// (or, on DDM, whose report holds the runner's listener) gets a
+// pertest.Attributor fed with its events and its windows' reports (DDM)
+// or its heapprofd dumps (Android 12+). Each app keeps its last finished
+// tests and the one running now (docs/test-runs.md, "In the daemon").
 
 package supervisor
 
@@ -26,20 +26,21 @@ import (
 // LogcatSource is a Source that can follow the test runner's lines in a
 // device's logcat (internal/source's ADB is one). Logcat starts `logcat`
 // with the options the device's API level accepts, showing the tag
-// TestRunner in the threadtime layout, from the entries strictly after
-// since (a threadtime stamp, "MM-DD hh:mm:ss.mmm"; "": from now on, or
-// from the start of the buffer where logcat cannot start later), and
-// returns its output until ctx ends or logcat exits. It never clears
-// the log.
+// TestRunner in the threadtime layout, from API 31 with stamps of
+// REALTIME (-v epoch,nsec), from the entries strictly after since (a
+// stamp as read: "MM-DD hh:mm:ss.mmm", or "sss.nnnnnnnnn" from API 31;
+// "": from now on, or from the start of the buffer where logcat cannot
+// start later), and returns its output until ctx ends or logcat exits.
+// It never clears the log.
 type LogcatSource interface {
 	Logcat(ctx context.Context, serial string, api int, since string) (io.ReadCloser, error)
 }
 
 // TestsConfig says how the daemon follows instrumentation runs.
 type TestsConfig struct {
-	// Follow: read the runner's lines in each DDM device's logcat and
-	// split the reports of the processes that log them among their
-	// tests (only with a Source that is a LogcatSource).
+	// Follow: read the runner's lines in each device's logcat and split
+	// the reports (DDM) or dumps (heapprofd) of the processes that log
+	// them among their tests (only with a Source that is a LogcatSource).
 	Follow bool
 	// Recent is how many finished tests each app keeps (default 50).
 	Recent int
@@ -52,6 +53,13 @@ type TestsConfig struct {
 	// for the snapshot (default 1 s): a run's state is built from all
 	// its tests, so it is not built again for every line and report.
 	Refresh time.Duration
+	// DumpInterval is heapprofd's dump interval on a device while a run
+	// is followed there (default 250 ms): each test boundary's error. The
+	// device's session is restarted with it when a run starts, and with
+	// Heapprofd.DumpInterval again once no run has been open for
+	// FastLinger (default 1 min, so that runs back to back keep it).
+	DumpInterval time.Duration
+	FastLinger   time.Duration
 }
 
 func (c *TestsConfig) fill() {
@@ -67,6 +75,13 @@ func (c *TestsConfig) fill() {
 	if c.Refresh <= 0 {
 		c.Refresh = time.Second
 	}
+	if c.DumpInterval <= 0 {
+		c.DumpInterval = 250 * time.Millisecond
+	}
+	c.DumpInterval = max(c.DumpInterval, 100*time.Millisecond) // heapprofd.Config's least
+	if c.FastLinger <= 0 {
+		c.FastLinger = time.Minute
+	}
 }
 
 // Bounds of what is kept for processes no session has named (yet): the
@@ -77,15 +92,26 @@ const (
 	maxPendingEvents = 256
 )
 
+// maxHeldDumps bounds the heapprofd dumps kept of a named process that
+// has logged no runner line: its dumps read before its first line reached
+// the host (its start, say) are its run's once that line comes.
+const maxHeldDumps = 8
+
 type pendingEvent struct {
 	at time.Time
 	ev instrument.RunnerEvent
+}
+
+type heldDump struct {
+	w        *alloctrack.Window
+	from, to time.Time
 }
 
 // attributor is what the follower asks of a pertest.Attributor.
 type attributor interface {
 	Event(pid int, at time.Time, ev instrument.RunnerEvent)
 	Report(pid int, r *allocreport.Report, overflowed bool) error
+	Dump(pid int, w *alloctrack.Window, from, to time.Time) error
 	Gone(pid int)
 	Snapshot() *pertest.Run
 	Finish() *pertest.Run
@@ -101,16 +127,29 @@ type pidTests struct {
 	tests   *appTests // nil until a session named the process
 	att     attributor
 	pending []pendingEvent
+	held    []heldDump
 	gone    bool
-	dirty   bool // fed since the app's tests were last updated
+	open    bool        // its last runner line started a test
+	goneAt  time.Time   // when its run is finished (gone)
+	timer   *time.Timer // finishes it then
+	dirty   bool        // fed since the app's tests were last updated
 }
 
-// testFollower follows one DDM device's instrumentation runs.
+// followOpts say how a device's runs are measured.
+type followOpts struct {
+	backend string // alloctrack.BackendDDM (the zero value) or BackendHeapprofd
+	// active, if set, is told (f.mu held) when the device's first run
+	// opens (true), and once no run has been open for FastLinger (false).
+	active func(bool)
+}
+
+// testFollower follows one device's instrumentation runs.
 type testFollower struct {
 	d      *Daemon
 	serial string
 	api    int
 	log    *zap.Logger
+	opts   followOpts
 
 	done chan struct{} // follow and refreshing returned
 
@@ -118,17 +157,22 @@ type testFollower struct {
 	pids   map[int]*pidTests
 	cycle  map[int]chan struct{} // per tracked process: ask its session for a new window
 	closed bool
+	runs   int         // processes with an attributor
+	idle   *time.Timer // tells active(false) once no run was open for FastLinger
 }
 
-// followTests starts following the instrumentation runs of a DDM device
+// followTests starts following the instrumentation runs of a device
 // until ctx ends, if the daemon is to and src can read logcat; nil if
 // not. The caller closes it once the device's sessions have ended.
-func (d *Daemon) followTests(ctx context.Context, src Source, serial string, api int, log *zap.Logger) *testFollower {
+func (d *Daemon) followTests(ctx context.Context, src Source, serial string, api int, opts followOpts, log *zap.Logger) *testFollower {
 	ls, ok := src.(LogcatSource)
 	if !d.cfg.Tests.Follow || !ok {
 		return nil
 	}
-	f := &testFollower{d: d, serial: serial, api: api, log: log, pids: map[int]*pidTests{}, cycle: map[int]chan struct{}{}, done: make(chan struct{})}
+	if opts.backend == "" {
+		opts.backend = alloctrack.BackendDDM
+	}
+	f := &testFollower{d: d, serial: serial, api: api, log: log, opts: opts, pids: map[int]*pidTests{}, cycle: map[int]chan struct{}{}, done: make(chan struct{})}
 	go func() {
 		defer close(f.done)
 		var wg sync.WaitGroup
@@ -181,13 +225,48 @@ func (f *testFollower) entry(pid int) *pidTests {
 	return p
 }
 
-// start gives p its attributor.
-func (f *testFollower) start(p *pidTests) {
-	if p.att == nil {
-		p.att = f.d.newAttributor(pertest.Config{Serial: f.serial, Package: p.app, API: f.api,
-			Backend: alloctrack.BackendDDM, Top: f.d.cfg.Tests.Top})
-		f.log.Info("following an instrumentation run", zap.String("package", p.app))
+// start gives process pid (p) its attributor, fed the dumps held.
+func (f *testFollower) start(pid int, p *pidTests) {
+	if p.att != nil {
+		return
 	}
+	cfg := pertest.Config{Serial: f.serial, Package: p.app, API: f.api, Backend: f.opts.backend, Top: f.d.cfg.Tests.Top}
+	if cfg.Backend == alloctrack.BackendHeapprofd {
+		cfg.DumpInterval = f.d.cfg.Tests.DumpInterval
+	}
+	p.att = f.d.newAttributor(cfg)
+	f.log.Info("following an instrumentation run", zap.String("package", p.app), zap.String("backend", cfg.Backend))
+	for _, h := range p.held {
+		f.feedDump(pid, p, h.w, h.from, h.to)
+	}
+	p.held = nil
+	f.runs++
+	if f.idle != nil {
+		f.idle.Stop()
+		f.idle = nil
+	}
+	if f.runs == 1 && f.opts.active != nil {
+		f.opts.active(true)
+	}
+}
+
+// ran says a run ended: once none has been open for FastLinger, active
+// is told.
+func (f *testFollower) ran() {
+	f.runs--
+	if f.runs > 0 || f.opts.active == nil || f.closed {
+		return
+	}
+	var t *time.Timer
+	t = time.AfterFunc(f.d.cfg.Tests.FastLinger, func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.idle == t && f.runs == 0 && !f.closed {
+			f.idle = nil
+			f.opts.active(false)
+		}
+	})
+	f.idle = t
 }
 
 // event takes one runner line of process pid.
@@ -204,15 +283,26 @@ func (f *testFollower) event(pid int, at time.Time, ev instrument.RunnerEvent) {
 		}
 		return
 	}
-	f.start(p)
-	p.att.Event(pid, at, ev)
-	p.dirty = true
+	f.start(pid, p)
+	p.feedEvent(pid, at, ev)
 	if ev.Kind == instrument.TestFinished {
 		select { // a new window, unless one is asked already
 		case f.cycle[pid] <- struct{}{}:
 		default:
 		}
 	}
+}
+
+// feedEvent gives one runner line to p's attributor.
+func (p *pidTests) feedEvent(pid int, at time.Time, ev instrument.RunnerEvent) {
+	p.att.Event(pid, at, ev)
+	switch ev.Kind {
+	case instrument.TestStarted:
+		p.open = true
+	case instrument.TestFinished, instrument.RunFinished:
+		p.open = false
+	}
+	p.dirty = true
 }
 
 // cycles returns the channel on which process pid's session is asked to
@@ -243,9 +333,9 @@ func (f *testFollower) bound(pid int, app string, t *appTests) {
 	if len(p.pending) == 0 {
 		return
 	}
-	f.start(p)
+	f.start(pid, p)
 	for _, e := range p.pending {
-		p.att.Event(pid, e.at, e.ev)
+		p.feedEvent(pid, e.at, e.ev)
 	}
 	p.pending = nil
 	p.dirty = true
@@ -261,7 +351,7 @@ func (f *testFollower) report(pid int, r *allocreport.Report, overflowed bool) {
 	if f.closed || p == nil || p.tests == nil || p.att == nil && !holdsListener(r) {
 		return
 	}
-	f.start(p)
+	f.start(pid, p)
 	if err := p.att.Report(pid, r, overflowed); err != nil {
 		f.d.logs.warn(f.log, "tests/"+f.serial, "a report could not be split among tests", err)
 	}
@@ -282,22 +372,61 @@ func holdsListener(r *allocreport.Report) bool {
 	return false
 }
 
+// dump takes one heapprofd dump of process pid, with the device time
+// (REALTIME) it covers; it keeps nothing of w. The last dumps of a named
+// process that has logged no runner line are held (copied) for the run
+// its first line starts.
+func (f *testFollower) dump(pid int, w *alloctrack.Window, from, to time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.pids[pid]
+	switch {
+	case f.closed || p == nil || p.tests == nil:
+	case p.att == nil:
+		if len(p.held) == maxHeldDumps {
+			p.held = append(p.held[:0], p.held[1:]...)
+		}
+		p.held = append(p.held, heldDump{pertest.CopyWindow(w), from, to})
+	default:
+		f.feedDump(pid, p, w, from, to)
+	}
+}
+
+func (f *testFollower) feedDump(pid int, p *pidTests, w *alloctrack.Window, from, to time.Time) {
+	if err := p.att.Dump(pid, w, from, to); err != nil {
+		f.d.logs.warn(f.log, "tests/"+f.serial, "a heapprofd dump could not be split among tests", err)
+	}
+	p.dirty = true
+}
+
 // gone says process pid's sessions ended: its run is finished once its
 // last logcat lines had Grace to arrive.
-func (f *testFollower) gone(pid int) {
+func (f *testFollower) gone(pid int) { f.goneAfter(pid, f.d.cfg.Tests.Grace) }
+
+// goneAfter says process pid ended: its run is finished after wait (for
+// its last lines and dumps to arrive), or sooner if told so again.
+func (f *testFollower) goneAfter(pid int, wait time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.cycle, pid)
 	p := f.pids[pid]
-	if p == nil || p.gone {
+	if p == nil {
 		return
 	}
-	p.gone = true
 	if p.att == nil {
 		delete(f.pids, pid)
 		return
 	}
-	time.AfterFunc(f.d.cfg.Tests.Grace, func() {
+	at := time.Now().Add(wait)
+	if p.gone && !at.Before(p.goneAt) {
+		return
+	}
+	p.gone, p.goneAt = true, at
+	if p.timer != nil {
+		p.timer.Reset(wait)
+		return
+	}
+	p.timer = time.AfterFunc(wait, func() {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if f.pids[pid] == p {
@@ -308,12 +437,21 @@ func (f *testFollower) gone(pid int) {
 
 func (f *testFollower) finishLocked(pid int, p *pidTests) {
 	delete(f.pids, pid)
+	if p.timer != nil {
+		p.timer.Stop()
+	}
 	if p.att == nil {
 		return
 	}
-	p.att.Gone(pid)
+	if f.opts.backend != alloctrack.BackendHeapprofd || p.open {
+		// On heapprofd only a test left open is cut short: a dump ends at
+		// its newest sample, so that a finished test's end after the
+		// process's last dump misses nothing.
+		p.att.Gone(pid)
+	}
 	p.tests.update(pid, p.att.Finish(), true)
 	p.dirty = false
+	f.ran()
 }
 
 // close waits for the logcat reader (ctx has ended) and finishes every
@@ -322,9 +460,12 @@ func (f *testFollower) close() {
 	<-f.done
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.closed = true
 	for pid, p := range f.pids {
 		f.finishLocked(pid, p)
+	}
+	f.closed = true
+	if f.idle != nil {
+		f.idle.Stop()
 	}
 }
 

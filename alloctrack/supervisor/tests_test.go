@@ -111,6 +111,10 @@ func (a *fakeAttributor) Report(pid int, r *allocreport.Report, overflowed bool)
 	return nil
 }
 
+func (a *fakeAttributor) Dump(pid int, w *alloctrack.Window, from, to time.Time) error {
+	return fmt.Errorf("fakeAttributor: a dump of pid %d on a DDM device", pid)
+}
+
 func (a *fakeAttributor) Gone(pid int) {
 	if a.open >= 0 {
 		a.run.Tests[a.open].Partial = true

@@ -80,6 +80,7 @@ type serveCmd struct {
 	simControl      *string
 	testsFollow     *bool
 	testsRecent     *int
+	testsDump       *time.Duration
 	http            exporter.ServerConfig
 }
 
@@ -117,7 +118,8 @@ func newServeCmd(app *kingpin.Application) *serveCmd {
 	c.dumpDir = f("heapdump.dir", "Let the web view take heap dumps of apps (a button on each app's page; POST /api/v1/apps/SERIAL/PACKAGE/heapdump) and keep each in a directory here. A dump freezes the app while it is written, so none is taken unless asked; the web config's authentication applies. Off by default.").PlaceHolder("DIR").String()
 	c.dumpNoAuth = f("heapdump.no-auth", "Allow --heapdump.dir without basic auth users in --web.config.file: anyone who reaches the web port may then take heap dumps.").Bool()
 	c.dumpTimeout = f("heapdump.timeout", "How long a heap dump may take, from am dumpheap to the pulled file.").Default("5m").Duration()
-	c.testsFollow = f("tests.follow-logcat", "Follow instrumentation runs on devices watched through DDM (Android 4.4-11): read the test runner's TestRunner lines in their logcat and split each window of a process that runs tests among its tests, shown on the app's page and in alloctrack_test_info and alloctrack_tests_total (docs/test-runs.md). --no-tests.follow-logcat runs no logcat.").Default("true").Bool()
+	c.testsFollow = f("tests.follow-logcat", "Follow instrumentation runs on every device: read the test runner's TestRunner lines in their logcat and split each window (DDM, Android 4.4-11: exact) or heapprofd dump (Android 12+: estimates, see --tests.dump-interval) of a process that runs tests among its tests, shown on the app's page and in alloctrack_test_info and alloctrack_tests_total (docs/test-runs.md). --no-tests.follow-logcat runs no logcat.").Default("true").Bool()
+	c.testsDump = f("tests.dump-interval", "On Android 12+ (heapprofd), how often heapprofd dumps while a followed run is open on the device (and for a minute after): each test boundary may be off by this much. The device's session is restarted to change it, once when a run opens and once after. Shorter costs the device more (each dump rewrites every call stack the app holds: about 96 KB/s at 250ms for 2,000 stacks; docs/test-runs.md). At least 100ms.").Default("250ms").Duration()
 	c.testsRecent = f("tests.recent", "Finished tests each app keeps, with their figures, for its page (at most 10000).").Default("50").Int()
 	c.simulate = f("simulate", "Serve a simulated farm instead of real devices: an in-process adb server with simulated devices and apps (its control API on --simulate.control-address; read-only at /sim/devices).").Bool()
 	c.simDevices = f("simulate.devices", "Simulated devices (with --simulate; as alloctrack sim's --devices).").Default(strconv.Itoa(defaultFarm.Devices)).Int()
@@ -140,6 +142,8 @@ func (c *serveCmd) validate() error {
 		return fmt.Errorf("timeouts and intervals must be positive")
 	case *c.reportsPerDev < 1:
 		return fmt.Errorf("--reports.per-device must be at least 1")
+	case *c.testsDump < 100*time.Millisecond:
+		return fmt.Errorf("--tests.dump-interval must be at least 100ms (heapprofd's least), not %v", *c.testsDump)
 	case *c.testsRecent < 1 || *c.testsRecent > 10000:
 		return fmt.Errorf("--tests.recent must be 1 to 10000, not %d", *c.testsRecent)
 	case *c.maxGone < 1:
@@ -423,7 +427,7 @@ func (c *serveCmd) daemonConfig(serials, packages supervisor.Filter) supervisor.
 		MaxGone:          *c.maxGone,
 		TurnOffOrphans:   *c.turnOffOrphans,
 		Backend:          *c.session.backend,
-		Tests:            supervisor.TestsConfig{Follow: *c.testsFollow, Recent: *c.testsRecent},
+		Tests:            supervisor.TestsConfig{Follow: *c.testsFollow, Recent: *c.testsRecent, DumpInterval: *c.testsDump},
 		Heapprofd: heapprofd.Config{
 			SamplingInterval: *c.session.hpInterval, StopTimeout: *c.shutdownTimeout,
 			Rotate: *c.hpRotate, MaxFileBytes: uint64(*c.hpMaxFile), Silence: *c.hpSilence,

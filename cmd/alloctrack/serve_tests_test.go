@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -151,4 +153,109 @@ func partial(rows []web.TestRow) []string {
 		}
 	}
 	return out
+}
+
+// serve on Android 12 (API 31, heapprofd) follows a run as on DDM: the
+// running test in alloctrack_test_info, then every test on the app's
+// page, estimated (≈) with the boundary error of --tests.dump-interval,
+// each of at least 200 sampling intervals within 15 % of what it
+// allocated (the device's session dumps every 250 ms while the run is
+// open, not once a window), counted in alloctrack_tests_total and the
+// estimated test families, which hold the tests' figures.
+func TestServeRecentTestsHeapprofd(t *testing.T) {
+	farm := sim.NewFarm(sim.FarmConfig{Devices: 1, AppsPerDevice: 1, APIs: []int{31}, Workload: quietCaptureWorkload()})
+	t.Cleanup(func() { farm.Close() })
+	const serial, pkg = "sim-1", "com.example.app1"
+	suite := sim.SeededSuite(pkg+".test", pkg, sim.SeedSpec{Tests: 5, Seed: 31, Allocations: 12000, ObjectBytes: 2048, Duration: 2 * time.Second, Steps: 20, FailEvery: 3})
+	suite.StartDelay = time.Second
+	if err := farm.Device(serial).InstallSuite(suite); err != nil {
+		t.Fatal(err)
+	}
+	addr, err := farm.ServeHost("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, stop, _ := startServe(t, "--adb.address", addr.String(), "--window", "1s", "--tests.dump-interval", "250ms")
+	defer stop()
+	waitFor := func(what string, cond func() (bool, string)) {
+		t.Helper()
+		testwait.Until(t, 50*time.Millisecond, what, cond)
+	}
+	waitFor("the app profiled", func() (bool, string) {
+		body := httpGet(t, base+"api/v1/apps/"+serial+"/"+pkg)
+		return strings.Contains(body, `"state":"tracking"`) && strings.Contains(body, `"backend":"heapprofd"`), body[:min(len(body), 300)]
+	})
+	done := make(chan error, 1)
+	go func() {
+		_, err := adb.NewClient(addr.String()).Shell(testwait.Context(t), serial, "am", "instrument", "-w", "-r", "-e", "delay_msec", "300", suite.Component())
+		done <- err
+	}()
+	second := suite.Tests[1]
+	info := fmt.Sprintf(`alloctrack_test_info{class=%q,package=%q,serial=%q,test=%q} 1`, second.Class, pkg, serial, second.Name())
+	waitFor("the second test in alloctrack_test_info", func() (bool, string) {
+		return strings.Contains(httpGet(t, base+"metrics"), info), "no " + info
+	})
+	if err := <-done; err != nil {
+		t.Fatalf("am instrument: %v", err)
+	}
+	truth, _ := farm.Device(serial).RunTruth(-1)
+	var app web.App
+	waitFor("every test listed, the run over", func() (bool, string) {
+		app = web.App{}
+		json.Unmarshal([]byte(httpGet(t, base+"api/v1/apps/"+serial+"/"+pkg)), &app)
+		return app.Tests != nil && len(app.Tests.Recent) == len(suite.Tests) && app.Tests.Runs == 0, fmt.Sprintf("%+v", app.Tests)
+	})
+	var sum uint64
+	held := 0
+	for i, row := range app.Tests.Recent { // newest first
+		want := truth.Tests[len(truth.Tests)-1-i]
+		sum += row.Bytes
+		if row.Name != want.Name || row.Outcome != string(want.Outcome) || !row.Estimated || row.BoundaryErrorSeconds != 0.25 {
+			t.Errorf("row %d: %s %s estimated %v ±%vs; want %s %s, estimated ±0.25s", i, row.Name, row.Outcome, row.Estimated, row.BoundaryErrorSeconds, want.Name, want.Outcome)
+		}
+		first := i == len(app.Tests.Recent)-1 // may begin in the session's switch to 250 ms dumps
+		if row.Partial && !first {
+			t.Errorf("%s partial: %q", row.Name, row.Notes)
+		}
+		if allocated := want.Allocated.Total.Bytes; allocated >= minIntervals*4096 && !row.Partial {
+			held++
+			if e := math.Abs(float64(row.Bytes)-float64(allocated)) / float64(allocated); e > 0.15 {
+				t.Errorf("%s: %d bytes estimated, %d allocated (%.1f %% off)", row.Name, row.Bytes, allocated, 100*e)
+			}
+		}
+	}
+	t.Logf("%d tests compared with the truth; partial: %v", held, partial(app.Tests.Recent))
+	if held < len(suite.Tests)-1 {
+		t.Errorf("only %d tests compared with the truth", held)
+	}
+	m := httpGet(t, base+"metrics")
+	for _, want := range []string{
+		fmt.Sprintf(`alloctrack_tests_total{outcome="passed",package=%q,serial=%q} 4`, pkg, serial),
+		fmt.Sprintf(`alloctrack_tests_total{outcome="failed",package=%q,serial=%q} 1`, pkg, serial),
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	series := fmt.Sprintf(`alloctrack_test_estimated_allocated_bytes_total{package=%q,serial=%q} `, pkg, serial)
+	if v, ok := metricValue(m, series); !ok || v != float64(sum) {
+		t.Errorf("%s%v (found %v), want the tests' %d", series, v, ok, sum)
+	}
+	if strings.Contains(m, "alloctrack_test_info{") || strings.Contains(m, "alloctrack_test_allocations_total{") {
+		t.Error("alloctrack_test_info after the run, or exact test counters of a heapprofd app")
+	}
+	if page := httpGet(t, base+"apps/"+serial+"/"+pkg); !strings.Contains(page, `(boundaries ±0.25 s)`) {
+		t.Error("the app page does not state the tests' boundary error")
+	}
+}
+
+// metricValue reads the value of the series line that starts with prefix.
+func metricValue(m, prefix string) (float64, bool) {
+	for _, l := range strings.Split(m, "\n") {
+		if v, ok := strings.CutPrefix(l, prefix); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
 }

@@ -8,7 +8,8 @@ import (
 )
 
 // The options each version accepts (docs/test-runs.md, sheet 4-5): -T
-// from Android 5.0 only, with a count or an MM-DD stamp; never -c.
+// from Android 5.0 only, with a count or an MM-DD stamp; epoch stamps
+// from Android 12; never -c.
 func TestLogcatArgs(t *testing.T) {
 	for _, tc := range []struct {
 		api   int
@@ -20,6 +21,9 @@ func TestLogcatArgs(t *testing.T) {
 		{21, "", []string{"logcat", "-v", "threadtime", "-T", "1", "-s", "TestRunner"}},
 		{23, "11-27 08:00:00.123", []string{"logcat", "-v", "threadtime", "-T", "11-27 08:00:00.123", "-s", "TestRunner"}},
 		{30, "01-02 03:04:05.006", []string{"logcat", "-v", "threadtime", "-T", "01-02 03:04:05.006", "-s", "TestRunner"}},
+		// Android 12+: REALTIME stamps, the dumps' clock.
+		{31, "", []string{"logcat", "-v", "threadtime,epoch,nsec", "-T", "1", "-s", "TestRunner"}},
+		{33, "1795766400.123456789", []string{"logcat", "-v", "threadtime,epoch,nsec", "-T", "1795766400.123456789", "-s", "TestRunner"}},
 	} {
 		got := source.LogcatArgs(tc.api, tc.since)
 		if !slices.Equal(got, tc.want) {
