@@ -131,6 +131,7 @@ func countsSet(name string, rs [][]sim.TestCounts) *offline.RunSet {
 type verdict struct {
 	series     int
 	breach     bool // any series breached: the gate fails
+	sig        bool // any series significant, breach or not
 	found      bool // A/B: a row of the regressed test breached
 	elsewhere  bool // A/B: a row of another test breached
 	tooFew     bool // A/B: a row of the regressed test is too-few
@@ -152,6 +153,7 @@ func (o gatesOpts) judge(base, nw sides, by, target string) verdict {
 	v := verdict{series: len(series)}
 	for _, r := range gate.Compare(series, o.cfg) {
 		v.breach = v.breach || r.Breach
+		v.sig = v.sig || r.Significant
 		switch {
 		case target != "" && r.Key == "test:"+target:
 			v.found = v.found || r.Breach
@@ -253,7 +255,7 @@ func gates(args []string) error {
 // tally counts one kind of trial's verdicts, per gate and over the job
 // that runs all of them.
 type tally struct {
-	n, series        []int // per gate: gates that failed, and their series
+	n, sig, series   []int // per gate: gates that failed, with a significant row, their series
 	anyFail          int
 	found, elsewhere int
 	tooFew, both     int // the regressed test too-few; too-few yet found
@@ -263,13 +265,14 @@ type tally struct {
 
 func newTally() *tally {
 	k := len(gateBys)
-	return &tally{n: make([]int, k), series: make([]int, k)}
+	return &tally{n: make([]int, k), sig: make([]int, k), series: make([]int, k)}
 }
 
 func (t *tally) add(vs []verdict) {
 	fail := false
 	for i, v := range vs {
 		t.n[i] += b2i(v.breach)
+		t.sig[i] += b2i(v.sig)
 		t.series[i] += v.series
 		fail = fail || v.breach
 	}
@@ -310,6 +313,7 @@ func (o gatesOpts) report(aa, ab *tally) string {
 	for i, by := range gateBys {
 		fmt.Fprintf(&b, "--by %s (%.1f series a gate on average):\n", by, float64(aa.series[i])/float64(o.trials))
 		fmt.Fprintln(&b, "  "+rate("false alarms (A/A gates with a breach)", aa.n[i], o.trials))
+		fmt.Fprintln(&b, "  "+rate("A/A gates with a significant row, breach or not", aa.sig[i], o.trials))
 		fmt.Fprintln(&b, "  "+rate("A/B gates that fail", ab.n[i], o.trials))
 	}
 	fmt.Fprintln(&b, rate("a job running the three gates: A/A jobs with a breach", aa.anyFail, o.trials))
