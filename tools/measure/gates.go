@@ -26,11 +26,27 @@ type gatesOpts struct {
 	metrics             []string // diff's --metric: allocations, bytes, or both
 	noise               sim.RunNoise
 	cfg                 gate.Config
-	dir                 string // scratch directory for the runs' tests.json
+	budget              *offline.Budget // the relative budget baseline check judges
+	dir                 string          // scratch directory for the runs' tests.json
 }
 
-// gateBys are the gates of one comparison: one diff --by each.
-var gateBys = []string{"test", "class", "site"}
+// gateBys are the gates of one comparison: one diff --by each, and
+// "budget": baseline check of a budget with one relative tests: rule.
+var gateBys = []string{"test", "class", "site", "budget"}
+
+func gateName(by string) string {
+	if by == "budget" {
+		return "baseline check, tests: relative"
+	}
+	return "diff --by " + by
+}
+
+// relBudget is the budget of a gated CI job with a baseline: every test at
+// most the gate's minimum effect over the baseline, at its level.
+func relBudget(cfg gate.Config) (*offline.Budget, error) {
+	y := fmt.Sprintf("tests:\n  - match: '.*'\n    relative: {increase: %g%%, level: %g}\n", 100*cfg.MinEffect, cfg.Level)
+	return offline.ParseBudget("measure gates", []byte(y))
+}
 
 // trialSuite is trial k's suite and noise: each trial is another app,
 // with its own amounts and its tests' own CVs.
@@ -55,7 +71,10 @@ func runs(m *sim.SuiteModel, n sim.RunNoise, first, count int) [][]sim.TestCount
 // tests.json (offline.LoadRuns, as diff --by test --base DIR reads a test
 // run), classes and sites from the runs' counts, as a capture's reports
 // would give them.
-type sides struct{ tests, counts *offline.RunSet }
+type sides struct {
+	tests, counts *offline.RunSet
+	paths         []string // the tests.json files
+}
 
 // loadSides writes each run's tests.json under dir/name-N and loads them with
 // offline.LoadRuns; a run diff would refuse is an error.
@@ -77,7 +96,7 @@ func loadSides(dir, name string, rs [][]sim.TestCounts) (sides, error) {
 			return sides{}, fmt.Errorf("%s: diff would refuse it (kind %s): %v %v", r.Path, r.Kind, r.Shortfall, r.Partial)
 		}
 	}
-	return sides{tests: set, counts: countsSet(name, rs)}, nil
+	return sides{tests: set, counts: countsSet(name, rs), paths: paths}, nil
 }
 
 // writeTestRun writes a whole, finished test run of exact (DDM) counts.
@@ -143,19 +162,38 @@ type verdict struct {
 }
 
 // judge is diff --base --new --by by over the two sides: offline.DiffSeries
-// and gate.Compare, as cmd/alloctrack's judgeRuns calls them.
-func (o gatesOpts) judge(base, nw sides, by, target string) verdict {
-	b, n := base.counts, nw.counts
-	if by == "test" {
-		b, n = base.tests, nw.tests
+// and gate.Compare, as cmd/alloctrack's judgeRuns calls them; for
+// "budget", Budget.JudgeRelative on the runs' files, as baseline check.
+func (o gatesOpts) judge(base, nw sides, by, target string) (verdict, error) {
+	var res []gate.Result
+	if by == "budget" {
+		vs, err := o.budget.JudgeRelative(base.paths, nw.paths)
+		if err != nil {
+			return verdict{}, err
+		}
+		for _, v := range vs {
+			res = append(res, v.Result)
+		}
+	} else {
+		b, n := base.counts, nw.counts
+		if by == "test" {
+			b, n = base.tests, nw.tests
+		}
+		series, _ := offline.DiffSeries(b, n, by, o.metrics)
+		res = gate.Compare(series, o.cfg)
 	}
-	series, _ := offline.DiffSeries(b, n, by, o.metrics)
-	v := verdict{series: len(series)}
-	for _, r := range gate.Compare(series, o.cfg) {
+	return tell(res, target), nil
+}
+
+// tell counts a gate's results; a row of the regressed test has key
+// "test:NAME" (diff) or "test:NAME METRIC" (a relative rule).
+func tell(res []gate.Result, target string) verdict {
+	v := verdict{series: len(res)}
+	for _, r := range res {
 		v.breach = v.breach || r.Breach
 		v.sig = v.sig || r.Significant
 		switch {
-		case target != "" && r.Key == "test:"+target:
+		case target != "" && (r.Key == "test:"+target || strings.HasPrefix(r.Key, "test:"+target+" ")):
 			v.found = v.found || r.Breach
 			v.tooFew = v.tooFew || r.TooFew
 			v.runsNeeded = max(v.runsNeeded, r.RunsNeeded)
@@ -196,7 +234,11 @@ func (o gatesOpts) trial(k int, ab bool) ([]verdict, error) {
 	}
 	var out []verdict
 	for _, by := range gateBys {
-		out = append(out, o.judge(base, nw, by, target))
+		v, err := o.judge(base, nw, by, target)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
 	}
 	return out, nil
 }
@@ -247,6 +289,11 @@ func gates(args []string) error {
 		return fmt.Errorf("-trials, -runs and -tests must be at least 1")
 	}
 	o.noise = n
+	b, err := relBudget(o.cfg)
+	if err != nil {
+		return err
+	}
+	o.budget = b
 	report, err := o.measure()
 	fmt.Print(report)
 	return err
@@ -256,7 +303,8 @@ func gates(args []string) error {
 // that runs all of them.
 type tally struct {
 	n, sig, series   []int // per gate: gates that failed, with a significant row, their series
-	anyFail          int
+	foundBy          []int // per gate: a row of the regressed test breached
+	anyFail          int   // the three diff gates together
 	found, elsewhere int
 	tooFew, both     int // the regressed test too-few; too-few yet found
 	ready, readyUp   int // rows of the regressed test not too-few, and significantly up
@@ -265,7 +313,7 @@ type tally struct {
 
 func newTally() *tally {
 	k := len(gateBys)
-	return &tally{n: make([]int, k), sig: make([]int, k), series: make([]int, k)}
+	return &tally{n: make([]int, k), sig: make([]int, k), series: make([]int, k), foundBy: make([]int, k)}
 }
 
 func (t *tally) add(vs []verdict) {
@@ -274,7 +322,8 @@ func (t *tally) add(vs []verdict) {
 		t.n[i] += b2i(v.breach)
 		t.sig[i] += b2i(v.sig)
 		t.series[i] += v.series
-		fail = fail || v.breach
+		t.foundBy[i] += b2i(v.found)
+		fail = fail || (v.breach && gateBys[i] != "budget")
 	}
 	t.anyFail += b2i(fail)
 	tv := vs[0] // --by test
@@ -306,18 +355,20 @@ func (o gatesOpts) measure() (string, error) {
 
 func (o gatesOpts) report(aa, ab *tally) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "gates: %d A/A and %d A/B trials, %d tests a suite, %d runs a side, --metric %s, level %g, min effect +%g %%; each trial is diff --base x%d --new x%d --by test, class, site (tests from tests.json files through offline.LoadRuns; offline.DiffSeries, gate.Compare)\n",
+	fmt.Fprintf(&b, "gates: %d A/A and %d A/B trials, %d tests a suite, %d runs a side, --metric %s, level %g, min effect +%g %%; each trial is diff --base x%d --new x%d --by test, class, site (tests from tests.json files through offline.LoadRuns; offline.DiffSeries, gate.Compare), and baseline check's Budget.JudgeRelative on the same tests.json files\n",
 		o.trials, o.trials, o.tests, o.runs, strings.Join(o.metrics, "+"), o.cfg.Level, 100*o.cfg.MinEffect, o.runs, o.runs)
 	fmt.Fprintf(&b, "noise: per-test CV %.1f-%.1f %%, per-site %.1f %%, outliers %.1f %% of test runs (+%.0f-%.0f %%); A/B: +%.0f %% on one test; seed %d\n",
 		100*o.noise.MinCV, 100*o.noise.MaxCV, 100*o.noise.SiteCV, 100*o.noise.OutlierRate, 100*o.noise.OutlierMin, 100*o.noise.OutlierMax, 100*o.effect, o.seed)
 	for i, by := range gateBys {
-		fmt.Fprintf(&b, "--by %s (%.1f series a gate on average):\n", by, float64(aa.series[i])/float64(o.trials))
+		fmt.Fprintf(&b, "%s (%.1f series a gate on average):\n", gateName(by), float64(aa.series[i])/float64(o.trials))
 		fmt.Fprintln(&b, "  "+rate("false alarms (A/A gates with a breach)", aa.n[i], o.trials))
 		fmt.Fprintln(&b, "  "+rate("A/A gates with a significant row, breach or not", aa.sig[i], o.trials))
 		fmt.Fprintln(&b, "  "+rate("A/B gates that fail", ab.n[i], o.trials))
+		if by == "test" || by == "budget" {
+			fmt.Fprintln(&b, "  "+rate("power (A/B: a row of the regressed test breaches)", ab.foundBy[i], o.trials))
+		}
 	}
-	fmt.Fprintln(&b, rate("a job running the three gates: A/A jobs with a breach", aa.anyFail, o.trials))
-	fmt.Fprintln(&b, rate("power (A/B, --by test: a row of the regressed test breaches)", ab.found, o.trials))
+	fmt.Fprintln(&b, rate("a job running the three diff gates: A/A jobs with a breach", aa.anyFail, o.trials))
 	fmt.Fprintln(&b, rate("A/B, --by test: another test breaches", ab.elsewhere, o.trials))
 	fmt.Fprintln(&b, rate("A/B, --by test: the regressed test's rows say too-few", ab.tooFew, o.trials))
 	fmt.Fprintln(&b, rate("A/B, --by test: too-few, yet found", ab.both, o.trials))

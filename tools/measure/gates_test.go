@@ -11,8 +11,14 @@ import (
 )
 
 func testGatesOpts(t *testing.T) gatesOpts {
-	return gatesOpts{trials: 3, runs: 5, tests: 20, seed: 1, effect: 0.15, metrics: []string{"allocations", "bytes"},
+	o := gatesOpts{trials: 3, runs: 5, tests: 20, seed: 1, effect: 0.15, metrics: []string{"allocations", "bytes"},
 		noise: sim.DefaultRunNoise(0), cfg: gate.Config{Level: 0.05, MinEffect: 0.10}, dir: t.TempDir()}
+	b, err := relBudget(o.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.budget = b
+	return o
 }
 
 // The same options give the same report; another seed another.
@@ -65,7 +71,7 @@ func TestGatesSidesAsDiffLoadsThem(t *testing.T) {
 			t.Errorf("run %d: classes sum to %v, sites to %v, tests to %v", i, classes, sites, total)
 		}
 	}
-	for _, by := range gateBys {
+	for _, by := range gateBys[:3] {
 		set := s.counts
 		if by == "test" {
 			set = s.tests
@@ -92,8 +98,13 @@ func TestGatesTrialRegresses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !ab[0].found || ab[0].elsewhere || ab[0].tooFew {
-		t.Errorf("A/B +100 %%, --by test: %+v, want the regressed test found and no other", ab[0])
+	for _, i := range []int{0, 3} {
+		if !ab[i].found || ab[i].elsewhere || ab[i].tooFew {
+			t.Errorf("A/B +100 %%, %s: %+v, want the regressed test found and no other", gateName(gateBys[i]), ab[i])
+		}
+	}
+	if ab[3].series != 40 {
+		t.Errorf("the relative budget judged %d series, want 40 (20 tests, allocations and bytes)", ab[3].series)
 	}
 	aa, err := o.trial(4, false)
 	if err != nil {
@@ -101,7 +112,7 @@ func TestGatesTrialRegresses(t *testing.T) {
 	}
 	for i, v := range aa {
 		if v.breach || v.series == 0 {
-			t.Errorf("A/A --by %s: %+v, want series and no breach", gateBys[i], v)
+			t.Errorf("A/A %s: %+v, want series and no breach", gateName(gateBys[i]), v)
 		}
 	}
 }
