@@ -29,10 +29,6 @@ type Series struct {
 type Config struct {
 	Level     float64 // family-wise significance level of the gate, 0.05 if 0
 	MinEffect float64 // smallest regression that matters, 0.10 = +10 %; 0.10 if 0
-	// Seed and Resamples are kept for callers that set them; the method is
-	// analytic and uses no randomness, so they change nothing.
-	Seed      uint64
-	Resamples int
 }
 
 // Result is the verdict on one series.
@@ -54,7 +50,9 @@ type Result struct {
 	Breach bool
 	// TooFew: fewer runs a side than RunsNeeded, the runs a side that
 	// would detect a change of MinEffect at the gate's level with 90 %
-	// power given the observed spread (at least MinRuns).
+	// power given the observed spread (at least MinRuns), by the test the
+	// gate applies: moderated (posterior variance, d0 more degrees of
+	// freedom) when the gate moderates.
 	TooFew     bool
 	RunsNeeded int
 }
@@ -88,7 +86,7 @@ func Compare(s []Series, cfg Config) []Result {
 			m++
 		}
 	}
-	moderate(s, tests)
+	p, moderated := moderate(s, tests)
 	holm(out, tests, cfg.Level)
 	for i := range out {
 		r := &out[i]
@@ -98,7 +96,7 @@ func Compare(s []Series, cfg Config) []Result {
 			r.Lo, r.Hi = math.Inf(-1), math.Inf(1)
 		}
 		r.Breach = r.Significant && r.Ratio > 1+cfg.MinEffect
-		r.RunsNeeded = runsNeeded(s[i], cfg, max(m, 1))
+		r.RunsNeeded = runsNeeded(s[i], cfg, max(m, 1), p, moderated)
 		r.TooFew = min(len(s[i].Base), len(s[i].New)) < r.RunsNeeded
 	}
 	return out

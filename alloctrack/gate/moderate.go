@@ -59,7 +59,9 @@ func estimatePrior(sp []spread) (p prior, ok bool) {
 // moderate replaces the test of every testable series with nonzero spread
 // by the moderated t: posterior variance (d0·s0² + df·s²)/(d0 + df), df +
 // d0 degrees of freedom. Series with no spread keep their exact verdict.
-func moderate(s []Series, tests []welch) {
+// It returns the gate's prior; ok is false when the gate has too few
+// series to estimate one and keeps Welch's t.
+func moderate(s []Series, tests []welch) (p prior, ok bool) {
 	sp := make([]spread, len(s))
 	var use []spread
 	for i, x := range s {
@@ -68,22 +70,26 @@ func moderate(s []Series, tests []welch) {
 			use = append(use, sp[i])
 		}
 	}
-	p, ok := estimatePrior(use)
-	if !ok {
-		return
+	if p, ok = estimatePrior(use); !ok {
+		return p, false
 	}
 	for i, x := range s {
 		if tests[i].ok && sp[i].s2 > 0 {
 			tests[i] = p.test(tests[i].d, sp[i], len(x.Base), len(x.New))
 		}
 	}
+	return p, true
+}
+
+// posterior is the moderated per-run log variance of a series of spread v.
+func (p prior) posterior(v spread) float64 {
+	return (p.d0*p.s0 + v.df*v.s2) / (p.d0 + v.df)
 }
 
 // test is the moderated t of difference d for a series of spread v.
 func (p prior) test(d float64, v spread, nb, nn int) welch {
-	post := (p.d0*p.s0 + v.df*v.s2) / (p.d0 + v.df)
 	w := welch{ok: true, d: d, df: v.df + p.d0}
-	w.se = math.Sqrt(post * (1/float64(nb) + 1/float64(nn)))
+	w.se = math.Sqrt(p.posterior(v) * (1/float64(nb) + 1/float64(nn)))
 	w.p = 2 * tUpper(math.Abs(d)/w.se, w.df)
 	return w
 }

@@ -57,8 +57,19 @@ func TestRunsNeededKnownAnswer(t *testing.T) {
 	// Logs 10-d, 10, 10+d, 10, 10: sample variance 2d²/4 = 0.01.
 	d := 0.1 * math.Sqrt(2)
 	side := logs(10-d, 10, 10+d, 10, 10)
-	n := runsNeeded(Series{Base: side, New: side}, Config{}.norm(), 1)
+	n := runsNeeded(Series{Base: side, New: side}, Config{}.norm(), 1, prior{}, false)
 	if n < 24 || n > 26 {
 		t.Errorf("runs needed %d, want 24 to 26", n)
+	}
+}
+
+// With a prior of very many degrees of freedom the t quantiles are the
+// normal's: n >= 2 s² (1.960 + 1.2816)² / δ² = 21.01 for s² = 0.01, δ = 0.1.
+func TestRunsForLargeD0IsNormal(t *testing.T) {
+	if n := runsFor(0.01, 1e7, 0.1, 0.05); n != 22 {
+		t.Errorf("runs for a normal test: %d, want 22", n)
+	}
+	if n := runsFor(0.01, 0, 0.1, 0.05); n <= 22 {
+		t.Errorf("runs without a prior: %d, want more than the normal's 22", n)
 	}
 }

@@ -66,9 +66,11 @@ func (w welch) interval(alpha float64) (lo, hi float64) {
 }
 
 // runsNeeded: runs a side for a two-sided test at level/m to find a change
-// of MinEffect with probability Power, given the pooled log variance per
-// run. With no spread seen it is MinRuns.
-func runsNeeded(x Series, cfg Config, m int) int {
+// of MinEffect with probability Power, by the test the gate applies: with
+// a prior (the gate moderates) the series' posterior variance and d0 more
+// degrees of freedom, else its own pooled variance as Welch's t would see
+// it. With no spread seen it is MinRuns.
+func runsNeeded(x Series, cfg Config, m int, p prior, moderated bool) int {
 	var s2 float64
 	var k int
 	for _, side := range [][2][]float64{{x.Base, x.BaseSE}, {x.New, x.NewSE}} {
@@ -82,11 +84,20 @@ func runsNeeded(x Series, cfg Config, m int) int {
 		return MinRuns
 	}
 	s2 /= float64(k)
-	delta := math.Log1p(cfg.MinEffect)
-	alpha := cfg.Level / float64(m)
+	d0 := 0.0
+	if moderated && len(x.Base) >= 2 && len(x.New) >= 2 {
+		s2, d0 = p.posterior(spreadOf(x)), p.d0
+	}
+	return runsFor(s2, d0, math.Log1p(cfg.MinEffect), cfg.Level/float64(m))
+}
+
+// runsFor is the smallest n (at least MinRuns) a side at which a t test of
+// per-run variance s2 and 2n-2+d0 degrees of freedom, two-sided at alpha,
+// finds a change of delta on the log scale with probability Power.
+func runsFor(s2, d0, delta, alpha float64) int {
 	for n := MinRuns; n < 10000; n++ {
-		df := float64(2*n - 2)
-		z := (tQuantile(1-alpha/2, df) + tQuantile(Power, df))
+		df := float64(2*n-2) + d0
+		z := tQuantile(1-alpha/2, df) + tQuantile(Power, df)
 		if float64(n) >= 2*s2*z*z/(delta*delta) {
 			return n
 		}

@@ -109,7 +109,7 @@ func (b *Budget) JudgeRelative(base, nw []string) ([]RelativeVerdict, error) {
 		for j, i := range idx {
 			ss[j] = items[i].s
 		}
-		cfg := gate.Config{Level: g.level * float64(len(idx)) / float64(n), MinEffect: g.inc, Seed: 1}
+		cfg := gate.Config{Level: g.level * float64(len(idx)) / float64(n), MinEffect: g.inc}
 		for j, res := range gate.Compare(ss, cfg) {
 			out[idx[j]].Result = res
 		}

@@ -208,6 +208,20 @@ func GateSeries(base, nw *RunSet, by, metric string) []gate.Series {
 	return out
 }
 
+// DiffSeries is what one diff over several runs a side judges as one
+// gate: GateSeries by "test", "class" or "site" for each metric in turn,
+// and each series' metric.
+func DiffSeries(base, nw *RunSet, by string, metrics []string) (series []gate.Series, metricOf []string) {
+	for _, m := range metrics {
+		s := GateSeries(base, nw, by, m)
+		series = append(series, s...)
+		for range s {
+			metricOf = append(metricOf, m)
+		}
+	}
+	return series, metricOf
+}
+
 // PerSecond tells whether GateSeries compares classes and sites per second:
 // when every run of both sides knows its duration (capture directories), as
 // the two-run diff does. Tests are compared per test, always.

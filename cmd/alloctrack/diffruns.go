@@ -164,15 +164,7 @@ func (c *diffCmd) judgeRuns(sets [2]*offline.RunSet) *runsDiff {
 	if *c.multi.metric != "both" {
 		metrics = []string{*c.multi.metric}
 	}
-	var series []gate.Series
-	var metricOf []string
-	for _, m := range metrics {
-		s := offline.GateSeries(sets[0], sets[1], *c.by, m)
-		series = append(series, s...)
-		for range s {
-			metricOf = append(metricOf, m)
-		}
-	}
+	series, metricOf := offline.DiffSeries(sets[0], sets[1], *c.by, metrics)
 	res := gate.Compare(series, gate.Config{Level: *c.multi.level, MinEffect: *c.multi.minEffect})
 	d := &runsDiff{By: *c.by, Level: *c.multi.level, MinEffect: *c.multi.minEffect, Correction: "holm",
 		Base: sets[0].Runs, New: sets[1].Runs, PerSecond: offline.PerSecond(sets[0], sets[1], *c.by)}

@@ -2,110 +2,118 @@ package main
 
 import (
 	"math"
-	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/alloctrack/alloctrack/alloctrack/gate"
+	"github.com/alloctrack/alloctrack/alloctrack/offline"
 	"github.com/alloctrack/alloctrack/sim"
 )
 
-func testGatesOpts() gatesOpts {
-	return gatesOpts{trials: 3, runs: 5, tests: 20, seed: 1, effect: 0.15, metric: "allocations", scope: "all",
-		noise: sim.DefaultRunNoise(0), cfg: gate.Config{Level: 0.05, MinEffect: 0.10}}
+func testGatesOpts(t *testing.T) gatesOpts {
+	o := gatesOpts{trials: 3, runs: 5, tests: 20, seed: 1, effect: 0.15, metrics: []string{"allocations", "bytes"},
+		noise: sim.DefaultRunNoise(0), cfg: gate.Config{Level: 0.05, MinEffect: 0.10}, dir: t.TempDir()}
+	b, err := relBudget(o.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.budget = b
+	return o
 }
 
-// The same options give the same series and the same report; another
-// seed gives others.
+// The same options give the same report; another seed another.
 func TestGatesDeterministic(t *testing.T) {
-	o := testGatesOpts()
-	suite, n := o.trialSuite(2)
-	m := sim.NewSuiteModel(suite)
-	a := gateSeries(runs(m, n, 0, 5), runs(m, n, 5, 5), "allocations", false)
-	b := gateSeries(runs(m, n, 0, 5), runs(m, n, 5, 5), "allocations", false)
-	if !reflect.DeepEqual(a, b) {
-		t.Fatal("the same trial gave different series")
+	o := testGatesOpts(t)
+	r1, err1 := o.measure()
+	r2, err2 := o.measure()
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
 	}
-	if r1, r2 := o.measure(), o.measure(); r1 != r2 {
+	if r1 != r2 {
 		t.Fatalf("two reports of the same seed differ:\n%s\n%s", r1, r2)
 	}
-	o2 := o
-	o2.seed = 2
-	s2, n2 := o2.trialSuite(2)
-	m2 := sim.NewSuiteModel(s2)
-	if reflect.DeepEqual(a, gateSeries(runs(m2, n2, 0, 5), runs(m2, n2, 5, 5), "allocations", false)) {
-		t.Fatal("seeds 1 and 2 gave the same series")
+	o.seed = 2
+	if r3, err := o.measure(); err != nil || r3 == r1 {
+		t.Fatalf("seeds 1 and 2 gave the same report (%v):\n%s", err, r1)
 	}
 }
 
-// A gate holds every test, class and site, each run's values summed
-// over the run's tests.
-func TestGateSeriesSums(t *testing.T) {
-	o := testGatesOpts()
+// A side is what diff loads: each run's tests from its tests.json, whole
+// and exact; classes and sites summed over the run's tests; and
+// DiffSeries gives one series per test, class or site and metric.
+func TestGatesSidesAsDiffLoadsThem(t *testing.T) {
+	o := testGatesOpts(t)
 	suite, n := o.trialSuite(0)
-	m := sim.NewSuiteModel(suite)
-	base, nw := runs(m, n, 0, 5), runs(m, n, 5, 4)
-	s := gateSeries(base, nw, "allocations", false)
-	sums := map[string][2]float64{}
-	var tests int
-	for _, x := range s {
-		if len(x.Base) != 5 || len(x.New) != 4 {
-			t.Fatalf("%s: %d and %d runs, want 5 and 4", x.Key, len(x.Base), len(x.New))
-		}
-		kind, _, _ := strings.Cut(x.Key, ":")
-		v := sums[kind]
-		v[0] += x.Base[2]
-		v[1] += x.New[3]
-		sums[kind] = v
-		if kind == "test" {
-			tests++
-		}
+	rs := runs(sim.NewSuiteModel(suite), n, 0, 5)
+	s, err := loadSides(t.TempDir(), "base", rs)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var want [2]float64
-	for _, tc := range base[2] {
-		want[0] += float64(tc.Total.Allocations)
+	if len(s.tests.Runs) != 5 || len(s.counts.Runs) != 5 {
+		t.Fatalf("%d and %d runs, want 5", len(s.tests.Runs), len(s.counts.Runs))
 	}
-	for _, tc := range nw[3] {
-		want[1] += float64(tc.Total.Allocations)
-	}
-	for _, kind := range []string{"test", "class", "site"} {
-		if sums[kind] != want {
-			t.Errorf("%s series sum to %v, want the runs' totals %v", kind, sums[kind], want)
-		}
-	}
-	keys := map[string]bool{}
-	for _, rs := range append(base, nw...) {
-		for _, tc := range rs {
-			keys["test:"+tc.Name] = true
-			for k := range tc.ByClass {
-				keys["class:"+k] = true
+	for i, run := range rs {
+		var total, classes, sites float64
+		for _, tc := range run {
+			v := s.tests.Tests[tc.Name][i]
+			if v == nil || v.Allocations != float64(tc.Total.Allocations) || v.Bytes != float64(tc.Total.Bytes) || v.AllocationsSE != 0 {
+				t.Fatalf("run %d %s: loaded %+v, want %+v, exact", i, tc.Name, v, tc.Total)
 			}
-			for k := range tc.BySiteID {
-				keys["site:"+k] = true
-			}
+			total += float64(tc.Total.Allocations)
+		}
+		for _, vs := range s.counts.Classes {
+			classes += vs[i].Allocations
+		}
+		for _, vs := range s.counts.Sites {
+			sites += vs[i].Allocations
+		}
+		if classes != total || sites != total {
+			t.Errorf("run %d: classes sum to %v, sites to %v, tests to %v", i, classes, sites, total)
 		}
 	}
-	for _, x := range s {
-		delete(keys, x.Key)
-	}
-	if len(keys) > 0 {
-		t.Errorf("no series for %v", keys)
-	}
-	if tests != 20 || len(gateSeries(base, nw, "allocations", true)) != 20 {
-		t.Errorf("%d test series, want 20 (and 20 with tests only)", tests)
+	for _, by := range gateBys[:3] {
+		set := s.counts
+		if by == "test" {
+			set = s.tests
+		}
+		series, metric := offline.DiffSeries(set, set, by, o.metrics)
+		want := map[string]int{"test": 20, "class": len(s.counts.Classes), "site": len(s.counts.Sites)}[by]
+		if len(series) != 2*want || metric[0] != "allocations" || metric[len(metric)-1] != "bytes" {
+			t.Errorf("--by %s: %d series, want %d for each metric", by, len(series), want)
+		}
+		for _, x := range series {
+			if !strings.HasPrefix(x.Key, by+":") || len(x.Base) != 5 || len(x.New) != 5 {
+				t.Errorf("--by %s: %s with %d and %d runs", by, x.Key, len(x.Base), len(x.New))
+			}
+		}
 	}
 }
 
 // An A/B trial regresses the new side's chosen test only: a +100 % is
-// found, an A/A trial of the same suite finds nothing.
+// found, an A/A trial of the same suite finds nothing in any gate.
 func TestGatesTrialRegresses(t *testing.T) {
-	o := testGatesOpts()
+	o := testGatesOpts(t)
 	o.effect = 1
-	if r := o.trial(4, true); !r.found || r.elsewhere {
-		t.Errorf("A/B +100 %%: %+v, want the regressed test found and no other", r)
+	ab, err := o.trial(4, true)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if r := o.trial(4, false); r.breach {
-		t.Errorf("A/A: %+v, want no breach", r)
+	for _, i := range []int{0, 3} {
+		if !ab[i].found || ab[i].elsewhere || ab[i].tooFew {
+			t.Errorf("A/B +100 %%, %s: %+v, want the regressed test found and no other", gateName(gateBys[i]), ab[i])
+		}
+	}
+	if ab[3].series != 40 {
+		t.Errorf("the relative budget judged %d series, want 40 (20 tests, allocations and bytes)", ab[3].series)
+	}
+	aa, err := o.trial(4, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range aa {
+		if v.breach || v.series == 0 {
+			t.Errorf("A/A %s: %+v, want series and no breach", gateName(gateBys[i]), v)
+		}
 	}
 }
 
