@@ -186,6 +186,10 @@ type Session struct {
 	// logcat's stamps; see DumpTimes). w is the window the target's
 	// counters took: read it during the call, change nothing in it.
 	OnDump func(pid int, w *alloctrack.Window, from, to time.Time)
+	// OnGone, if set, is told the pid of a process heapprofd says
+	// disconnected (it ended), after its last dump went to OnDump. Not
+	// every end is told: a last dump with no sample is not in the trace.
+	OnGone func(pid int)
 
 	// Raw, if set, gets every trace byte read, in order (a capture's
 	// trace file).
@@ -692,6 +696,9 @@ func (s *Session) count(t *Target, d *perfetto.Dump, traceBytes int) {
 		// The process ended; a process of the same name that starts is
 		// profiled from its start.
 		s.Log.Debug("a profiled process disconnected from heapprofd", zap.Uint64("pid", d.PID))
+		if s.OnGone != nil {
+			s.OnGone(int(d.PID))
+		}
 	}
 }
 
