@@ -29,6 +29,7 @@ func (a *Attributor) flushDumps(p *proc, all bool) {
 			return
 		}
 		a.place(p, d)
+		a.leanDumps(p, d.from)
 		p.pending[0] = pendingDump{}
 		p.pending = p.pending[1:]
 	}

@@ -93,7 +93,12 @@ type attributor interface {
 
 var _ attributor = (*pertest.Attributor)(nil)
 
-func newAttributor(cfg pertest.Config) attributor { return pertest.New(cfg) }
+// newAttributor is Lean: the daemon keeps of each test only its summary
+// (appTests), and a run lasts as long as its process.
+func newAttributor(cfg pertest.Config) attributor {
+	cfg.Lean = true
+	return pertest.New(cfg)
+}
 
 // pidTests is one process of a device, as the test follower knows it.
 type pidTests struct {
