@@ -422,9 +422,10 @@ func (p *logPos) resume() *replay { return &replay{last: p.last, skip: p.same} }
 
 // replay drops, at the start of a logcat stream, the entries read
 // already from an earlier one: those before the last stamp read, and as
-// many at that stamp as were read (4.4 prints its whole buffer again; -T
-// prints from the stamp). From the first entry not read before on, every
-// entry is new, even one whose clock went back.
+// many at that stamp as were read (4.4 prints its whole buffer again; a
+// logcat whose -T printed entries at the stamp too would print those).
+// From the first entry not read before on, every entry is new, even one
+// whose clock went back.
 type replay struct {
 	last   instrument.Stamp
 	skip   int
