@@ -137,6 +137,21 @@ func (t *Tally) TopSites(n int, byBytes bool) []Site {
 	return head(out, n)
 }
 
+// Shrink keeps of a tally that will not grow again its totals, sampling
+// figures and the n classes with most bytes (as TopClasses orders them),
+// and drops its other classes and every site: for a caller that needs no
+// more of it (the daemon's tests, once summarised).
+func (t *Tally) Shrink(n int) {
+	if len(t.Classes) > n {
+		keep := make(map[string]*Count, n)
+		for _, c := range t.TopClasses(0, true)[:n] {
+			keep[c.Class] = t.Classes[c.Class]
+		}
+		t.Classes = keep
+	}
+	t.sites = map[uint64]*Site{}
+}
+
 func head[T any](s []T, n int) []T {
 	if n > 0 && len(s) > n {
 		return s[:n]

@@ -267,6 +267,7 @@ func (s *runState) finish(res *RunRecord, stop <-chan struct{}) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.goneUntold()
 	s.finished = true
 	res.Run = s.r.Attributor.Finish()
 	res.Tracked = append(res.Tracked, s.tracked...)

@@ -51,6 +51,7 @@ func (s *runState) startHeapprofd() {
 				Processes: []string{s.r.Package},
 				Resolve:   s.resolveDump,
 				OnDump:    s.dump,
+				OnGone:    s.hpGone,
 				Raw:       raw,
 				Log:       s.r.Log,
 			}
@@ -108,5 +109,31 @@ func (s *runState) dump(pid int, win *alloctrack.Window, from, to time.Time) {
 	}
 	if err := s.r.Attributor.Dump(pid, win, from, to); err != nil {
 		s.r.Log.Debug("a heapprofd dump was not taken", zap.Int("pid", pid), zap.Error(err))
+	}
+}
+
+// hpGone: heapprofd's last dump of pid says its process ended (it
+// crashed, or am stopped it after its run): a test it was running keeps
+// what was collected and is marked partial, as a DDM session's end does.
+func (s *runState) hpGone(pid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.signal()
+	if p := s.procs[pid]; p != nil && p.state == ofApp && !s.finished {
+		p.told = true
+		s.r.Attributor.Gone(pid)
+	}
+}
+
+// goneUntold tells the attributor of the app's processes that left the
+// JDWP list during the run without heapprofd saying so (their last dump
+// had no sample, so it is not in the trace). The caller holds mu; the
+// run's last dumps were read.
+func (s *runState) goneUntold() {
+	for _, pid := range s.tracked {
+		if p := s.procs[pid]; p != nil && p.left && !p.told {
+			p.told = true
+			s.r.Attributor.Gone(pid)
+		}
 	}
 }

@@ -60,6 +60,10 @@ type proc struct {
 	early bool
 	// target counts its heapprofd dumps (Heapprofd set).
 	target *heapprofd.Target
+	// Heapprofd: listed is whether it is in the latest JDWP list, left
+	// that it was listed and then was not (it ended); told that the
+	// attributor was told it ended.
+	listed, left, told bool
 }
 
 // runState is what Record shares between its goroutines; mu guards it
@@ -137,8 +141,26 @@ func (s *runState) pids(list []int, first chan struct{}) {
 		case p == nil || p.state == notApp:
 		case s.r.Heapprofd != nil:
 			s.tracking = true // heapprofd profiles it by name
+			p.listed = true
 		case p.stop == nil:
 			s.startSession(p)
+		}
+	}
+	if s.r.Heapprofd != nil {
+		s.leftList(list)
+	}
+}
+
+// leftList marks the processes listed before and not in list: they ended
+// (heapprofd's sessions are not ended by it, DDM's are).
+func (s *runState) leftList(list []int) {
+	now := make(map[int]bool, len(list))
+	for _, pid := range list {
+		now[pid] = true
+	}
+	for _, p := range s.procs {
+		if p.listed && !now[p.pid] {
+			p.listed, p.left = false, true
 		}
 	}
 }

@@ -23,6 +23,14 @@ type Config struct {
 	// DumpInterval is heapprofd's dump interval (the boundary error's
 	// main part); 0 for DDM.
 	DumpInterval time.Duration
+	// Lean: the caller needs of each test no more than its figures (the
+	// daemon, whose Attributor lives as long as its process: thousands of
+	// tests, maybe). A test's tally, once nothing more can go to it (its
+	// finished marker counted; a heapprofd dump after its end placed),
+	// keeps only its totals and its Top classes by bytes: Test.Tally
+	// then holds only those, and TopSites is empty. A failure keeps its
+	// first line, 1 KiB at most.
+	Lean bool
 	// Orchestrator: the run is Android Test Orchestrator's (also assumed
 	// when Instrumentation is androidx.test.orchestrator/...): the first
 	// process to log "run started" only lists the tests (sheet 15), so its
@@ -186,6 +194,53 @@ func (a *Attributor) Finish() *Run {
 		a.finished = true
 	}
 	return a.build()
+}
+
+// maxLeanFailure bounds a failure's text in Lean mode.
+const maxLeanFailure = 1 << 10
+
+// failure is the text kept of a test's failure.
+func (a *Attributor) failure(s string) string {
+	if !a.cfg.Lean {
+		return s
+	}
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > maxLeanFailure {
+		s = s[:maxLeanFailure]
+	}
+	return strings.Clone(s)
+}
+
+// leanMarkers shrinks, in Lean mode, the tallies of the marker tests a
+// report closed: no record goes to a test after its finished marker.
+func (a *Attributor) leanMarkers(d *ddmState, touched map[int]bool) {
+	if !a.cfg.Lean {
+		return
+	}
+	for k := range touched {
+		if mt := d.tests[k]; mt.closed {
+			mt.tally.Shrink(a.cfg.Top)
+		}
+	}
+}
+
+// leanDumps shrinks, in Lean mode, the tallies of p's tests that ended by
+// from, where a dump of p just placed begins: p's later dumps come later.
+func (a *Attributor) leanDumps(p *proc, from time.Time) {
+	for a.cfg.Lean && p.leanNext < len(p.started) {
+		i := p.started[p.leanNext]
+		end := a.run.Tests[i].End
+		switch {
+		case end.IsZero() && (a.meta[i].open || a.run.Tests[i].Outcome == Crashed):
+			return // its end is not known yet
+		case end.After(from):
+			return
+		}
+		if t := a.dumped[i]; t != nil {
+			t.Shrink(a.cfg.Top)
+		}
+		p.leanNext++
+	}
 }
 
 // problem adds a sentence to Run.Problems, once.

@@ -297,9 +297,15 @@ func (a *Attributor) buildDumps(r *Run) {
 			if p != nil && (p.gone || a.finished) {
 				addNote(t, noteNotTracked)
 			}
+		case p.gone && t.End.IsZero() && t.Outcome == Crashed:
+			addNote(t, noteDied)
 		case !t.Start.IsZero() && t.Start.Before(p.firstFrom):
 			addNote(t, noteDumpBefore)
-		case p.gone && (t.End.IsZero() || t.End.After(p.lastTo)):
+		case p.gone && t.End.IsZero():
+			// Only a test with no end misses a part: heapprofd's last
+			// dump of a process that ended holds all it sampled (a
+			// dump ends at its newest sample, often before the end of
+			// a test that ended).
 			addNote(t, noteDumpAfter)
 		}
 		if p != nil && p.inGap(t.Start, a.end(i)) {

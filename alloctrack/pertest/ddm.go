@@ -170,6 +170,7 @@ func (a *Attributor) report(p *proc, r *allocreport.Report, overflowed bool) {
 		}
 	}
 	a.count(d, r, seg)
+	a.leanMarkers(d, seg.touched)
 }
 
 // record places record i.

@@ -20,6 +20,9 @@ type testMeta struct {
 
 // proc is one process of the run: its runner lines and its reports.
 type proc struct {
+	// leanNext: started[:leanNext] have lean tallies (Config.Lean).
+	leanNext int
+
 	pid     int
 	started []int // tests whose started: it logged (or inferred), in order
 	open    int   // the test it is running, or -1
@@ -121,7 +124,7 @@ func (a *Attributor) event(pid int, at time.Time, ev instrument.RunnerEvent) {
 		a.testIgnored(p, at, ev.Name)
 	case instrument.Exception:
 		if i := a.lastNamed(ev.Name); i >= 0 && a.run.Tests[i].Failure == "" {
-			a.run.Tests[i].Failure = ev.Trace
+			a.run.Tests[i].Failure = a.failure(ev.Trace)
 		}
 	case instrument.RunFinished:
 		a.runFinished(p)
@@ -300,9 +303,9 @@ func (a *Attributor) statusEnded(ev instrument.Event) {
 	a.statusOpen = -1
 	t.Outcome = outcomeOf(ev)
 	if ev.Stack != "" {
-		t.Failure = ev.Stack
+		t.Failure = a.failure(ev.Stack)
 	} else if ev.Crashed {
-		t.Failure = ev.Values["stream"]
+		t.Failure = a.failure(ev.Values["stream"])
 	}
 }
 

@@ -29,6 +29,7 @@ func (a *Attributor) flushDumps(p *proc, all bool) {
 			return
 		}
 		a.place(p, d)
+		a.leanDumps(p, d.from)
 		p.pending[0] = pendingDump{}
 		p.pending = p.pending[1:]
 	}
@@ -79,12 +80,13 @@ func (a *Attributor) place(p *proc, d pendingDump) {
 }
 
 // end is when test i ended: its end line's time; for a test still open,
+// or one that crashed (its process's end ended it: no line says when),
 // no end yet.
 func (a *Attributor) end(i int) time.Time {
 	if t := a.run.Tests[i].End; !t.IsZero() {
 		return t
 	}
-	if a.meta[i].open {
+	if a.meta[i].open || a.run.Tests[i].Outcome == Crashed {
 		return time.Unix(math.MaxInt32*8, 0)
 	}
 	return time.Time{}

@@ -81,6 +81,33 @@ func TestDumpOpenTestAndGone(t *testing.T) {
 	checkSum(t, r)
 }
 
+// A test that ended before its process is whole, though the process's
+// last dump ends at its newest sample, before the test's end. A test that
+// crashed takes every dump of its process from its start (no line says
+// when it ended; am's result, which ends it, comes before the last
+// dumps), and is partial once its process is gone.
+func TestDumpGoneAfterTheTests(t *testing.T) {
+	a := newHeapprofd()
+	a.Event(7, at(100), runnerEv(instrument.TestStarted, nameA))
+	a.Event(7, at(900), runnerEv(instrument.TestFinished, nameA))
+	_ = a.Dump(7, dump(4), at(100), at(800)) // A's newest sample at 0.8 s
+	a.Gone(7)
+	a.Event(8, at(1000), runnerEv(instrument.TestStarted, nameB))
+	a.Result(instrument.Result{Values: map[string]string{"shortMsg": "Process crashed."}, HasCode: true})
+	_ = a.Dump(8, dump(5), at(1000), at(1250))
+	_ = a.Dump(8, dump(3), at(1250), at(1400)) // the dump at its process's end
+	a.Gone(8)
+	r := a.Finish()
+	ta, tb := test(t, r, nameA), test(t, r, nameB)
+	if ta.Partial || ta.SampledAllocations != 4 {
+		t.Errorf("A partial %v %q, %d samples, want whole with 4", ta.Partial, ta.Notes, ta.SampledAllocations)
+	}
+	if tb.Outcome != Crashed || tb.SampledAllocations != 8 || !hasNote(tb, noteDied) {
+		t.Errorf("B %s, %d samples, notes %q; want crashed with 8, its process ended", tb.Outcome, tb.SampledAllocations, tb.Notes)
+	}
+	checkSum(t, r)
+}
+
 // Dumps with no timed runner line go between tests, said in Problems.
 func TestDumpWithoutTimes(t *testing.T) {
 	a := newHeapprofd()

@@ -119,7 +119,12 @@ type attributor interface {
 
 var _ attributor = (*pertest.Attributor)(nil)
 
-func newAttributor(cfg pertest.Config) attributor { return pertest.New(cfg) }
+// newAttributor is Lean: the daemon keeps of each test only its summary
+// (appTests), and a run lasts as long as its process.
+func newAttributor(cfg pertest.Config) attributor {
+	cfg.Lean = true
+	return pertest.New(cfg)
+}
 
 // pidTests is one process of a device, as the test follower knows it.
 type pidTests struct {
@@ -472,11 +477,11 @@ func (f *testFollower) close() {
 // follow reads the device's logcat until ctx ends, starting it again with
 // backoff whenever it ends, from after the last entry read.
 func (f *testFollower) follow(ctx context.Context, src LogcatSource) {
-	var last instrument.Stamp
+	var pos logPos
 	key := "logcat/" + f.serial
 	defer f.d.logs.forget(key)
 	for attempt := 0; ctx.Err() == nil; attempt++ {
-		n, err := f.read(ctx, src, &last)
+		n, err := f.read(ctx, src, &pos)
 		if ctx.Err() != nil {
 			return
 		}
@@ -494,15 +499,17 @@ func (f *testFollower) follow(ctx context.Context, src LogcatSource) {
 	}
 }
 
-// read runs logcat once; it returns how many entries it read.
-func (f *testFollower) read(ctx context.Context, src LogcatSource, last *instrument.Stamp) (int, error) {
-	rc, err := src.Logcat(ctx, f.serial, f.api, last.Text)
+// read runs logcat once, from after pos; it returns how many entries it
+// read.
+func (f *testFollower) read(ctx context.Context, src LogcatSource, pos *logPos) (int, error) {
+	rc, err := src.Logcat(ctx, f.serial, f.api, pos.last.Text)
 	if err != nil {
 		return 0, err
 	}
 	defer rc.Close()
 	lr := instrument.NewLogReader(rc)
 	n := 0
+	seen := pos.resume()
 	var other string // the first line that is no entry (logcat's own complaint)
 	for {
 		rec, err := lr.Next()
@@ -520,10 +527,10 @@ func (f *testFollower) read(ctx context.Context, src LogcatSource, last *instrum
 		case rec.Kind == instrument.NotLogcat && other == "":
 			other = strings.TrimSpace(rec.Text)
 		case rec.Kind == instrument.LogEntry:
-			if !after(rec.Entry.Stamp, *last) {
+			if !seen.fresh(rec.Entry.Stamp) {
 				continue // read before logcat was started again
 			}
-			*last = rec.Entry.Stamp
+			pos.advance(rec.Entry.Stamp)
 			n++
 			if rec.Runner.Kind != instrument.NotRunner && rec.Runner.Kind != instrument.InException {
 				f.event(rec.Entry.PID, deviceTime(rec.Entry.Stamp, time.Now()), rec.Runner)
@@ -532,12 +539,56 @@ func (f *testFollower) read(ctx context.Context, src LogcatSource, last *instrum
 	}
 }
 
-// after tells whether stamp s comes after last (always, when last is
-// unset or either names no time).
-func after(s, last instrument.Stamp) bool {
+// logPos is where the follower stands in the device's log: the stamp of
+// the last entry read and how many entries read carry that stamp. Stamps
+// are to the millisecond, and the runner logs a failed test's lines, its
+// exception and its finished: line in the same one: an entry is never
+// dropped for sharing its stamp with the one before (that lost the
+// finished: line of a failed test, and the cycle it asks for).
+type logPos struct {
+	last instrument.Stamp
+	same int
+}
+
+func (p *logPos) advance(s instrument.Stamp) {
+	if s.Text == p.last.Text {
+		p.same++
+		return
+	}
+	p.last, p.same = s, 1
+}
+
+// resume starts reading a new logcat stream from p.
+func (p *logPos) resume() *replay { return &replay{last: p.last, skip: p.same} }
+
+// replay drops, at the start of a logcat stream, the entries read
+// already from an earlier one: those before the last stamp read, and as
+// many at that stamp as were read (4.4 prints its whole buffer again; a
+// logcat whose -T printed entries at the stamp too would print those).
+// From the first entry not read before on, every entry is new, even one
+// whose clock went back.
+type replay struct {
+	last   instrument.Stamp
+	skip   int
+	passed bool
+}
+
+// fresh tells whether an entry stamped s has not been read before.
+func (r *replay) fresh(s instrument.Stamp) bool {
+	if r.passed {
+		return true
+	}
 	now := time.Now()
-	t, l := deviceTime(s, now), deviceTime(last, now)
-	return t.IsZero() || l.IsZero() || t.After(l)
+	t, l := deviceTime(s, now), deviceTime(r.last, now)
+	switch {
+	case !t.IsZero() && !l.IsZero() && t.Before(l):
+		return false
+	case !t.IsZero() && t.Equal(l) && r.skip > 0:
+		r.skip--
+		return false
+	}
+	r.passed = true
+	return true
 }
 
 // deviceTime reads a threadtime stamp: the device's local time, taken as

@@ -232,6 +232,41 @@ func TestDaemonFollowsTests(t *testing.T) {
 	}
 }
 
+// Entries that share a millisecond are all read (the runner logs a
+// failed test's failed:, exception and finished: lines in one: its
+// finished: line was dropped, and with it the test's end and the cycle it
+// asks for), and once logcat starts again only the entries read already
+// are skipped, those at the last stamp read by their count.
+func TestDaemonFollowsSameMillisecond(t *testing.T) {
+	farm := newFarm(sim.FarmConfig{Devices: 1, AppsPerDevice: 1, APIs: []int{30}})
+	r, src := startTestDaemon(t, farm, 10)
+	const serial, pkg = "sim-1", "com.example.app1"
+	eventually(t, "tracking", func() bool { return r.tracking(serial, pkg, 1) })
+	pid := onlyPID(t, farm, serial, pkg)
+	first := []string{logLine(1, pid, 'I', "run started: 3 tests"), logLine(1, pid, 'I', "started: a(com.example.T)"),
+		logLine(2, pid, 'E', "failed: a(com.example.T)"), logLine(2, pid, 'E', "----- begin exception -----"),
+		logLine(2, pid, 'E', "java.lang.AssertionError: boom"), logLine(2, pid, 'E', "----- end exception -----"),
+		logLine(2, pid, 'I', "finished: a(com.example.T)"), logLine(2, pid, 'I', "started: b(com.example.T)")}
+	w := <-src.stream
+	writeLines(t, w, first...)
+	eventually(t, "a failed, b running", func() bool {
+		ts := testsOf(r, serial, pkg)
+		return names(ts.Recent) == "a(com.example.T) failed" && ts.Current != nil && ts.Current.Name == "b(com.example.T)"
+	})
+	if f := testsOf(r, serial, pkg).Recent[0].Failure; f != "java.lang.AssertionError: boom" {
+		t.Errorf("test a's failure %q", f)
+	}
+	// Started again, logcat prints what was read (as 4.4 does, its whole
+	// buffer), then an entry of the same millisecond not read yet.
+	w.Close()
+	w = <-src.stream
+	writeLines(t, w, append(first, logLine(2, pid, 'I', "finished: b(com.example.T)"), logLine(3, pid, 'I', "started: c(com.example.T)"))...)
+	eventually(t, "a failed, b passed, c running, none read twice", func() bool {
+		ts := testsOf(r, serial, pkg)
+		return names(ts.Recent) == "a(com.example.T) failed, b(com.example.T) passed" && ts.Current != nil && ts.Current.Name == "c(com.example.T)"
+	})
+}
+
 // A device that goes away mid-test ends its runs at once: the running
 // test is kept, unfinished, and none is running any more.
 func TestDaemonTestsDeviceGone(t *testing.T) {

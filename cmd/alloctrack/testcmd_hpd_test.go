@@ -183,3 +183,49 @@ func TestCaptureTestsHeapprofd(t *testing.T) {
 		t.Errorf("perfetto still runs: %+v", s)
 	}
 }
+
+// TestTestCommandHeapprofdCrash: on Android 12 (API 31) a test that
+// crashes its process half way through is recorded as crashed and
+// partial, with a note that its process ended, when heapprofd's last dump
+// of the process says it disconnected; it keeps what it allocated until
+// the crash (within 15 % of the simulator's truth, as a whole test), and
+// the test before it is whole.
+func TestTestCommandHeapprofdCrash(t *testing.T) {
+	f := newCaptureFarm(t, sim.FarmConfig{Devices: 1, AppsPerDevice: 1, APIs: []int{31}, Workload: quietCaptureWorkload()})
+	d := f.Devices()[0]
+	suite := hpdSuite(4, 31)
+	suite.Tests[2].Outcome = pertest.Crashed
+	suite.Tests[2].Duration *= 2 // it crashes half way: 2 s, as the others
+	if err := d.InstallSuite(suite); err != nil {
+		t.Fatal(err)
+	}
+	addr, serials := captureBackends[0].serve(t, f)
+	out := filepath.Join(t.TempDir(), "run")
+	c := testRunOf("--adb.address", addr, "--serial", serials[d.Serial()], "--out", out, "--",
+		"am", "instrument", "-w", "-r", "-e", "delay_msec", "300", suiteComp)
+	c.wait(t, 10*time.Minute)
+	if c.code != exitTestsFailed {
+		t.Fatalf("want exit 6 for the crash: %s", c.say())
+	}
+	run := readTests(t, out)
+	truth, _ := d.RunTruth(-1)
+	if len(run.Tests) != 3 || len(truth.Tests) != 3 {
+		t.Fatalf("%d tests recorded, %d ran, want 3 (the run ends with the crash): %+v", len(run.Tests), len(truth.Tests), run.Tests)
+	}
+	crashed := run.Tests[2]
+	if crashed.Outcome != pertest.Crashed || !crashed.Partial || !strings.Contains(strings.Join(crashed.Notes, "; "), "its process ended") {
+		t.Errorf("the crashed test: %s partial %v notes %q, want crashed, partial, its process ended", crashed.Outcome, crashed.Partial, crashed.Notes)
+	}
+	for i, tt := range truth.Tests {
+		got, want := run.Tests[i], tt.Allocated.Total.Bytes
+		if want < minIntervals*4096 {
+			continue // the first (see hpdSuite)
+		}
+		if e := math.Abs(float64(got.Bytes)-float64(want)) / float64(want); e > 0.15 {
+			t.Errorf("test %d %s: %d bytes estimated, %d allocated (%.1f %% off)", i, got.Name, got.Bytes, want, 100*e)
+		}
+		if i == 1 && got.Partial {
+			t.Errorf("test %d %s partial: %q", i, got.Name, got.Notes)
+		}
+	}
+}
