@@ -18,107 +18,143 @@ import (
 // runDDMDevice watches the debuggable processes of a device with DDM
 // sessions, one per process, until ctx ends.
 func (d *Daemon) runDDMDevice(ctx context.Context, src Source, e *deviceEntry, api, reportCap int, log *zap.Logger) {
-	slots := make(chan struct{}, d.cfg.ReportsPerDevice)
-	tests := d.followTests(ctx, src, e.serial, api, followOpts{}, log)
-	if tests != nil {
-		defer tests.close()
-	}
-	runs := map[int]*pidRun{}
-	var mu sync.Mutex
-	var jdwpPIDs []int
-	waiting := map[int]string{}             // pid -> name: waiting for a debugger, by track-app (Android 15+)
-	shown := map[int]*alloctrack.AppStats{} // pid -> stats shown waiting, until the pid ends
-	// On Android 12+ no process is connected to before track-app has
-	// answered (with its list, or by not being there).
-	appsKnown := api < alloctrack.APIHeapprofd
-	reconcile := func() {
-		if !appsKnown {
-			return
-		}
-		alive := map[int]bool{}
-		for _, pid := range jdwpPIDs {
-			alive[pid] = true
-		}
-		for pid := range alive {
-			if name, ok := waiting[pid]; ok {
-				// Left free for the debugger it waits for, without a
-				// connection at all.
-				if r := runs[pid]; r != nil {
-					r.cancel(errWaiting)
-					delete(runs, pid)
-				}
-				if name != "" && d.cfg.Packages.Match(name) {
-					_, st := d.bind(e.serial, name)
-					st.Update(func(s *alloctrack.AppStatus) { s.PID = pid })
-					st.SetState(alloctrack.StateWaiting)
-					shown[pid] = st
-				}
-				continue
-			}
-			if runs[pid] == nil {
-				rctx, cancel := context.WithCancelCause(ctx)
-				r := &pidRun{cancel: cancel, done: make(chan struct{})}
-				runs[pid] = r
-				go func() {
-					defer close(r.done)
-					d.runPID(rctx, src, e.serial, api, reportCap, pid, slots, tests, log.With(zap.Int("pid", pid)))
-				}()
-			}
-		}
-		for pid, r := range runs {
-			if !alive[pid] {
-				r.cancel(errPIDGone)
-				delete(runs, pid)
-			}
-		}
-		for pid, st := range shown {
-			if !alive[pid] {
-				// It died (waiting, or before its session named it):
-				// exited, and so forgotten in time.
-				st.SetStateIf(pid, alloctrack.StateExited)
-				delete(shown, pid)
-			}
-		}
+	dev := &ddmDevice{d: d, ctx: ctx, src: src, e: e, api: api, reportCap: reportCap, log: log,
+		slots: make(chan struct{}, d.cfg.ReportsPerDevice), runs: map[int]*pidRun{}, waiting: map[int]string{}, shown: map[int]*alloctrack.AppStats{},
+		// On Android 12+ no process is connected to before track-app
+		// has answered (with its list, or by not being there).
+		appsKnown: api < alloctrack.APIHeapprofd}
+	dev.tests = d.followTests(ctx, src, e.serial, api, followOpts{}, log)
+	if dev.tests != nil {
+		defer dev.tests.close()
 	}
 	var tracking sync.WaitGroup
 	if api >= alloctrack.APIHeapprofd {
-		// Android 15's adbd says in track-app which processes wait for a
-		// debugger (and names them); older ones list no such flag.
-		tracking.Add(1)
-		go func() {
-			defer tracking.Done()
-			err := src.TrackApp(ctx, e.serial, func(list []AppProcess) {
-				mu.Lock()
-				defer mu.Unlock()
-				if ctx.Err() != nil {
-					return // the device's runs are being stopped
-				}
-				appsKnown = true
-				clear(waiting)
-				for _, a := range list {
-					if a.WaitingForDebugger {
-						waiting[a.PID] = a.Name
-					}
-				}
-				reconcile()
-			})
-			if ctx.Err() != nil {
-				return
-			}
-			if !errors.Is(err, alloctrack.ErrTrackAppUnsupported) {
-				log.Debug("track-app ended; apps waiting for a debugger are found by their WAIT", zap.Error(err))
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			appsKnown = true
-			reconcile()
-		}()
+		tracking.Go(dev.followTrackApp)
 	}
 	defer tracking.Wait()
+	dev.followJDWP()
+	dev.stopRuns()
+}
+
+// ddmDevice is one DDM device as runDDMDevice watches it; mu guards the
+// fields after it.
+type ddmDevice struct {
+	d              *Daemon
+	ctx            context.Context
+	src            Source
+	e              *deviceEntry
+	api, reportCap int
+	log            *zap.Logger
+	slots          chan struct{} // reports read at once on the device
+	tests          *testFollower // nil: runs are not followed
+
+	mu        sync.Mutex
+	runs      map[int]*pidRun
+	jdwpPIDs  []int
+	waiting   map[int]string               // pid -> name: waiting for a debugger, by track-app (Android 15+)
+	shown     map[int]*alloctrack.AppStats // pid -> stats shown waiting, until the pid ends
+	appsKnown bool
+}
+
+// reconcileLocked starts a run for each process of the JDWP list that has
+// none and is not waiting for a debugger, and ends the runs of processes
+// that left.
+func (dev *ddmDevice) reconcileLocked() {
+	if !dev.appsKnown {
+		return
+	}
+	alive := map[int]bool{}
+	for _, pid := range dev.jdwpPIDs {
+		alive[pid] = true
+	}
+	for pid := range alive {
+		if name, ok := dev.waiting[pid]; ok {
+			dev.leaveWaiting(pid, name)
+		} else if dev.runs[pid] == nil {
+			dev.startRun(pid)
+		}
+	}
+	for pid, r := range dev.runs {
+		if !alive[pid] {
+			r.cancel(errPIDGone)
+			delete(dev.runs, pid)
+		}
+	}
+	for pid, st := range dev.shown {
+		if !alive[pid] {
+			// It died (waiting, or before its session named it):
+			// exited, and so forgotten in time.
+			st.SetStateIf(pid, alloctrack.StateExited)
+			delete(dev.shown, pid)
+		}
+	}
+}
+
+// leaveWaiting leaves process pid free for the debugger it waits for,
+// without a connection at all, and shows it waiting.
+func (dev *ddmDevice) leaveWaiting(pid int, name string) {
+	if r := dev.runs[pid]; r != nil {
+		r.cancel(errWaiting)
+		delete(dev.runs, pid)
+	}
+	if name != "" && dev.d.cfg.Packages.Match(name) {
+		_, st := dev.d.bind(dev.e.serial, name)
+		st.Update(func(s *alloctrack.AppStatus) { s.PID = pid })
+		st.SetState(alloctrack.StateWaiting)
+		dev.shown[pid] = st
+	}
+}
+
+// startRun runs process pid's sessions until its run is cancelled.
+func (dev *ddmDevice) startRun(pid int) {
+	rctx, cancel := context.WithCancelCause(dev.ctx)
+	r := &pidRun{cancel: cancel, done: make(chan struct{})}
+	dev.runs[pid] = r
+	go func() {
+		defer close(r.done)
+		dev.d.runPID(rctx, dev.src, dev.e.serial, dev.api, dev.reportCap, pid, dev.slots, dev.tests, dev.log.With(zap.Int("pid", pid)))
+	}()
+}
+
+// followTrackApp takes Android 15's adbd's word on which processes wait
+// for a debugger (and their names); older ones list no such flag.
+func (dev *ddmDevice) followTrackApp() {
+	ctx := dev.ctx
+	err := dev.src.TrackApp(ctx, dev.e.serial, func(list []AppProcess) {
+		dev.mu.Lock()
+		defer dev.mu.Unlock()
+		if ctx.Err() != nil {
+			return // the device's runs are being stopped
+		}
+		dev.appsKnown = true
+		clear(dev.waiting)
+		for _, a := range list {
+			if a.WaitingForDebugger {
+				dev.waiting[a.PID] = a.Name
+			}
+		}
+		dev.reconcileLocked()
+	})
+	if ctx.Err() != nil {
+		return
+	}
+	if !errors.Is(err, alloctrack.ErrTrackAppUnsupported) {
+		dev.log.Debug("track-app ended; apps waiting for a debugger are found by their WAIT", zap.Error(err))
+	}
+	dev.mu.Lock()
+	defer dev.mu.Unlock()
+	dev.appsKnown = true
+	dev.reconcileLocked()
+}
+
+// followJDWP follows the device's JDWP list until ctx ends, reopening it
+// with backoff when it ends.
+func (dev *ddmDevice) followJDWP() {
+	ctx, d, e := dev.ctx, dev.d, dev.e
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		tctx, tcancel := context.WithCancel(ctx)
 		first, reopen := true, false
-		err := src.TrackJDWP(tctx, e.serial, func(pids []int) {
+		err := dev.src.TrackJDWP(tctx, e.serial, func(pids []int) {
 			attempt = 0
 			if reopen {
 				return
@@ -131,34 +167,44 @@ func (d *Daemon) runDDMDevice(ctx context.Context, src Source, e *deviceEntry, a
 				return
 			}
 			first = false
-			mu.Lock()
-			defer mu.Unlock()
-			jdwpPIDs = pids
-			reconcile()
+			dev.mu.Lock()
+			defer dev.mu.Unlock()
+			dev.jdwpPIDs = pids
+			dev.reconcileLocked()
 		})
 		tcancel()
 		if ctx.Err() != nil {
-			break
+			return
 		}
 		if reopen {
-			log.Debug("track-jdwp update may be cut at 1,024 bytes; reopening it for a whole list", zap.Int("device_pids", len(jdwpPIDs)))
+			dev.log.Debug("track-jdwp update may be cut at 1,024 bytes; reopening it for a whole list", zap.Int("device_pids", dev.pidCount()))
 			attempt = -1
 			continue
 		}
 		d.countDeviceError(e.serial, "track-jdwp")
-		d.logs.warn(log, "track-jdwp/"+e.server+"/"+e.serial, "track-jdwp ended; retrying", err)
+		d.logs.warn(dev.log, "track-jdwp/"+e.server+"/"+e.serial, "track-jdwp ended; retrying", err)
 		if !sleepCtx(ctx, d.backoff(attempt)) {
-			break
+			return
 		}
 	}
-	mu.Lock()
+}
+
+func (dev *ddmDevice) pidCount() int {
+	dev.mu.Lock()
+	defer dev.mu.Unlock()
+	return len(dev.jdwpPIDs)
+}
+
+// stopRuns ends every process's run and waits for them.
+func (dev *ddmDevice) stopRuns() {
+	dev.mu.Lock()
 	var dones []chan struct{}
-	for pid, r := range runs {
-		r.cancel(context.Cause(ctx))
+	for pid, r := range dev.runs {
+		r.cancel(context.Cause(dev.ctx))
 		dones = append(dones, r.done)
-		delete(runs, pid)
+		delete(dev.runs, pid)
 	}
-	mu.Unlock()
+	dev.mu.Unlock()
 	for _, ch := range dones {
 		<-ch
 	}
