@@ -190,19 +190,9 @@ func (c *serveCmd) basicAuth() bool {
 }
 
 func (c *serveCmd) run(stderr io.Writer) int {
-	if err := c.validate(); err != nil {
-		fmt.Fprintf(stderr, "alloctrack serve: %v\n", err)
-		return exitUsage
-	}
-	serials, err := supervisor.NewFilter(*c.serials, *c.serialsExclude)
-	if err != nil {
-		fmt.Fprintf(stderr, "alloctrack serve: --serial: %v\n", err)
-		return exitUsage
-	}
-	packages, err := supervisor.NewFilter(*c.packages, *c.packagesExclude)
-	if err != nil {
-		fmt.Fprintf(stderr, "alloctrack serve: --package: %v\n", err)
-		return exitUsage
+	serials, packages, code := c.filters(stderr)
+	if code != exitOK {
+		return code
 	}
 	log, slogger, err := c.log.newLogger(stderr)
 	if err != nil {
@@ -217,36 +207,16 @@ func (c *serveCmd) run(stderr io.Writer) int {
 	if pid, ok := goRunParent(); ok {
 		go followGoRun(ctx, log, pid, os.Getppid, time.Second, stop)
 	}
-
-	extra := map[string]http.Handler{}
-	var links []web.LandingLinks
-	var servers []*http.Server
-	var farm *sim.Farm
-	defer func() {
-		shutdown(servers)
-		if farm != nil {
-			farm.Close()
-		}
-	}()
-	srvErr := make(chan error, 2)
+	w := &serveParts{extra: map[string]http.Handler{}, srvErr: make(chan error, 2), log: log, slogger: slogger, stderr: stderr}
+	defer w.close()
 	started := time.Now()
 	addrs := *c.adbAddrs
 	if *c.simulate {
-		f, addr, err := c.simulatedFarm(log)
-		if err != nil {
-			log.Error("starting the simulated adb server", zap.Error(err))
+		addr, ok := c.startSim(w)
+		if !ok {
 			return exitFailure
 		}
-		farm = f
-		ctl, url, err := c.serveControl(farm.Handler(), log, slogger, stderr, srvErr)
-		if err != nil {
-			log.Error("serving the simulator's control API", zap.Error(err))
-			return exitFailure
-		}
-		servers = append(servers, ctl)
 		addrs = []string{addr}
-		extra["/sim/"] = http.StripPrefix("/sim", readOnly(farm.Handler(), url))
-		links = append(links, web.LandingLinks{Address: "sim/devices", Text: "Simulated devices"})
 	}
 	if len(addrs) == 0 {
 		addrs = []string{adb.DefaultAddress()}
@@ -255,45 +225,121 @@ func (c *serveCmd) run(stderr io.Writer) int {
 	for _, a := range addrs {
 		sources = append(sources, source.New(a))
 	}
-
 	d := supervisor.NewDaemon(c.daemonConfig(serials, packages), sources, log)
-
-	extra["/debug/pprof/allocs"] = exporter.ProfileHandler(d, started)
-	extra["/debug/pprof/targets"] = exporter.TargetsHandler(d)
-	links = append(links, web.LandingLinks{Address: "debug/pprof/targets", Text: "Profile targets (Alloy discovery.http)"})
-	handler, err := c.handler(d, extra, links)
-	if err != nil {
-		log.Error("building the HTTP handler", zap.Error(err))
+	if !c.startWeb(w, d, started) {
 		return exitFailure
 	}
-	srv, err := c.serveWeb(handler, log, slogger, stderr, srvErr)
-	if err != nil {
-		log.Error("listening", zap.Error(err))
-		return exitFailure
-	}
-	servers = append(servers, srv)
+	log.Info("starting alloctrack", zap.String("version", version.Info()), zap.Strings("adb_servers", addrs), zap.Duration("window", *c.session.window), zap.String("memory_limit", c.setMemoryLimit()))
+	return c.serveUntil(ctx, stop, d, w)
+}
 
-	memLimit := "GOMEMLIMIT"
-	if os.Getenv("GOMEMLIMIT") == "" {
-		// A soft limit sized for the reports the daemon may count at
-		// once keeps the garbage between collections from doubling the
-		// heap (GOGC=100) after a burst, at a small CPU cost.
-		limit := defaultMemoryLimit(*c.reportsFlight)
-		debug.SetMemoryLimit(limit)
-		memLimit = fmt.Sprintf("%d MiB", limit>>20)
+// filters reads --serial and --package (with their excludes) after the
+// other flags are checked.
+func (c *serveCmd) filters(stderr io.Writer) (serials, packages supervisor.Filter, code int) {
+	if err := c.validate(); err != nil {
+		fmt.Fprintf(stderr, "alloctrack serve: %v\n", err)
+		return serials, packages, exitUsage
 	}
-	log.Info("starting alloctrack", zap.String("version", version.Info()), zap.Strings("adb_servers", addrs), zap.Duration("window", *c.session.window), zap.String("memory_limit", memLimit))
+	serials, err := supervisor.NewFilter(*c.serials, *c.serialsExclude)
+	if err != nil {
+		fmt.Fprintf(stderr, "alloctrack serve: --serial: %v\n", err)
+		return serials, packages, exitUsage
+	}
+	packages, err = supervisor.NewFilter(*c.packages, *c.packagesExclude)
+	if err != nil {
+		fmt.Fprintf(stderr, "alloctrack serve: --package: %v\n", err)
+		return serials, packages, exitUsage
+	}
+	return serials, packages, exitOK
+}
+
+// serveParts is what serve started and stops at the end: its HTTP
+// servers and the simulated farm, with the handlers and links the web
+// page gets beside the daemon's own.
+type serveParts struct {
+	extra   map[string]http.Handler
+	links   []web.LandingLinks
+	servers []*http.Server
+	farm    *sim.Farm
+	srvErr  chan error // a server's end
+	log     *zap.Logger
+	slogger *slog.Logger
+	stderr  io.Writer
+}
+
+func (w *serveParts) close() {
+	shutdown(w.servers)
+	if w.farm != nil {
+		w.farm.Close()
+	}
+}
+
+// startSim starts the simulated farm (--simulate) and its control API,
+// and returns the simulated adb server's address.
+func (c *serveCmd) startSim(w *serveParts) (string, bool) {
+	f, addr, err := c.simulatedFarm(w.log)
+	if err != nil {
+		w.log.Error("starting the simulated adb server", zap.Error(err))
+		return "", false
+	}
+	w.farm = f
+	ctl, url, err := c.serveControl(f.Handler(), w.log, w.slogger, w.stderr, w.srvErr)
+	if err != nil {
+		w.log.Error("serving the simulator's control API", zap.Error(err))
+		return "", false
+	}
+	w.servers = append(w.servers, ctl)
+	w.extra["/sim/"] = http.StripPrefix("/sim", readOnly(f.Handler(), url))
+	w.links = append(w.links, web.LandingLinks{Address: "sim/devices", Text: "Simulated devices"})
+	return addr, true
+}
+
+// startWeb serves the daemon's pages, metrics and profiles.
+func (c *serveCmd) startWeb(w *serveParts, d *supervisor.Daemon, started time.Time) bool {
+	w.extra["/debug/pprof/allocs"] = exporter.ProfileHandler(d, started)
+	w.extra["/debug/pprof/targets"] = exporter.TargetsHandler(d)
+	w.links = append(w.links, web.LandingLinks{Address: "debug/pprof/targets", Text: "Profile targets (Alloy discovery.http)"})
+	handler, err := c.handler(d, w.extra, w.links)
+	if err != nil {
+		w.log.Error("building the HTTP handler", zap.Error(err))
+		return false
+	}
+	srv, err := c.serveWeb(handler, w.log, w.slogger, w.stderr, w.srvErr)
+	if err != nil {
+		w.log.Error("listening", zap.Error(err))
+		return false
+	}
+	w.servers = append(w.servers, srv)
+	return true
+}
+
+// setMemoryLimit sets a soft memory limit unless GOMEMLIMIT does, and
+// says which applies.
+func (c *serveCmd) setMemoryLimit() string {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return "GOMEMLIMIT"
+	}
+	// A soft limit sized for the reports the daemon may count at once
+	// keeps the garbage between collections from doubling the heap
+	// (GOGC=100) after a burst, at a small CPU cost.
+	limit := defaultMemoryLimit(*c.reportsFlight)
+	debug.SetMemoryLimit(limit)
+	return fmt.Sprintf("%d MiB", limit>>20)
+}
+
+// serveUntil runs the daemon until ctx ends or a server fails, then waits
+// up to --shutdown.timeout for every session to turn tracking off.
+func (c *serveCmd) serveUntil(ctx context.Context, stop context.CancelFunc, d *supervisor.Daemon, w *serveParts) int {
 	daemonDone := make(chan struct{})
 	go func() {
 		d.Run(ctx)
 		close(daemonDone)
 	}()
-
 	status := exitOK
 	select {
-	case err := <-srvErr:
+	case err := <-w.srvErr:
 		if !errors.Is(err, http.ErrServerClosed) {
-			log.Error("HTTP server failed", zap.Error(err))
+			w.log.Error("HTTP server failed", zap.Error(err))
 			status = exitFailure
 		}
 		stop()
@@ -301,9 +347,9 @@ func (c *serveCmd) run(stderr io.Writer) int {
 	}
 	select {
 	case <-daemonDone:
-		log.Info("every session ended; tracking is off")
+		w.log.Info("every session ended; tracking is off")
 	case <-time.After(*c.shutdownTimeout):
-		log.Warn("shutdown timeout: some apps may still have tracking on", zap.Duration("timeout", *c.shutdownTimeout))
+		w.log.Warn("shutdown timeout: some apps may still have tracking on", zap.Duration("timeout", *c.shutdownTimeout))
 		status = exitFailure
 	}
 	return status
