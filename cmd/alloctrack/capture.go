@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,22 +80,8 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "alloctrack capture: "+format+"\n", args...)
 		return code
 	}
-	switch {
-	case (*c.pkg == "") == (*c.pid == 0):
-		return fail(exitUsage, "give exactly one of --package and --pid")
-	case *c.pid < 0:
-		return fail(exitUsage, "--pid %d is not a process id", *c.pid)
-	case *c.pkg != "" && adb.CheckName(*c.pkg) != nil:
-		return fail(exitUsage, "--package: %v", adb.CheckName(*c.pkg))
-	case *c.testRun.apk != "" && *c.pkg == "":
-		return fail(exitUsage, "--apk names the app's build: give --package (not --pid)")
-	case *c.duration <= 0:
-		return fail(exitUsage, "--duration must be positive")
-	case *c.top < 1:
-		return fail(exitUsage, "--top must be at least 1")
-	}
-	if err := c.session.validate(); err != nil {
-		return fail(exitUsage, "%v", err)
+	if msg := c.check(); msg != "" {
+		return fail(exitUsage, "%s", msg)
 	}
 	if *c.tests {
 		return c.runTests(stdout, stderr)
@@ -116,10 +103,7 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 	}
 	defer log.Sync()
 
-	addr := *c.adbAddr
-	if addr == "" {
-		addr = adb.DefaultAddress()
-	}
+	addr := cmp.Or(*c.adbAddr, adb.DefaultAddress())
 	client := adb.NewClient(addr)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -127,8 +111,6 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 	if code != exitOK {
 		return fail(code, "%s", msg)
 	}
-	scfg := c.session.ddmConfig()
-
 	start := time.Now()
 	meta := offline.CaptureMeta{Serial: serial, Model: model, API: api, Package: *c.pkg, PID: pid}
 	if meta, err = withAppVersion(ctx, client, meta, build, stderr); err != nil {
@@ -139,16 +121,59 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 		return fail(exitFailure, "%v", err)
 	}
 	w.SetRequested(*c.duration)
+	stop, interrupted, release := c.stopOn(ctx, cancel, stderr)
+	defer release()
+	rec, msg := c.recorder(ctx, client, meta, w, log, c.progress(stderr, start))
+	if rec == nil {
+		return fail(exitFailure, "%s", msg)
+	}
+	runErr := rec.Record(ctx, stop, w)
+	if isTerminal(stderr) {
+		fmt.Fprintln(stderr)
+	}
+	sum, err := w.Close(time.Now(), interrupted(), runErr, *c.top)
+	if err != nil {
+		return fail(exitFailure, "%v", err)
+	}
+	if code, msg := c.outcome(rec, sum, runErr, serial, pid, api, stdout); code != exitOK {
+		return fail(code, "%s", msg)
+	} else if msg != "" {
+		fmt.Fprintf(stderr, "alloctrack capture: %s\n", msg)
+	}
+	return checkCaptureBudget(stderr, *c.out, bud, c.gate)
+}
 
-	// Ctrl-C once: finish the window under way, turn tracking off, write
-	// what was collected. Twice: stop at once (tracking is still turned off).
+// check says what is wrong with capture's flags, "" if nothing.
+func (c *captureCmd) check() string {
+	switch {
+	case (*c.pkg == "") == (*c.pid == 0):
+		return "give exactly one of --package and --pid"
+	case *c.pid < 0:
+		return fmt.Sprintf("--pid %d is not a process id", *c.pid)
+	case *c.pkg != "" && adb.CheckName(*c.pkg) != nil:
+		return fmt.Sprintf("--package: %v", adb.CheckName(*c.pkg))
+	case *c.testRun.apk != "" && *c.pkg == "":
+		return "--apk names the app's build: give --package (not --pid)"
+	case *c.duration <= 0:
+		return "--duration must be positive"
+	case *c.top < 1:
+		return "--top must be at least 1"
+	}
+	if err := c.session.validate(); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// stopOn returns the channel that ends the capture: --duration, or
+// Ctrl-C once (finish the window under way, turn tracking off, write what
+// was collected); twice cancels at once (tracking is still turned off).
+func (c *captureCmd) stopOn(ctx context.Context, cancel context.CancelFunc, stderr io.Writer) (<-chan struct{}, func() bool, func()) {
 	stop := make(chan struct{})
 	var interrupted atomic.Bool
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
 	timer := time.NewTimer(*c.duration)
-	defer timer.Stop()
 	go func() {
 		select {
 		case <-timer.C:
@@ -165,47 +190,42 @@ func (c *captureCmd) run(stdout, stderr io.Writer) int {
 		case <-ctx.Done():
 		}
 	}()
+	return stop, interrupted.Load, func() { timer.Stop(); signal.Stop(sigs) }
+}
 
-	var progress func(string)
-	if isTerminal(stderr) {
-		progress = func(s string) { fmt.Fprintf(stderr, "\r%s, %s", s, time.Since(start).Round(time.Second)) }
+// progress returns how the capture shows its progress on a terminal, nil
+// elsewhere.
+func (c *captureCmd) progress(stderr io.Writer, start time.Time) func(string) {
+	if !isTerminal(stderr) {
+		return nil
 	}
-	var rec offline.Recorder
+	return func(s string) { fmt.Fprintf(stderr, "\r%s, %s", s, time.Since(start).Round(time.Second)) }
+}
+
+// recorder is the capture's backend for the device: heapprofd or DDM; nil
+// and why when heapprofd cannot start.
+func (c *captureCmd) recorder(ctx context.Context, client *adb.Client, meta offline.CaptureMeta, w *offline.CaptureWriter, log *zap.Logger, progress func(string)) (offline.Recorder, string) {
+	serial, pid, api := meta.Serial, meta.PID, meta.API
 	if c.session.heapprofdFor(api) {
 		hp, msg := c.heapprofdRecorder(ctx, client, serial, pid, api, w, log, progress)
 		if hp == nil {
-			return fail(exitFailure, "%s", msg)
+			return nil, msg
 		}
-		rec = hp
-	} else {
-		dr := &offline.DDMRecorder{
-			Serial: serial, PID: pid, API: api, Package: *c.pkg,
-			Open:   func(ctx context.Context) (io.ReadWriteCloser, error) { return client.OpenJDWP(ctx, serial, pid) },
-			Config: scfg,
-			Log:    log,
-		}
-		if progress != nil {
-			dr.Progress = func(w *offline.CaptureWriter) {
-				t := w.Total()
-				progress(fmt.Sprintf("%d windows, %d allocations, %d bytes", w.Windows(), t.Allocations, t.Bytes))
-			}
-		}
-		rec = dr
+		return hp, ""
 	}
-	runErr := rec.Record(ctx, stop, w)
+	dr := &offline.DDMRecorder{
+		Serial: serial, PID: pid, API: api, Package: *c.pkg,
+		Open:   func(ctx context.Context) (io.ReadWriteCloser, error) { return client.OpenJDWP(ctx, serial, pid) },
+		Config: c.session.ddmConfig(),
+		Log:    log,
+	}
 	if progress != nil {
-		fmt.Fprintln(stderr)
+		dr.Progress = func(w *offline.CaptureWriter) {
+			t := w.Total()
+			progress(fmt.Sprintf("%d windows, %d allocations, %d bytes", w.Windows(), t.Allocations, t.Bytes))
+		}
 	}
-	sum, err := w.Close(time.Now(), interrupted.Load(), runErr, *c.top)
-	if err != nil {
-		return fail(exitFailure, "%v", err)
-	}
-	if code, msg := c.outcome(rec, sum, runErr, serial, pid, api, stdout); code != exitOK {
-		return fail(code, "%s", msg)
-	} else if msg != "" {
-		fmt.Fprintf(stderr, "alloctrack capture: %s\n", msg)
-	}
-	return checkCaptureBudget(stderr, *c.out, bud, c.gate)
+	return dr, ""
 }
 
 // outcome prints what a capture recorded and says how it ended: a
