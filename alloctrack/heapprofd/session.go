@@ -253,34 +253,9 @@ func (s *Session) checked(t *Target, now time.Time) {
 // when ctx ended, Restart fired, the session rotated or a profile ended,
 // and a *SessionError otherwise.
 func (s *Session) Run(ctx context.Context) (err error) {
-	s.Config.Fill(s.Window)
-	if s.Log == nil {
-		s.Log = zap.NewNop()
-	}
-	s.targets = map[uint64]*Target{}
-	s.lastTo = map[uint64]time.Time{}
-	s.all = slices.Clone(s.Targets)
-	for _, t := range s.all {
-		// A rejection is told only when a session stops: until this one
-		// stops, or a dump comes, the last one's holds.
-		t.dumps, t.wasRejected, t.rejected = 0, t.rejected, false
-		t.Stats.Update(func(st *alloctrack.AppStatus) {
-			st.Backend = alloctrack.BackendHeapprofd
-			st.Heapprofd.Sessions++
-			if st.State != alloctrack.StateTracking && st.State != alloctrack.StateHeld {
-				st.State, st.Since, st.Tracking = alloctrack.StateStarting, time.Now(), false
-			}
-		})
-	}
+	s.begin()
 	if err := s.start(ctx); err != nil {
-		stage, state := alloctrack.ErrorStage(err), alloctrack.StateBackoff
-		if stage == alloctrack.StagePerfettoRefused {
-			state = alloctrack.StateRefused
-		}
-		for _, t := range s.all {
-			t.Stats.CountError(stage)
-			t.Stats.SetState(state)
-		}
+		s.failedStart(err)
 		return err
 	}
 	defer func() {
@@ -310,44 +285,89 @@ func (s *Session) Run(ctx context.Context) (err error) {
 			return nil
 		case <-t.C:
 		}
-		grew, err := s.read(ctx)
-		if err != nil {
+		if done, err := s.window(ctx); done || ctx.Err() != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
-		if s.ended {
-			return nil
-		}
-		if silent := s.silent(time.Now()); len(silent) > 0 {
-			s.Log.Info("ending the heapprofd session early: some apps sent no sample in it, and only its stop says whether another heapprofd session holds them", zap.Strings("packages", silent), zap.Duration("silence", s.Config.Silence))
-			return nil
-		}
-		alive, err := s.alive(ctx)
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case err != nil:
-			return alloctrack.StageErrorf(alloctrack.StagePerfettoRead, "looking for perfetto %d: %w", s.bg, err)
-		case !alive:
-			// What it wrote between the read and its end.
-			if _, err := s.read(ctx); err != nil {
-				s.Log.Warn("reading the ended session's file", zap.Error(err))
-			}
-			s.bg = 0
-			s.countAll(alloctrack.StagePerfettoEnded)
-			return &alloctrack.SessionError{Stage: alloctrack.StagePerfettoEnded, Err: fmt.Errorf("%w (pid gone; the file has %d bytes)", alloctrack.ErrPerfettoEnded, s.offset)}
-		}
-		// A session whose processes never connected (frozen, say) writes
-		// nothing at all: only one that wrote and then stopped is stalled.
-		if grew || s.dec.Stats().ProfilePackets == 0 {
-			s.idleRead = 0
-		} else if s.idleRead++; s.idleRead >= s.Config.StallWindows {
-			s.countAll(alloctrack.StagePerfettoStalled)
-			return &alloctrack.SessionError{Stage: alloctrack.StagePerfettoStalled, Err: fmt.Errorf("%w: %d windows without a byte", alloctrack.ErrPerfettoStalled, s.idleRead)}
-		}
 	}
+}
+
+// begin readies a session's state and its targets' status.
+func (s *Session) begin() {
+	s.Config.Fill(s.Window)
+	if s.Log == nil {
+		s.Log = zap.NewNop()
+	}
+	s.targets = map[uint64]*Target{}
+	s.lastTo = map[uint64]time.Time{}
+	s.all = slices.Clone(s.Targets)
+	for _, t := range s.all {
+		// A rejection is told only when a session stops: until this one
+		// stops, or a dump comes, the last one's holds.
+		t.dumps, t.wasRejected, t.rejected = 0, t.rejected, false
+		t.Stats.Update(func(st *alloctrack.AppStatus) {
+			st.Backend = alloctrack.BackendHeapprofd
+			st.Heapprofd.Sessions++
+			if st.State != alloctrack.StateTracking && st.State != alloctrack.StateHeld {
+				st.State, st.Since, st.Tracking = alloctrack.StateStarting, time.Now(), false
+			}
+		})
+	}
+}
+
+// failedStart counts a start that failed on every target.
+func (s *Session) failedStart(err error) {
+	stage, state := alloctrack.ErrorStage(err), alloctrack.StateBackoff
+	if stage == alloctrack.StagePerfettoRefused {
+		state = alloctrack.StateRefused
+	}
+	for _, t := range s.all {
+		t.Stats.CountError(stage)
+		t.Stats.SetState(state)
+	}
+}
+
+// window reads what the session wrote since the last window and checks
+// that it is still alive and writing; done says the session is over (err:
+// why, nil when it ended as it should).
+func (s *Session) window(ctx context.Context) (done bool, err error) {
+	grew, err := s.read(ctx)
+	if err != nil {
+		return true, err
+	}
+	if s.ended {
+		return true, nil
+	}
+	if silent := s.silent(time.Now()); len(silent) > 0 {
+		s.Log.Info("ending the heapprofd session early: some apps sent no sample in it, and only its stop says whether another heapprofd session holds them", zap.Strings("packages", silent), zap.Duration("silence", s.Config.Silence))
+		return true, nil
+	}
+	alive, err := s.alive(ctx)
+	switch {
+	case ctx.Err() != nil:
+		return true, nil
+	case err != nil:
+		return true, alloctrack.StageErrorf(alloctrack.StagePerfettoRead, "looking for perfetto %d: %w", s.bg, err)
+	case !alive:
+		// What it wrote between the read and its end.
+		if _, err := s.read(ctx); err != nil {
+			s.Log.Warn("reading the ended session's file", zap.Error(err))
+		}
+		s.bg = 0
+		s.countAll(alloctrack.StagePerfettoEnded)
+		return true, &alloctrack.SessionError{Stage: alloctrack.StagePerfettoEnded, Err: fmt.Errorf("%w (pid gone; the file has %d bytes)", alloctrack.ErrPerfettoEnded, s.offset)}
+	}
+	// A session whose processes never connected (frozen, say) writes
+	// nothing at all: only one that wrote and then stopped is stalled.
+	if grew || s.dec.Stats().ProfilePackets == 0 {
+		s.idleRead = 0
+	} else if s.idleRead++; s.idleRead >= s.Config.StallWindows {
+		s.countAll(alloctrack.StagePerfettoStalled)
+		return true, &alloctrack.SessionError{Stage: alloctrack.StagePerfettoStalled, Err: fmt.Errorf("%w: %d windows without a byte", alloctrack.ErrPerfettoStalled, s.idleRead)}
+	}
+	return false, nil
 }
 
 // traceConfig is the session's TraceConfig.
