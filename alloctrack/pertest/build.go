@@ -25,6 +25,7 @@ const (
 	noteNoEnd       = "its end was not seen (no finished: line read: lost from logcat) and no later line of its process with a device time bounds it: its allocations count as between tests"
 	noteStartBound  = "its start was not seen (no started: line read: lost from logcat): its dumps are counted from %s, so its figures may include what ran between that and its start"
 	noteNoStartTime = "its start was not seen (no started: line with a device time read): its allocations count as between tests"
+	noteFailedOnly  = "only its failed: line was read (its started: and finished: lines lost from logcat): its allocations count as between tests"
 	noteNoLines     = "no runner line of it was read (lost from logcat): heapprofd's dumps are placed by those lines' times, so its allocations count as between tests"
 )
 
@@ -291,6 +292,9 @@ func (a *Attributor) buildDumps(r *Run) {
 	for i := range a.run.Tests {
 		t := &r.Tests[i]
 		if !a.startedTest(i) {
+			if a.meta[i].failedOnly && t.Method != "" && a.finished {
+				addNote(t, noteFailedOnly) // not a class-level failure
+			}
 			continue
 		}
 		t.BoundaryErrorSeconds = bound

@@ -282,3 +282,26 @@ func TestDumpStartedLineLost(t *testing.T) {
 	}
 	checkSum(t, r)
 }
+
+// With no am status (the daemon), a test of which only the failed: line
+// was read (its started: and finished: lost) is partial saying so; a
+// class-level failure (a class name alone) is not.
+func TestDumpOnlyFailedLineRead(t *testing.T) {
+	a := newHeapprofd()
+	a.Event(7, at(100), runnerEv(instrument.TestStarted, nameA))
+	a.Event(7, at(900), runnerEv(instrument.TestFinished, nameA))
+	a.Event(7, at(1500), runnerEv(instrument.TestFailed, nameB))
+	a.Event(7, at(2000), runnerEv(instrument.TestStarted, nameC))
+	a.Event(7, at(2900), runnerEv(instrument.TestFinished, nameC))
+	a.Event(7, at(3000), runnerEv(instrument.TestFailed, "com.example.OtherTest"))
+	_ = a.Dump(7, dump(30), at(0), at(3000))
+	a.Gone(7)
+	r := a.Finish()
+	if tb := test(t, r, nameB); !tb.Partial || !slices.Contains(tb.Notes, noteFailedOnly) || tb.Outcome != Failed {
+		t.Errorf("B %s partial %v notes %q", tb.Outcome, tb.Partial, tb.Notes)
+	}
+	if tc := test(t, r, "com.example.OtherTest"); tc.Partial {
+		t.Errorf("the class-level failure is partial: %q", tc.Notes)
+	}
+	checkSum(t, r)
+}
