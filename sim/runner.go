@@ -74,7 +74,7 @@ func (pr *procRun) runOne(i int) bool {
 		return true
 	}
 	if log {
-		at = p.log('I', tagRunner, p.listener(callStarted, "started: "+t.Name()))
+		at = p.logLost(t.LoseStarted, p.listener(callStarted, "started: "+t.Name()))
 	}
 	rec := pr.newRecord(t, at)
 	p.printer(callStarted)
@@ -86,7 +86,7 @@ func (pr *procRun) runOne(i int) bool {
 	pr.failure(t, outcome, trace, log)
 	at = time.Now()
 	if log {
-		at = p.log('I', tagRunner, p.listener(callFinished, "finished: "+t.Name()))
+		at = p.logLost(t.LoseFinished, p.listener(callFinished, "finished: "+t.Name()))
 	}
 	pr.r.tr.endTest(rec, outcome, at)
 	p.printer(callFinished)

@@ -59,6 +59,12 @@ type SuiteTest struct {
 	// Trace is the failure's stack trace ("\n"-terminated); a default
 	// one naming the test is made when empty.
 	Trace string
+	// LoseStarted, LoseFinished: logcat loses the test's started: or
+	// finished: line, as one pruned from a full buffer before any reader
+	// read it (the listener still builds it; am's statuses are printed as
+	// usual). A flood of another app does the same at random
+	// (DeviceConfig.LogBufferSize); these lose one line for certain.
+	LoseStarted, LoseFinished bool
 }
 
 // TestAlloc is Count allocations of Size bytes each, of class Class (a

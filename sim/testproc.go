@@ -221,6 +221,15 @@ func (p *testProc) log(prio byte, tag, msg string) time.Time {
 	return p.logBuf(prio, tag, msg, "main", p.tid)
 }
 
+// logLost logs one runner entry of the instrumentation thread, unless
+// lost (SuiteTest.LoseStarted, LoseFinished): then logcat never shows it.
+func (p *testProc) logLost(lost bool, msg string) time.Time {
+	if lost {
+		return time.Now()
+	}
+	return p.log('I', tagRunner, msg)
+}
+
 // logBuf logs one entry to buffer buf and returns its time.
 func (p *testProc) logBuf(prio byte, tag, msg, buf string, tid int) time.Time {
 	pid, now := p.vm.PID(), time.Now()

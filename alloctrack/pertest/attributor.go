@@ -229,12 +229,8 @@ func (a *Attributor) leanMarkers(d *ddmState, touched map[int]bool) {
 func (a *Attributor) leanDumps(p *proc, from time.Time) {
 	for a.cfg.Lean && p.leanNext < len(p.started) {
 		i := p.started[p.leanNext]
-		end := a.run.Tests[i].End
-		switch {
-		case end.IsZero() && (a.meta[i].open || a.run.Tests[i].Outcome == Crashed):
-			return // its end is not known yet
-		case end.After(from):
-			return
+		if a.end(i).After(from) {
+			return // its end is not known yet, or after from
 		}
 		if t := a.dumped[i]; t != nil {
 			t.Shrink(a.cfg.Top)

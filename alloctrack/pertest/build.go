@@ -19,6 +19,14 @@ const (
 	noteDumpBefore   = "began before tracking was on: its first allocations are not counted"
 	noteDumpAfter    = "its process was stopped before a dump covered its end"
 	noteDumpGap      = "heapprofd did not sample its process for part of it (between two profiling sessions): those allocations are not counted"
+	// heapprofd places a test by its lines' times: one not read is
+	// bounded by the process's line next to it (sprintf'd with which).
+	noteEndBound    = "its end was not seen (no finished: line read: lost from logcat): its dumps are counted up to %s, so its figures may include what ran between its end and that"
+	noteNoEnd       = "its end was not seen (no finished: line read: lost from logcat) and no later line of its process with a device time bounds it: its allocations count as between tests"
+	noteStartBound  = "its start was not seen (no started: line read: lost from logcat): its dumps are counted from %s, so its figures may include what ran between that and its start"
+	noteNoStartTime = "its start was not seen (no started: line with a device time read): its allocations count as between tests"
+	noteFailedOnly  = "only its failed: line was read (its started: and finished: lines lost from logcat): its allocations count as between tests"
+	noteNoLines     = "no runner line of it was read (lost from logcat): heapprofd's dumps are placed by those lines' times, so its allocations count as between tests"
 )
 
 // build makes the Run of what was fed so far.
@@ -284,6 +292,9 @@ func (a *Attributor) buildDumps(r *Run) {
 	for i := range a.run.Tests {
 		t := &r.Tests[i]
 		if !a.startedTest(i) {
+			if a.meta[i].failedOnly && t.Method != "" && a.finished {
+				addNote(t, noteFailedOnly) // not a class-level failure
+			}
 			continue
 		}
 		t.BoundaryErrorSeconds = bound
@@ -301,16 +312,49 @@ func (a *Attributor) buildDumps(r *Run) {
 			addNote(t, noteDied)
 		case !t.Start.IsZero() && t.Start.Before(p.firstFrom):
 			addNote(t, noteDumpBefore)
-		case p.gone && t.End.IsZero():
-			// Only a test with no end misses a part: heapprofd's last
-			// dump of a process that ended holds all it sampled (a
-			// dump ends at its newest sample, often before the end of
-			// a test that ended).
+		case p.gone && t.End.IsZero() && a.meta[i].open:
+			// Only a test still running misses a part: heapprofd's
+			// last dump of a process that ended holds all it sampled
+			// (a dump ends at its newest sample, often before the end
+			// of a test that ended; one whose finished: line was lost
+			// gets boundNotes' note).
 			addNote(t, noteDumpAfter)
 		}
-		if p != nil && p.inGap(t.Start, a.end(i)) {
+		if p != nil && p.inGap(a.start(i), a.end(i)) {
 			addNote(t, noteDumpGap)
 		}
+		a.boundNotes(t, i, p)
+	}
+}
+
+// boundNotes says, of a test whose started: or finished: line was not
+// read, what bounds its share of the dumps instead (heapprofd: the lines'
+// times are its boundaries). A test ended by am's status whose line has
+// not come yet gets its note once its process is gone or the run ends.
+func (a *Attributor) boundNotes(t *Test, i int, p *proc) {
+	m := &a.meta[i]
+	switch {
+	case t.PID == 0 && !m.event && a.finished:
+		addNote(t, noteNoLines)
+		return
+	case !t.Start.IsZero():
+	case !m.startBound.IsZero():
+		addNote(t, fmt.Sprintf(noteStartBound, m.startBy))
+	case m.started:
+		addNote(t, noteNoStartTime)
+	}
+	if !t.End.IsZero() || t.Outcome == Crashed || m.open || !(m.lost || m.statusEnd) {
+		return
+	}
+	switch {
+	case !m.endBound.IsZero():
+		addNote(t, fmt.Sprintf(noteEndBound, m.endBy))
+	case m.lost:
+		addNote(t, noteNoEnd)
+	case p != nil && p.gone:
+		addNote(t, fmt.Sprintf(noteEndBound, "its process's end"))
+	case a.finished:
+		addNote(t, fmt.Sprintf(noteEndBound, "the end of the recording"))
 	}
 }
 

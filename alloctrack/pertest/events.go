@@ -16,6 +16,12 @@ type testMeta struct {
 	failedOnly  bool // only a failed: line named it so far
 	open        bool // started and not ended (by the lines or statuses)
 	lost        bool // a started: came before its finished:
+	// endBound: a test whose finished: line was not read ends, at the
+	// latest, at its process's next line (endBy says which); startBound:
+	// one whose started: line was not read starts, at the earliest, at
+	// its process's line before (startBy). Zero: no such line.
+	endBound, startBound time.Time
+	endBy, startBy       string
 }
 
 // proc is one process of the run: its runner lines and its reports.
@@ -31,6 +37,10 @@ type proc struct {
 	gone    bool
 	listing bool      // the orchestrator's listing process
 	last    time.Time // the latest time of its lines
+	// mark is the time of its latest line that begins or ends a test or
+	// a run (not failed:, which comes inside a test); markBy names it.
+	mark    time.Time
+	markBy  string
 	ddm     ddmState
 	dumps   int
 	pending []pendingDump
@@ -127,8 +137,22 @@ func (a *Attributor) event(pid int, at time.Time, ev instrument.RunnerEvent) {
 			a.run.Tests[i].Failure = a.failure(ev.Trace)
 		}
 	case instrument.RunFinished:
-		a.runFinished(p)
+		a.runFinished(p, at)
 	}
+	if k := ev.Kind; k != instrument.TestFailed && k != instrument.TestAssumptionFailed && k != instrument.Exception && !at.IsZero() {
+		p.mark, p.markBy = at, markName(ev)
+	}
+}
+
+// markName says which line a bound is, for a test's note.
+func markName(ev instrument.RunnerEvent) string {
+	switch ev.Kind {
+	case instrument.RunStarted:
+		return "its process's run started: line"
+	case instrument.RunFinished:
+		return "its process's run finished: line"
+	}
+	return "its process's line " + ev.Kind.String() + ": " + ev.Name
 }
 
 func (a *Attributor) runStarted(p *proc, ev instrument.RunnerEvent) {
@@ -148,9 +172,9 @@ func (a *Attributor) runStarted(p *proc, ev instrument.RunnerEvent) {
 	}
 }
 
-func (a *Attributor) runFinished(p *proc) {
+func (a *Attributor) runFinished(p *proc, at time.Time) {
 	if p.open >= 0 {
-		a.lost(p, p.open, "run finished:")
+		a.lost(p, p.open, at, "run finished:")
 	}
 	p.running = false
 	if !a.sawStatus {
@@ -158,18 +182,22 @@ func (a *Attributor) runFinished(p *proc) {
 	}
 }
 
-// lost ends test i of p, which a line that cannot follow it has shown was
-// never finished in the lines read.
-func (a *Attributor) lost(p *proc, i int, what string) {
+// lost ends test i of p, which a line that cannot follow it (what, at
+// at) has shown was never finished in the lines read: that line bounds
+// its end.
+func (a *Attributor) lost(p *proc, i int, at time.Time, what string) {
 	a.problem("pid %d: %s came while %s was running, with no finished: line for it (lines lost from logcat, or its process restarted)", p.pid, what, a.run.Tests[i].Name)
-	a.meta[i].lost = true
-	a.meta[i].open = false
+	m := &a.meta[i]
+	m.lost, m.open = true, false
+	if !at.IsZero() && a.run.Tests[i].End.IsZero() {
+		m.endBound, m.endBy = at, "its process's line "+what
+	}
 	p.open = -1
 }
 
 func (a *Attributor) testStarted(p *proc, at time.Time, name string) {
 	if p.open >= 0 {
-		a.lost(p, p.open, "started: "+name)
+		a.lost(p, p.open, at, "started: "+name)
 	}
 	i := a.find(name, func(m *testMeta) bool { return !m.event && m.statusStart })
 	if i < 0 {
@@ -189,7 +217,7 @@ func (a *Attributor) testFinished(p *proc, at time.Time, name string) {
 	i := p.open
 	if i < 0 || a.run.Tests[i].Name != name {
 		if i >= 0 {
-			a.lost(p, i, "finished: "+name)
+			a.lost(p, i, at, "finished: "+name)
 		}
 		i = a.inferStart(p, name)
 	}
@@ -214,7 +242,11 @@ func (a *Attributor) inferStart(p *proc, name string) int {
 	if i < 0 {
 		i = a.newTest(name, p.pid)
 	}
-	a.meta[i].event, a.meta[i].started, a.meta[i].failedOnly, a.meta[i].lost = true, true, false, true
+	m := &a.meta[i]
+	m.event, m.started, m.failedOnly, m.lost = true, true, false, true
+	if m.startBound.IsZero() { // (a failed: line's time is not its start)
+		a.boundStart(p, i)
+	}
 	a.run.Tests[i].PID = p.pid
 	p.started = append(p.started, i)
 	return i
@@ -231,14 +263,41 @@ func (a *Attributor) testFailed(p *proc, at time.Time, ev instrument.RunnerEvent
 		// (@BeforeClass), or a started: line lost.
 		i = a.find(ev.Name, func(m *testMeta) bool { return m.failedOnly })
 		if i < 0 {
-			i = a.newTest(ev.Name, p.pid)
-			a.meta[i].failedOnly = true
-			a.run.Tests[i].Start, a.run.Tests[i].End = at, at
+			i = a.failedOnly(p, at, ev.Name)
 		}
 	}
 	if a.run.Tests[i].Outcome == Unfinished || a.run.Tests[i].Outcome == Passed {
 		a.run.Tests[i].Outcome = outcome
 	}
+}
+
+// failedOnly makes the test of a failed: line that no started: line
+// named. When am's START status named it, it is that test, which did
+// start (its started: line lost): its process's line before bounds its
+// start. Otherwise it is a class-level failure, or a started: line lost
+// with no status to tell.
+func (a *Attributor) failedOnly(p *proc, at time.Time, name string) int {
+	i := a.find(name, func(m *testMeta) bool { return !m.event && m.statusStart && !m.started })
+	if i < 0 {
+		i = a.newTest(name, p.pid)
+		a.run.Tests[i].Start = at
+	} else {
+		a.boundStart(p, i)
+	}
+	a.meta[i].failedOnly = true
+	a.run.Tests[i].PID, a.run.Tests[i].End = p.pid, at
+	return i
+}
+
+// boundStart bounds the start of test i of p, whose started: line was not
+// read, by p's line before, or else p's start.
+func (a *Attributor) boundStart(p *proc, i int) {
+	m := &a.meta[i]
+	m.startBound, m.startBy = p.mark, p.markBy
+	if p.mark.IsZero() {
+		m.startBound, m.startBy = processStart, "its process's start"
+	}
+	a.run.Tests[i].Start = time.Time{}
 }
 
 func (a *Attributor) testIgnored(p *proc, at time.Time, name string) {

@@ -50,7 +50,7 @@ func (a *Attributor) place(p *proc, d pendingDump) {
 	var shares []share
 	sum := 0.0
 	for _, i := range p.started {
-		f := overlap(a.run.Tests[i].Start, a.end(i), d.from, d.to)
+		f := overlap(a.start(i), a.end(i), d.from, d.to)
 		if f <= 0 {
 			continue
 		}
@@ -79,22 +79,45 @@ func (a *Attributor) place(p *proc, d pendingDump) {
 	}
 }
 
-// end is when test i ended: its end line's time; for a test still open,
-// or one that crashed (its process's end ended it: no line says when),
-// no end yet.
+// Bounds of a test whose lines are missing: forever, for one still
+// running (or crashed: its process's end ended it, and no line says
+// when); processStart, for one whose process logged nothing before it.
+var (
+	forever      = time.Unix(math.MaxInt32*8, 0)
+	processStart = time.Unix(1, 0)
+)
+
+// end is when test i ended, for its dumps: its end line's time; when that
+// line was not read, the process's next line (endBound); with no such
+// line yet, forever while it may run on (open, crashed, or ended by am's
+// status alone: the line may still come, or the process's end bounds
+// it); zero when nothing bounds it.
 func (a *Attributor) end(i int) time.Time {
 	if t := a.run.Tests[i].End; !t.IsZero() {
 		return t
 	}
-	if a.meta[i].open || a.run.Tests[i].Outcome == Crashed {
-		return time.Unix(math.MaxInt32*8, 0)
+	m := &a.meta[i]
+	switch {
+	case !m.endBound.IsZero():
+		return m.endBound
+	case m.open || a.run.Tests[i].Outcome == Crashed || (m.statusEnd && !m.lost):
+		return forever
 	}
 	return time.Time{}
 }
 
+// start is when test i started, for its dumps: its started: line's time,
+// or, when that line was not read, the process's line before (startBound).
+func (a *Attributor) start(i int) time.Time {
+	if t := a.run.Tests[i].Start; !t.IsZero() {
+		return t
+	}
+	return a.meta[i].startBound
+}
+
 func (a *Attributor) noTimes(p *proc) bool {
 	for _, i := range p.started {
-		if !a.run.Tests[i].Start.IsZero() {
+		if !a.start(i).IsZero() {
 			return false
 		}
 	}

@@ -1,7 +1,9 @@
 package pertest
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -180,6 +182,126 @@ func TestDumpGapMakesPartial(t *testing.T) {
 	if ta, tb, tc := test(t, r, nameA), test(t, r, nameB), test(t, r, nameC); ta.Partial || tc.Partial || !tb.Partial ||
 		!hasNote(tb, "heapprofd did not sample its process for part of it (between two profiling sessions): those allocations are not counted") {
 		t.Errorf("A %v %q, B %v %q, C %v %q", ta.Partial, ta.Notes, tb.Partial, tb.Notes, tc.Partial, tc.Notes)
+	}
+	checkSum(t, r)
+}
+
+// A test whose finished: line logcat lost, ended by am's status alone,
+// takes its dumps up to its process's next timed line (the next test's
+// started:, run finished:) and is partial saying so, never silently low.
+func TestDumpFinishedLineLost(t *testing.T) {
+	a := newHeapprofd()
+	_ = a.Dump(7, dump(10), at(0), at(1000))
+	a.Status(status(instrument.Started, 0, nameA))
+	a.Event(7, at(100), runnerEv(instrument.TestStarted, nameA))
+	a.Status(status(instrument.Ended, instrument.Passed, nameA)) // finished: A lost
+	a.Status(status(instrument.Started, 0, nameB))
+	a.Event(7, at(1000), runnerEv(instrument.TestStarted, nameB))
+	a.Event(7, at(1900), runnerEv(instrument.TestFinished, nameB))
+	a.Status(status(instrument.Ended, instrument.Passed, nameB))
+	_ = a.Dump(7, dump(10), at(1000), at(2000))
+	a.Status(status(instrument.Started, 0, nameC))
+	a.Event(7, at(2000), runnerEv(instrument.TestStarted, nameC))
+	a.Status(status(instrument.Ended, instrument.Passed, nameC)) // finished: C lost
+	a.Event(7, at(2600), runFinished(3))
+	_ = a.Dump(7, dump(10), at(2000), at(3000))
+	a.Gone(7)
+	r := a.Finish()
+	ta, tb, tc := test(t, r, nameA), test(t, r, nameB), test(t, r, nameC)
+	if ta.SampledAllocations != 9 || tb.SampledAllocations != 9 || tc.SampledAllocations != 6 || r.Between.SampledAllocations != 6 {
+		t.Errorf("samples A %d B %d C %d between %d, want 9 9 6 6", ta.SampledAllocations, tb.SampledAllocations, tc.SampledAllocations, r.Between.SampledAllocations)
+	}
+	if !ta.Partial || len(ta.Notes) != 1 || !slices.Contains(ta.Notes, fmt.Sprintf(noteEndBound, "its process's line started: "+nameB)) {
+		t.Errorf("A partial %v notes %q", ta.Partial, ta.Notes)
+	}
+	if !tc.Partial || len(tc.Notes) != 1 || !slices.Contains(tc.Notes, fmt.Sprintf(noteEndBound, "its process's line run finished:")) {
+		t.Errorf("C partial %v notes %q", tc.Partial, tc.Notes)
+	}
+	if tb.Partial || ta.Outcome != Passed || tc.Outcome != Passed {
+		t.Errorf("B partial %v %q; A %s C %s", tb.Partial, tb.Notes, ta.Outcome, tc.Outcome)
+	}
+	checkSum(t, r)
+}
+
+// The last test's finished: line and run finished: lost: its process's
+// end bounds it. A finished: line that comes after am's status (logcat
+// slower than am) costs nothing.
+func TestDumpLastFinishedLineLost(t *testing.T) {
+	a := newHeapprofd()
+	a.Status(status(instrument.Started, 0, nameA))
+	a.Event(7, at(100), runnerEv(instrument.TestStarted, nameA))
+	a.Status(status(instrument.Ended, instrument.Passed, nameA))
+	a.Event(7, at(900), runnerEv(instrument.TestFinished, nameA))
+	a.Status(status(instrument.Started, 0, nameB))
+	a.Event(7, at(1000), runnerEv(instrument.TestStarted, nameB))
+	a.Status(status(instrument.Ended, instrument.Passed, nameB)) // no more lines
+	_ = a.Dump(7, dump(10), at(0), at(1000))
+	_ = a.Dump(7, dump(10), at(1000), at(1500))
+	a.Gone(7)
+	r := a.Finish()
+	ta, tb := test(t, r, nameA), test(t, r, nameB)
+	if ta.Partial || ta.SampledAllocations != 8 {
+		t.Errorf("A partial %v %q, %d samples, want whole with 8", ta.Partial, ta.Notes, ta.SampledAllocations)
+	}
+	if tb.SampledAllocations != 10 || len(tb.Notes) != 1 || !slices.Contains(tb.Notes, fmt.Sprintf(noteEndBound, "its process's end")) {
+		t.Errorf("B %d samples, notes %q; want 10, bounded by its process's end", tb.SampledAllocations, tb.Notes)
+	}
+	checkSum(t, r)
+}
+
+// A test whose started: line logcat lost takes its dumps from its
+// process's line before (the last test's finished:), not from its
+// failed: line; one of which no line was read at all is partial saying
+// its allocations count between tests.
+func TestDumpStartedLineLost(t *testing.T) {
+	a := newHeapprofd()
+	a.Status(status(instrument.Started, 0, nameA))
+	a.Event(7, at(100), runnerEv(instrument.TestStarted, nameA))
+	a.Event(7, at(900), runnerEv(instrument.TestFinished, nameA))
+	a.Status(status(instrument.Ended, instrument.Passed, nameA))
+	a.Status(status(instrument.Started, 0, nameB)) // started: B lost
+	a.Event(7, at(1500), runnerEv(instrument.TestFailed, nameB))
+	a.Event(7, at(1900), runnerEv(instrument.TestFinished, nameB))
+	a.Status(status(instrument.Ended, instrument.Failed, nameB))
+	a.Status(status(instrument.Started, 0, nameC)) // both lines of C lost
+	a.Status(status(instrument.Ended, instrument.Passed, nameC))
+	_ = a.Dump(7, dump(10), at(0), at(1000))
+	_ = a.Dump(7, dump(10), at(1000), at(2000))
+	a.Event(7, at(2100), runFinished(3))
+	a.Gone(7)
+	r := a.Finish()
+	ta, tb, tc := test(t, r, nameA), test(t, r, nameB), test(t, r, nameC)
+	if ta.SampledAllocations != 8 || tb.SampledAllocations != 10 || r.Between.SampledAllocations != 2 {
+		t.Errorf("samples A %d B %d between %d, want 8 10 2", ta.SampledAllocations, tb.SampledAllocations, r.Between.SampledAllocations)
+	}
+	if !tb.Partial || !slices.Contains(tb.Notes, fmt.Sprintf(noteStartBound, "its process's line finished: "+nameA)) || tb.Outcome != Failed {
+		t.Errorf("B %s partial %v notes %q", tb.Outcome, tb.Partial, tb.Notes)
+	}
+	if !tc.Partial || !slices.Contains(tc.Notes, noteNoLines) || ta.Partial {
+		t.Errorf("C partial %v notes %q; A partial %v", tc.Partial, tc.Notes, ta.Partial)
+	}
+	checkSum(t, r)
+}
+
+// With no am status (the daemon), a test of which only the failed: line
+// was read (its started: and finished: lost) is partial saying so; a
+// class-level failure (a class name alone) is not.
+func TestDumpOnlyFailedLineRead(t *testing.T) {
+	a := newHeapprofd()
+	a.Event(7, at(100), runnerEv(instrument.TestStarted, nameA))
+	a.Event(7, at(900), runnerEv(instrument.TestFinished, nameA))
+	a.Event(7, at(1500), runnerEv(instrument.TestFailed, nameB))
+	a.Event(7, at(2000), runnerEv(instrument.TestStarted, nameC))
+	a.Event(7, at(2900), runnerEv(instrument.TestFinished, nameC))
+	a.Event(7, at(3000), runnerEv(instrument.TestFailed, "com.example.OtherTest"))
+	_ = a.Dump(7, dump(30), at(0), at(3000))
+	a.Gone(7)
+	r := a.Finish()
+	if tb := test(t, r, nameB); !tb.Partial || !slices.Contains(tb.Notes, noteFailedOnly) || tb.Outcome != Failed {
+		t.Errorf("B %s partial %v notes %q", tb.Outcome, tb.Partial, tb.Notes)
+	}
+	if tc := test(t, r, "com.example.OtherTest"); tc.Partial {
+		t.Errorf("the class-level failure is partial: %q", tc.Notes)
 	}
 	checkSum(t, r)
 }
