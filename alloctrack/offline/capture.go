@@ -510,62 +510,15 @@ func ReadInput(path string) (*Input, error) {
 	}
 	in := &Input{Name: path, Dir: st.IsDir()}
 	if !st.IsDir() {
-		head, err := fileHead(path)
-		if err != nil {
+		if err := readInputFile(in, path); err != nil {
 			return nil, err
 		}
-		if isAgentLog(head) {
-			f, err := os.Open(path)
-			if err != nil {
-				return nil, err
-			}
-			defer f.Close()
-			if in.Log, err = tialloc.Parse(f, path); err != nil {
-				return nil, err
-			}
-			return in, nil
-		}
-		if isTrace(head) {
-			err := readTrace(in, path)
-			if fe, ok := errors.AsType[*perfetto.FormatError](err); ok && fe.Packet == 0 {
-				return nil, &notTraceError{path, fe} // its first byte may only look like a trace's
-			}
-			if err != nil {
-				return nil, err
-			}
-			return in, nil
-		}
-		r, err := readReportFile(path)
-		if pe, ok := errors.AsType[*allocreport.ParseError](err); ok && hprof.IsHprof(head) {
-			return nil, fmt.Errorf("%s: a heap dump (hprof): it holds what an app keeps, not what it allocated; alloctrack report summarises it on its own", path)
-		} else if ok && pe.Offset < allocreport.HeaderLen {
-			return nil, fmt.Errorf("%s: %w", path, ErrUnknownInput)
-		} else if ok {
-			return nil, fmt.Errorf("%s: a damaged allocation report (.alloc): %s at byte %d", path, pe.What, pe.Offset)
-		}
-		if err != nil {
-			return nil, err
-		}
-		in.Reports, in.Files = []*allocreport.Report{r}, []string{path}
 		return in, nil
 	}
-	files, err := filepath.Glob(filepath.Join(path, "*.alloc"))
+	files, err := reportFiles(path)
 	if err != nil {
 		return nil, err
 	}
-	num := func(f string) int {
-		n, err := strconv.Atoi(strings.TrimSuffix(filepath.Base(f), ".alloc"))
-		if err != nil {
-			return -1
-		}
-		return n
-	}
-	slices.SortFunc(files, func(a, b string) int {
-		if d := num(a) - num(b); d != 0 {
-			return d
-		}
-		return strings.Compare(a, b)
-	})
 	trace := filepath.Join(path, TraceFile)
 	if _, err := os.Stat(trace); err == nil {
 		if len(files) > 0 {
@@ -583,27 +536,98 @@ func ReadInput(path string) (*Input, error) {
 		in.Reports = append(in.Reports, r)
 		in.Files = append(in.Files, f)
 	}
-	b, err := os.ReadFile(filepath.Join(path, "summary.json"))
-	switch {
-	case err == nil:
-		var s Summary
-		if err := json.Unmarshal(b, &s); err != nil {
-			return nil, fmt.Errorf("%s: %w", filepath.Join(path, "summary.json"), err)
-		}
-		var kind struct{ Kind string }
-		if json.Unmarshal(b, &kind); kind.Kind == "heapdump" {
-			// HeapDumpPath did not find the dump it summarises.
-			return nil, fmt.Errorf("%s: a heap dump capture without its %s: nothing to read", path, HeapDumpFile)
-		}
-		in.Summary = &s
-		in.Duration = time.Duration(s.DurationSeconds * float64(time.Second))
-	case !errors.Is(err, os.ErrNotExist):
+	if err := readInputSummary(in, path); err != nil {
 		return nil, err
 	}
 	if len(files) == 0 && in.Summary == nil && in.Trace == "" {
 		return nil, fmt.Errorf("%s: no .alloc files, no %s and no summary.json: not a capture directory", path, TraceFile)
 	}
 	return in, nil
+}
+
+// readInputFile reads one file into in: an agent log, a perfetto trace
+// or a report; an error names what else it is.
+func readInputFile(in *Input, path string) error {
+	head, err := fileHead(path)
+	if err != nil {
+		return err
+	}
+	if isAgentLog(head) {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in.Log, err = tialloc.Parse(f, path)
+		return err
+	}
+	if isTrace(head) {
+		err := readTrace(in, path)
+		if fe, ok := errors.AsType[*perfetto.FormatError](err); ok && fe.Packet == 0 {
+			return &notTraceError{path, fe} // its first byte may only look like a trace's
+		}
+		return err
+	}
+	r, err := readReportFile(path)
+	if pe, ok := errors.AsType[*allocreport.ParseError](err); ok && hprof.IsHprof(head) {
+		return fmt.Errorf("%s: a heap dump (hprof): it holds what an app keeps, not what it allocated; alloctrack report summarises it on its own", path)
+	} else if ok && pe.Offset < allocreport.HeaderLen {
+		return fmt.Errorf("%s: %w", path, ErrUnknownInput)
+	} else if ok {
+		return fmt.Errorf("%s: a damaged allocation report (.alloc): %s at byte %d", path, pe.What, pe.Offset)
+	}
+	if err != nil {
+		return err
+	}
+	in.Reports, in.Files = []*allocreport.Report{r}, []string{path}
+	return nil
+}
+
+// reportFiles lists a capture directory's reports in window order
+// (1.alloc, 2.alloc, ... 10.alloc).
+func reportFiles(dir string) ([]string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.alloc"))
+	if err != nil {
+		return nil, err
+	}
+	num := func(f string) int {
+		n, err := strconv.Atoi(strings.TrimSuffix(filepath.Base(f), ".alloc"))
+		if err != nil {
+			return -1
+		}
+		return n
+	}
+	slices.SortFunc(files, func(a, b string) int {
+		if d := num(a) - num(b); d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	return files, nil
+}
+
+// readInputSummary reads a capture directory's summary.json, if it has
+// one, into in.
+func readInputSummary(in *Input, dir string) error {
+	path := filepath.Join(dir, "summary.json")
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	var s Summary
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	var kind struct{ Kind string }
+	if json.Unmarshal(b, &kind); kind.Kind == "heapdump" {
+		// HeapDumpPath did not find the dump it summarises.
+		return fmt.Errorf("%s: a heap dump capture without its %s: nothing to read", dir, HeapDumpFile)
+	}
+	in.Summary = &s
+	in.Duration = time.Duration(s.DurationSeconds * float64(time.Second))
+	return nil
 }
 
 func readReportFile(path string) (*allocreport.Report, error) {
