@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"runtime"
 	"testing"
+
+	"github.com/alloctrack/alloctrack/alloctrack"
 
 	"github.com/alloctrack/alloctrack/instrument"
 )
@@ -158,5 +161,33 @@ func leanDropsHeapprofd(t *testing.T, keep, tests int) {
 	compareDropped(t, lean.Finish(), full.Finish())
 	if n := len(lean.dumped); n > len(lean.run.Tests) {
 		t.Errorf("%d heapprofd tallies kept for %d tests", n, len(lean.run.Tests))
+	}
+}
+
+// BenchmarkLeanBounded reports the heap a DDM run's Lean attributor keeps
+// with Keep 50 (the daemon's default), taken as the daemon takes tests,
+// after 1,000 and 10,000 tests of 50 classes and sites each: flat in the
+// number of tests. go test -run '^$' -bench LeanBounded -benchtime 1x
+// ./alloctrack/pertest
+func BenchmarkLeanBounded(b *testing.B) {
+	for _, tests := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("tests=%d", tests), func(b *testing.B) {
+			for range b.N {
+				before := heapInUse()
+				a := New(Config{Package: "com.example", API: 30, Backend: alloctrack.BackendDDM, Top: 5, Lean: true, Keep: dropKeep})
+				a.Event(100, at(0), runStarted(tests))
+				if err := a.Report(100, reportOf(b, 30, mark(mRunStarted)), false); err != nil {
+					b.Fatal(err)
+				}
+				for k := range tests {
+					feedDDMTest(b, a, 100, k, 50)
+					take(a)
+				}
+				after := heapInUse()
+				runtime.KeepAlive(a)
+				b.ReportMetric(float64(after-before)/1024, "retained-KiB")
+				b.ReportMetric(float64(len(a.run.Tests)), "tests-held")
+			}
+		})
 	}
 }
