@@ -46,11 +46,10 @@ func (a *Attributor) Taken(n int) {
 	}
 }
 
-// droppable tells whether test i has ended for good (its figures aside).
-func (a *Attributor) droppable(i int) bool {
-	m := &a.meta[i]
-	return !m.open && a.run.Tests[i].Outcome != Unfinished
-}
+// droppable tells whether test i has ended for good (its figures aside):
+// no line can change a test no longer open. (A test whose finished: line
+// was lost stays Unfinished: the caller decides whether it takes it.)
+func (a *Attributor) droppable(i int) bool { return !a.meta[i].open }
 
 // settledBefore lowers n to the first started test whose figures may
 // still change; 0 when a process's started tests are not in the run's
@@ -86,7 +85,12 @@ func (a *Attributor) settled(p *proc) int {
 		return 0
 	}
 	if a.cfg.Backend == alloctrack.BackendHeapprofd {
-		return p.leanNext
+		// A test with no end time takes every later gap (buildDumps).
+		k := 0
+		for k < p.leanNext && !a.run.Tests[p.started[k]].End.IsZero() {
+			k++
+		}
+		return k
 	}
 	d := &p.ddm
 	if d.reports == 0 || a.missed(p, len(p.started), len(d.tests)) != 0 {
