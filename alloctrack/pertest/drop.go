@@ -14,11 +14,13 @@ import (
 // does not grow with its tests. Their figures stay in Run.DroppedSum and
 // their outcomes in Run.DroppedOutcomes: the run's totals stay exact.
 //
-// Only a run of logcat lines (no am status: the daemon's) drops tests: a
-// started test goes once its finished marker is counted, its process's
-// markers paired with its started: lines one to one (none missed) (DDM), or a dump after its end is
-// placed (heapprofd); a test that did not start (ignored, failed in
-// @BeforeClass) once it ended. Each process keeps its last started test
+// Only a run of logcat lines (no am status: the daemon's) drops tests.
+// A started test goes once nothing can add to it: through DDM, its
+// finished marker counted and its process's markers paired one to one
+// with its started: lines (none missed); through heapprofd, a dump after
+// its end placed. A test that did not start (ignored, failed in
+// @BeforeClass) goes once it ended (a finished: line for it, lines lost,
+// then makes a test of its own). Each process keeps its last started test
 // and the one it runs.
 func (a *Attributor) Taken(n int) {
 	keep := a.cfg.Keep
