@@ -31,6 +31,10 @@ type Config struct {
 	// then holds only those, and TopSites is empty. A failure keeps its
 	// first line, 1 KiB at most.
 	Lean bool
+	// Keep, in Lean mode, bounds the tests a run holds: once the caller
+	// has taken them (Taken), tests that can no longer change are
+	// dropped, down to the last Keep (0: none is dropped).
+	Keep int
 	// Orchestrator: the run is Android Test Orchestrator's (also assumed
 	// when Instrumentation is androidx.test.orchestrator/...): the first
 	// process to log "run started" only lists the tests (sheet 15), so its

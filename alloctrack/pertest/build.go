@@ -2,6 +2,7 @@ package pertest
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/alloctrack/alloctrack/alloctrack"
@@ -38,6 +39,7 @@ func (a *Attributor) build() *Run {
 		r.Tests[i].Notes = slices.Clone(r.Tests[i].Notes)
 	}
 	r.Problems = slices.Clone(a.run.Problems)
+	r.DroppedOutcomes = maps.Clone(a.run.DroppedOutcomes)
 	if a.cfg.Backend == alloctrack.BackendHeapprofd {
 		a.buildDumps(&r)
 	} else {
@@ -56,6 +58,10 @@ func (a *Attributor) build() *Run {
 	}
 	r.Total = a.figures(a.total)
 	sum := r.Between
+	sum.Allocations += r.DroppedSum.Allocations
+	sum.Bytes += r.DroppedSum.Bytes
+	sum.SampledAllocations += r.DroppedSum.SampledAllocations
+	sum.SampledBytes += r.DroppedSum.SampledBytes
 	for i := range r.Tests {
 		t := &r.Tests[i]
 		sum.Allocations += t.Allocations

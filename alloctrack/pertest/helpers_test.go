@@ -188,7 +188,7 @@ func wantFigures(t testing.TB, what string, f Figures, n, bytes uint64) {
 // checkSum fails unless Total is the tests' and Between's sum.
 func checkSum(t testing.TB, r *Run) {
 	t.Helper()
-	n, b := r.Between.Allocations, r.Between.Bytes
+	n, b := r.Between.Allocations+r.DroppedSum.Allocations, r.Between.Bytes+r.DroppedSum.Bytes
 	for _, tt := range r.Tests {
 		n += tt.Allocations
 		b += tt.Bytes

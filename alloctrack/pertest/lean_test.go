@@ -28,6 +28,13 @@ func leanBody(classes int) []item {
 // report the finished: line's cycle reads. A third of the tests fail with
 // a long trace.
 func feedDDMTest(tb testing.TB, a *Attributor, pid, k, classes int) {
+	if err := a.Report(pid, reportOf(tb, 30, ddmLines(a, pid, k, classes)), false); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// ddmLines feeds test k's lines and returns what its report holds.
+func ddmLines(a *Attributor, pid, k, classes int) []item {
 	name := fmt.Sprintf("test%04d(com.example.WorkTest)", k)
 	a.Event(pid, at(100*k), runnerEv(instrument.TestStarted, name))
 	ends := mark(mFinished)
@@ -38,9 +45,7 @@ func feedDDMTest(tb testing.TB, a *Attributor, pid, k, classes int) {
 		ends = script(mark(mFailure), ends)
 	}
 	a.Event(pid, at(100*k+50), runnerEv(instrument.TestFinished, name))
-	if err := a.Report(pid, reportOf(tb, 30, script(mark(mStarted), leanBody(classes), ends)), false); err != nil {
-		tb.Fatal(err)
-	}
+	return script(mark(mStarted), leanBody(classes), ends)
 }
 
 // A Lean attributor (the daemon's) gives every test the figures and top

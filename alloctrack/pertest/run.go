@@ -112,6 +112,13 @@ type Run struct {
 	// the device gone, a test started twice, events from a process we did
 	// not track), each in a sentence.
 	Problems []string `json:"problems,omitempty"`
+	// Dropped is how many leading tests a Lean run no longer holds
+	// (Attributor.Taken): Tests[0] is the run's test Dropped.
+	// DroppedSum adds up their figures (no top class), DroppedOutcomes
+	// counts their outcomes.
+	Dropped         int             `json:"dropped_tests,omitempty"`
+	DroppedSum      Figures         `json:"-"`
+	DroppedOutcomes map[Outcome]int `json:"-"`
 
 	BetweenTally *alloctrack.Tally `json:"-"`
 }

@@ -40,8 +40,10 @@ func newAppTests(max int) *appTests {
 }
 
 // update takes the latest state of process pid's run; final: the run is
-// over (its open test ends unfinished).
-func (a *appTests) update(pid int, run *pertest.Run, final bool) {
+// over (its open test ends unfinished). It returns how many leading tests
+// of the run it has taken for good (Attributor.Taken): a Lean run drops
+// them, Run.Dropped counting them, Run.DroppedSum adding up their figures.
+func (a *appTests) update(pid int, run *pertest.Run, final bool) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.seen = true
@@ -50,16 +52,11 @@ func (a *appTests) update(pid int, run *pertest.Run, final bool) {
 		lr = &liveRun{}
 		a.runs[pid] = lr
 	}
-	// Tests that ended earlier: their figures grow until the report
-	// that holds their end is read.
-	first := lr.done - len(lr.entries)
-	for i, e := range lr.entries {
-		if first+i < len(run.Tests) {
-			e.s = summarize(&run.Tests[first+i])
-		}
-	}
-	for lr.done < len(run.Tests) {
-		t := &run.Tests[lr.done]
+	a.refresh(lr, run)
+	// A run drops only tests taken (update's result goes to Taken).
+	lr.done = max(lr.done, run.Dropped)
+	for lr.done < run.Dropped+len(run.Tests) {
+		t := &run.Tests[lr.done-run.Dropped]
 		if t.Outcome == pertest.Unfinished && !final {
 			break
 		}
@@ -70,7 +67,7 @@ func (a *appTests) update(pid int, run *pertest.Run, final bool) {
 		lr.done++
 	}
 	a.current(lr, run, final)
-	var allocs, bytes uint64
+	allocs, bytes := run.DroppedSum.Allocations, run.DroppedSum.Bytes
 	for i := range run.Tests {
 		allocs += run.Tests[i].Allocations
 		bytes += run.Tests[i].Bytes
@@ -81,15 +78,28 @@ func (a *appTests) update(pid int, run *pertest.Run, final bool) {
 	if final {
 		delete(a.runs, pid)
 	}
+	return lr.done
+}
+
+// refresh summarises again the tests that ended earlier and the run still
+// holds: their figures grow until the report that holds their end is read.
+func (a *appTests) refresh(lr *liveRun, run *pertest.Run) {
+	first := lr.done - len(lr.entries) - run.Dropped
+	for i, e := range lr.entries {
+		if j := first + i; j >= 0 && j < len(run.Tests) {
+			e.s = summarize(&run.Tests[j])
+		}
+	}
 }
 
 // current sets the run's open test, if any.
 func (a *appTests) current(lr *liveRun, run *pertest.Run, final bool) {
-	if final || lr.done >= len(run.Tests) {
+	i := lr.done - run.Dropped
+	if final || i < 0 || i >= len(run.Tests) {
 		lr.current = nil
 		return
 	}
-	c := summarize(&run.Tests[lr.done])
+	c := summarize(&run.Tests[i])
 	if lr.current == nil || lr.current.Name != c.Name {
 		lr.since = time.Now()
 	}

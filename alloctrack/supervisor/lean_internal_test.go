@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/alloctrack/alloctrack/alloctrack/pertest"
 	"github.com/alloctrack/alloctrack/ddms/allocreport"
 	"github.com/alloctrack/alloctrack/instrument"
+	"go.uber.org/zap"
 )
 
 // testReport is the report the daemon reads when test k's finished: line
@@ -63,5 +65,88 @@ func TestDaemonAttributorIsLean(t *testing.T) {
 		if n, s := len(tt.Tally.Classes), tt.Tally.Sites(); n > top || s > 0 {
 			t.Fatalf("%s: its tally keeps %d classes and %d sites, want at most %d classes, no site", tt.Name, n, s, top)
 		}
+	}
+}
+
+// runStartedReport is the first report of a run tracked from its start:
+// LogRunListener's run started: string.
+func runStartedReport(t *testing.T) *allocreport.Report {
+	t.Helper()
+	b := allocreport.NewBuilder()
+	b.Add(40, 1, "Ljava/lang/String;", []allocreport.FrameName{
+		{Class: "Landroidx/test/internal/runner/listener/LogRunListener;", Method: "testRunStarted", File: "LogRunListener.java", Line: 45},
+		{Class: "Lorg/junit/runner/notification/RunNotifier$1;", Method: "notifyListener", File: "RunNotifier.java", Line: 70}})
+	r, err := b.Report()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// A long run of one process costs the daemon a bounded number of tests:
+// its attributor drops the tests the app has taken, yet the app's page
+// shows the last --tests.recent tests with the figures a full attributor
+// gives them, and its counters count every test.
+func TestDaemonLongRunBounded(t *testing.T) {
+	const tests, recent, pid = 3000, 20, 7
+	followerOf := func(newAtt func(pertest.Config) attributor) (*testFollower, *appTests) {
+		d := NewDaemon(DaemonConfig{Tests: TestsConfig{Recent: recent, Grace: time.Millisecond}}, nil, nil)
+		if newAtt != nil {
+			d.newAttributor = newAtt
+		}
+		done := make(chan struct{})
+		close(done)
+		f := &testFollower{d: d, serial: "s", api: 30, log: zap.NewNop(), opts: followOpts{backend: alloctrack.BackendDDM}, pids: map[int]*pidTests{}, done: done}
+		at := newAppTests(recent)
+		f.bound(pid, "com.example", at)
+		return f, at
+	}
+	lean, leanApp := followerOf(nil)
+	full, fullApp := followerOf(func(cfg pertest.Config) attributor { return pertest.New(cfg) })
+	most := 0
+	for _, f := range []*testFollower{lean, full} {
+		f.event(pid, time.Time{}, instrument.RunnerEvent{Kind: instrument.RunStarted, Tests: tests})
+		f.report(pid, runStartedReport(t), false)
+	}
+	for k := range tests {
+		name := fmt.Sprintf("test%04d(com.example.WorkTest)", k)
+		for _, f := range []*testFollower{lean, full} {
+			f.event(pid, time.Time{}, instrument.RunnerEvent{Kind: instrument.TestStarted, Name: name})
+			if k%4 == 3 {
+				f.event(pid, time.Time{}, instrument.RunnerEvent{Kind: instrument.TestFailed, Name: name})
+			}
+			f.event(pid, time.Time{}, instrument.RunnerEvent{Kind: instrument.TestFinished, Name: name})
+			f.report(pid, testReport(t, 1+k%7), false)
+		}
+		// The daemon refreshes every second, after one test or many; the
+		// full path's run is built from all its tests, so less often.
+		if k%3 == 0 {
+			lean.refresh()
+		}
+		if k%100 == 0 {
+			full.refresh()
+		}
+		lean.mu.Lock()
+		most = max(most, len(lean.pids[pid].att.Snapshot().Tests))
+		lean.mu.Unlock()
+	}
+	if most > 2*recent+3 {
+		t.Errorf("the daemon's attributor held up to %d tests, want at most %d", most, 2*recent+3)
+	}
+	for _, f := range []*testFollower{lean, full} {
+		f.event(pid, time.Time{}, instrument.RunnerEvent{Kind: instrument.RunFinished, Tests: tests})
+		f.mu.Lock()
+		f.finishLocked(pid, f.pids[pid])
+		f.mu.Unlock()
+	}
+	l, w := leanApp.snapshot(), fullApp.snapshot()
+	if len(l.Recent) != recent || !reflect.DeepEqual(l.Recent, w.Recent) {
+		t.Errorf("the page shows %d tests:\n%+v\nwant the full path's %d:\n%+v", len(l.Recent), l.Recent, len(w.Recent), w.Recent)
+	}
+	if l.Outcomes["passed"]+l.Outcomes["failed"] != tests || !reflect.DeepEqual(l.Outcomes, w.Outcomes) {
+		t.Errorf("outcomes %v, want %v (%d tests)", l.Outcomes, w.Outcomes, tests)
+	}
+	if l.Allocations != w.Allocations || l.Bytes != w.Bytes || l.Allocations == 0 {
+		t.Errorf("the app's tests allocated %d, %d B; the full path %d, %d B", l.Allocations, l.Bytes, w.Allocations, w.Bytes)
 	}
 }

@@ -117,10 +117,22 @@ type attributor interface {
 	Finish() *pertest.Run
 }
 
+// taker is an attributor that can drop the tests the daemon has taken
+// (pertest.Attributor.Taken).
+type taker interface{ Taken(n int) }
+
+// taken tells p's attributor how many leading tests its app has taken.
+func (p *pidTests) taken(n int) {
+	if t, ok := p.att.(taker); ok {
+		t.Taken(n)
+	}
+}
+
 var _ attributor = (*pertest.Attributor)(nil)
 
 // newAttributor is Lean: the daemon keeps of each test only its summary
-// (appTests), and a run lasts as long as its process.
+// (appTests), and a run lasts as long as its process, so it drops the
+// tests the app has taken, holding about 2*Keep (--tests.recent).
 func newAttributor(cfg pertest.Config) attributor {
 	cfg.Lean = true
 	return pertest.New(cfg)
@@ -199,14 +211,19 @@ func (f *testFollower) refreshing(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		f.mu.Lock()
-		for pid, p := range f.pids {
-			if p.dirty && p.att != nil {
-				p.dirty = false
-				p.tests.update(pid, p.att.Snapshot(), false)
-			}
+		f.refresh()
+	}
+}
+
+// refresh updates the tests of the runs fed since it last did.
+func (f *testFollower) refresh() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for pid, p := range f.pids {
+		if p.dirty && p.att != nil {
+			p.dirty = false
+			p.taken(p.tests.update(pid, p.att.Snapshot(), false))
 		}
-		f.mu.Unlock()
 	}
 }
 
@@ -235,7 +252,8 @@ func (f *testFollower) start(pid int, p *pidTests) {
 	if p.att != nil {
 		return
 	}
-	cfg := pertest.Config{Serial: f.serial, Package: p.app, API: f.api, Backend: f.opts.backend, Top: f.d.cfg.Tests.Top}
+	cfg := pertest.Config{Serial: f.serial, Package: p.app, API: f.api, Backend: f.opts.backend, Top: f.d.cfg.Tests.Top,
+		Keep: f.d.cfg.Tests.Recent}
 	if cfg.Backend == alloctrack.BackendHeapprofd {
 		cfg.DumpInterval = f.d.cfg.Tests.DumpInterval
 	}
