@@ -58,6 +58,7 @@ fuzz:
 	$(GO) test ./adb        -run '^$$' -fuzz '^FuzzShellV2$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./adb        -run '^$$' -fuzz '^FuzzSyncReplies$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./tialloc    -run '^$$' -fuzz '^FuzzParse$$'          -fuzztime $(FUZZTIME)
+	$(GO) test ./apk        -run '^$$' -fuzz '^FuzzManifestVersion$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./instrument -run '^$$' -fuzz '^FuzzParseInstrument$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./instrument -run '^$$' -fuzz '^FuzzParseLogcat$$'     -fuzztime $(FUZZTIME)
 
