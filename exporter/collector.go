@@ -1,6 +1,7 @@
 package exporter
 
 import (
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -185,89 +186,107 @@ func (c *Collector) collectLight(ch chan<- prometheus.Metric, s alloctrack.Snaps
 	}
 	seenDevErr := map[string]bool{}
 	for _, d := range s.Devices {
-		state := d.State
-		known := false
-		for _, st := range DeviceStates {
-			if st == state {
-				known = true
-			}
-		}
-		if !known {
-			state = "other"
-		}
-		for _, st := range DeviceStates {
-			ch <- m(descDeviceState, gauge, b2f(st == state), d.Server, d.Serial, st)
-		}
-		if d.API > 0 {
-			ch <- m(descDeviceAPI, gauge, float64(d.API), d.Server, d.Serial)
-		}
-		if d.Facts != "" { // followed devices only
-			for _, f := range []string{alloctrack.FactsUnknown, alloctrack.FactsKnown} {
-				ch <- m(descDeviceFacts, gauge, b2f(f == d.Facts), d.Server, d.Serial, f)
-			}
-		}
-		ch <- m(descDeviceOrphans, gauge, float64(d.OrphanedTrackers), d.Server, d.Serial)
-		if !seenDevErr[d.Serial] { // a serial seen through two servers counts once
-			seenDevErr[d.Serial] = true
-			for stage, n := range d.Errors {
-				ch <- m(descDeviceErrors, counter, float64(n), d.Serial, stage)
-			}
-		}
+		// A serial seen through two servers counts its errors once.
+		collectDevice(ch, &d, !seenDevErr[d.Serial])
+		seenDevErr[d.Serial] = true
 	}
 	nSites := 0
 	for _, a := range s.Apps {
-		l := []string{a.Serial, a.Package}
-		for _, st := range AppStates {
-			ch <- m(descAppState, gauge, b2f(st == a.State), a.Serial, a.Package, st)
-		}
-		if a.Backend == alloctrack.BackendHeapprofd {
-			for _, st := range HeapprofdStates {
-				ch <- m(descAppState, gauge, b2f(st == a.State), a.Serial, a.Package, st)
-			}
-		}
-		ch <- m(descAppTracking, gauge, b2f(a.Tracking), l...)
-		ch <- m(descAppPID, gauge, float64(a.PID), l...)
-		ch <- m(descWindows, counter, float64(a.Windows), l...)
-		ch <- m(descOverflowed, counter, float64(a.Overflowed), l...)
-		ch <- m(descWindowSeconds, gauge, a.Window.Seconds(), l...)
-		ch <- m(descReportBytes, counter, float64(a.ReportBytes), l...)
-		ch <- m(descLastEntries, gauge, float64(a.LastReportEntries), l...)
-		for _, h := range []struct {
-			d *prometheus.Desc
-			h *alloctrack.Histogram
-		}{{descRTT, &a.RTT}, {descAnswer, &a.Answer}} {
-			buckets := make(map[float64]uint64, len(h.h.Bounds))
-			for i, b := range h.h.Bounds {
-				buckets[b] = h.h.Counts[i]
-			}
-			ch <- prometheus.MustNewConstHistogram(h.d, h.h.Count, h.h.Sum, buckets, l...)
-		}
-		for stage, n := range a.Errors {
-			ch <- m(descAppErrors, counter, float64(n), a.Serial, a.Package, stage)
-		}
-		if heapprofd(&a) {
-			ct, hp := &a.Counts, &a.Heapprofd
-			ch <- m(descAppSampledAllocs, counter, float64(ct.Sampled.Allocations), l...)
-			ch <- m(descAppSampledBytes, counter, float64(ct.Sampled.Bytes), l...)
-			ch <- m(descAppEstAllocs, counter, ct.Estimated.Allocations, l...)
-			ch <- m(descAppEstBytes, counter, ct.Estimated.Bytes, l...)
-			ch <- m(descHPInterval, gauge, float64(hp.SamplingInterval), l...)
-			ch <- m(descHPSessions, counter, float64(hp.Sessions), l...)
-			ch <- m(descHPDumps, counter, float64(hp.Dumps), l...)
-			ch <- m(descHPTraceBytes, counter, float64(hp.TraceBytes), l...)
-			ch <- m(descHPBroken, counter, float64(hp.ErrorStackSamples), a.Serial, a.Package, "error")
-			ch <- m(descHPBroken, counter, float64(hp.UnknownStackSamples), a.Serial, a.Package, "unknown")
-		} else {
-			ch <- m(descAppAllocs, counter, float64(a.Counts.Total.Allocations), l...)
-			ch <- m(descAppBytes, counter, float64(a.Counts.Total.Bytes), l...)
-		}
-		collectTests(ch, &a)
+		collectApp(ch, &a)
 		nSites += len(a.Counts.Sites)
 	}
 	ch <- m(descSnapshotApps, gauge, float64(len(s.Apps)))
 	ch <- m(descSnapshotSeries, gauge, float64(nSites))
 	ch <- m(descReportBuffers, gauge, float64(s.ReportBuffers.InUse), "in_use")
 	ch <- m(descReportBuffers, gauge, float64(s.ReportBuffers.Free), "free")
+}
+
+// collectDevice sends one device's series; errors: its error counters too.
+func collectDevice(ch chan<- prometheus.Metric, d *alloctrack.DeviceStatus, errors bool) {
+	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
+	m := prometheus.MustNewConstMetric
+	state := "other"
+	if slices.Contains(DeviceStates, d.State) {
+		state = d.State
+	}
+	for _, st := range DeviceStates {
+		ch <- m(descDeviceState, gauge, b2f(st == state), d.Server, d.Serial, st)
+	}
+	if d.API > 0 {
+		ch <- m(descDeviceAPI, gauge, float64(d.API), d.Server, d.Serial)
+	}
+	if d.Facts != "" { // followed devices only
+		for _, f := range []string{alloctrack.FactsUnknown, alloctrack.FactsKnown} {
+			ch <- m(descDeviceFacts, gauge, b2f(f == d.Facts), d.Server, d.Serial, f)
+		}
+	}
+	ch <- m(descDeviceOrphans, gauge, float64(d.OrphanedTrackers), d.Server, d.Serial)
+	if errors {
+		for stage, n := range d.Errors {
+			ch <- m(descDeviceErrors, counter, float64(n), d.Serial, stage)
+		}
+	}
+}
+
+// collectApp sends one app's series other than its classes and sites.
+func collectApp(ch chan<- prometheus.Metric, a *alloctrack.AppSnapshot) {
+	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
+	m := prometheus.MustNewConstMetric
+	l := []string{a.Serial, a.Package}
+	for _, st := range AppStates {
+		ch <- m(descAppState, gauge, b2f(st == a.State), a.Serial, a.Package, st)
+	}
+	if a.Backend == alloctrack.BackendHeapprofd {
+		for _, st := range HeapprofdStates {
+			ch <- m(descAppState, gauge, b2f(st == a.State), a.Serial, a.Package, st)
+		}
+	}
+	ch <- m(descAppTracking, gauge, b2f(a.Tracking), l...)
+	ch <- m(descAppPID, gauge, float64(a.PID), l...)
+	ch <- m(descWindows, counter, float64(a.Windows), l...)
+	ch <- m(descOverflowed, counter, float64(a.Overflowed), l...)
+	ch <- m(descWindowSeconds, gauge, a.Window.Seconds(), l...)
+	ch <- m(descReportBytes, counter, float64(a.ReportBytes), l...)
+	ch <- m(descLastEntries, gauge, float64(a.LastReportEntries), l...)
+	for _, h := range []struct {
+		d *prometheus.Desc
+		h *alloctrack.Histogram
+	}{{descRTT, &a.RTT}, {descAnswer, &a.Answer}} {
+		buckets := make(map[float64]uint64, len(h.h.Bounds))
+		for i, b := range h.h.Bounds {
+			buckets[b] = h.h.Counts[i]
+		}
+		ch <- prometheus.MustNewConstHistogram(h.d, h.h.Count, h.h.Sum, buckets, l...)
+	}
+	for stage, n := range a.Errors {
+		ch <- m(descAppErrors, counter, float64(n), a.Serial, a.Package, stage)
+	}
+	if heapprofd(a) {
+		collectHeapprofd(ch, a)
+	} else {
+		ch <- m(descAppAllocs, counter, float64(a.Counts.Total.Allocations), l...)
+		ch <- m(descAppBytes, counter, float64(a.Counts.Total.Bytes), l...)
+	}
+	collectTests(ch, a)
+}
+
+// collectHeapprofd sends a heapprofd app's sampled and estimated counts
+// and its sessions' figures.
+func collectHeapprofd(ch chan<- prometheus.Metric, a *alloctrack.AppSnapshot) {
+	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
+	m := prometheus.MustNewConstMetric
+	l := []string{a.Serial, a.Package}
+	ct, hp := &a.Counts, &a.Heapprofd
+	ch <- m(descAppSampledAllocs, counter, float64(ct.Sampled.Allocations), l...)
+	ch <- m(descAppSampledBytes, counter, float64(ct.Sampled.Bytes), l...)
+	ch <- m(descAppEstAllocs, counter, ct.Estimated.Allocations, l...)
+	ch <- m(descAppEstBytes, counter, ct.Estimated.Bytes, l...)
+	ch <- m(descHPInterval, gauge, float64(hp.SamplingInterval), l...)
+	ch <- m(descHPSessions, counter, float64(hp.Sessions), l...)
+	ch <- m(descHPDumps, counter, float64(hp.Dumps), l...)
+	ch <- m(descHPTraceBytes, counter, float64(hp.TraceBytes), l...)
+	ch <- m(descHPBroken, counter, float64(hp.ErrorStackSamples), a.Serial, a.Package, "error")
+	ch <- m(descHPBroken, counter, float64(hp.UnknownStackSamples), a.Serial, a.Package, "unknown")
 }
 
 // collectSites sends the class and site families: the series of
