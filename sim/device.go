@@ -336,82 +336,9 @@ func (d *Device) Disconnect() {
 // stream. Services: shell:<cmd>, shell,v2,…:<cmd> (API 24+), track-jdwp, track-app
 // (API 31+), jdwp, jdwp:<pid>, sync: (sync.go). Others are refused with ErrRefused.
 func (d *Device) OpenService(name string) (net.Conn, error) {
-	var serve func(net.Conn)
-	switch {
-	case name == "track-jdwp":
-		serve = d.serveTrackJDWP
-	case name == "track-app" && d.cfg.API >= APITrackApp:
-		serve = d.serveTrackApp
-	case name == "sync:":
-		serve = d.serveSync
-	case name == "jdwp":
-		serve = func(c net.Conn) {
-			defer c.Close()
-			var b strings.Builder
-			for _, pid := range d.PIDs() {
-				fmt.Fprintf(&b, "%d\n", pid)
-			}
-			io.WriteString(c, b.String())
-		}
-	case strings.HasPrefix(name, "jdwp:"):
-		pid, err := strconv.Atoi(strings.TrimPrefix(name, "jdwp:"))
-		if err != nil {
-			return nil, fmt.Errorf("%w: %q: bad pid", ErrRefused, name)
-		}
-		vm := d.VM(pid)
-		if vm == nil || !vm.Alive() || !d.hasJDWP(vm) {
-			return nil, fmt.Errorf("%w: %q: no such debuggable process", ErrRefused, name)
-		}
-		serve = vm.ServeJDWP
-	case strings.HasPrefix(name, "shell,"):
-		// shell,v2,raw:cmd or shell,v2,TERM=x,pty:cmd
-		i := strings.IndexByte(name, ':')
-		if i < 0 {
-			return nil, fmt.Errorf("%w: %q", ErrRefused, name)
-		}
-		args := strings.Split(name[len("shell,"):i], ",")
-		if d.cfg.API < apiShellV2 {
-			// adbd before 7.0 knows only shell:; an unknown service's
-			// stream is closed at once.
-			return nil, fmt.Errorf("%w: %q: unknown service (no shell protocol v2 before Android 7.0)", ErrRefused, name)
-		}
-		if d.cfg.NoShellV2 {
-			return nil, fmt.Errorf("%w: %q: this adbd lists no shell_v2", ErrRefused, name)
-		}
-		if !slices.Contains(args, "v2") {
-			return nil, fmt.Errorf("%w: %q: only shell protocol v2 is offered", ErrRefused, name)
-		}
-		cmd := name[i+1:]
-		serve = func(c net.Conn) { d.serveShellV2(c, cmd) }
-	case strings.HasPrefix(name, "exec:"):
-		// exec-out: raw output, no pty, standard input until the client
-		// closes its side.
-		cmd := strings.TrimPrefix(name, "exec:")
-		serve = func(c net.Conn) {
-			defer c.Close()
-			if d.streamShell(c, cmd, streamExec) {
-				return
-			}
-			out, _, _ := d.runShellIO(cmd, &shellInput{raw: c})
-			c.Write(out)
-		}
-	case strings.HasPrefix(name, "shell:"):
-		cmd := strings.TrimPrefix(name, "shell:")
-		serve = func(c net.Conn) {
-			defer c.Close()
-			if d.streamShell(c, cmd, d.legacyShellMode()) {
-				return
-			}
-			out, _ := d.runShell(cmd)
-			if d.cfg.API < apiShellV2 {
-				// Before Android 7.0 the shell ran on a pty, which turns
-				// each "\n" into "\r\n".
-				out = bytes.ReplaceAll(out, []byte("\n"), []byte("\r\n"))
-			}
-			c.Write(out)
-		}
-	default:
-		return nil, fmt.Errorf("%w: %q: unknown service", ErrRefused, name)
+	serve, err := d.service(name)
+	if err != nil {
+		return nil, err
 	}
 	client, server, err := streamPair()
 	if err != nil {
@@ -436,6 +363,99 @@ func (d *Device) OpenService(name string) (net.Conn, error) {
 		serve(server)
 	}()
 	return client, nil
+}
+
+// service returns what serves the named service's stream, or why adbd
+// refuses it.
+func (d *Device) service(name string) (func(net.Conn), error) {
+	switch {
+	case name == "track-jdwp":
+		return d.serveTrackJDWP, nil
+	case name == "track-app" && d.cfg.API >= APITrackApp:
+		return d.serveTrackApp, nil
+	case name == "sync:":
+		return d.serveSync, nil
+	case name == "jdwp":
+		return d.serveJDWPList, nil
+	case strings.HasPrefix(name, "jdwp:"):
+		pid, err := strconv.Atoi(strings.TrimPrefix(name, "jdwp:"))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %q: bad pid", ErrRefused, name)
+		}
+		vm := d.VM(pid)
+		if vm == nil || !vm.Alive() || !d.hasJDWP(vm) {
+			return nil, fmt.Errorf("%w: %q: no such debuggable process", ErrRefused, name)
+		}
+		return vm.ServeJDWP, nil
+	case strings.HasPrefix(name, "shell,"):
+		return d.shellV2Service(name)
+	case strings.HasPrefix(name, "exec:"):
+		return d.execService(strings.TrimPrefix(name, "exec:")), nil
+	case strings.HasPrefix(name, "shell:"):
+		return d.shellService(strings.TrimPrefix(name, "shell:")), nil
+	}
+	return nil, fmt.Errorf("%w: %q: unknown service", ErrRefused, name)
+}
+
+// serveJDWPList writes the JDWP pids once (the jdwp service).
+func (d *Device) serveJDWPList(c net.Conn) {
+	defer c.Close()
+	var b strings.Builder
+	for _, pid := range d.PIDs() {
+		fmt.Fprintf(&b, "%d\n", pid)
+	}
+	io.WriteString(c, b.String())
+}
+
+// shellV2Service is shell,v2,raw:cmd or shell,v2,TERM=x,pty:cmd.
+func (d *Device) shellV2Service(name string) (func(net.Conn), error) {
+	i := strings.IndexByte(name, ':')
+	if i < 0 {
+		return nil, fmt.Errorf("%w: %q", ErrRefused, name)
+	}
+	args := strings.Split(name[len("shell,"):i], ",")
+	switch {
+	case d.cfg.API < apiShellV2:
+		// adbd before 7.0 knows only shell:; an unknown service's
+		// stream is closed at once.
+		return nil, fmt.Errorf("%w: %q: unknown service (no shell protocol v2 before Android 7.0)", ErrRefused, name)
+	case d.cfg.NoShellV2:
+		return nil, fmt.Errorf("%w: %q: this adbd lists no shell_v2", ErrRefused, name)
+	case !slices.Contains(args, "v2"):
+		return nil, fmt.Errorf("%w: %q: only shell protocol v2 is offered", ErrRefused, name)
+	}
+	cmd := name[i+1:]
+	return func(c net.Conn) { d.serveShellV2(c, cmd) }, nil
+}
+
+// execService is exec:cmd (exec-out): raw output, no pty, standard input
+// until the client closes its side.
+func (d *Device) execService(cmd string) func(net.Conn) {
+	return func(c net.Conn) {
+		defer c.Close()
+		if d.streamShell(c, cmd, streamExec) {
+			return
+		}
+		out, _, _ := d.runShellIO(cmd, &shellInput{raw: c})
+		c.Write(out)
+	}
+}
+
+// shellService is shell:cmd, the one-stream shell.
+func (d *Device) shellService(cmd string) func(net.Conn) {
+	return func(c net.Conn) {
+		defer c.Close()
+		if d.streamShell(c, cmd, d.legacyShellMode()) {
+			return
+		}
+		out, _ := d.runShell(cmd)
+		if d.cfg.API < apiShellV2 {
+			// Before Android 7.0 the shell ran on a pty, which turns
+			// each "\n" into "\r\n".
+			out = bytes.ReplaceAll(out, []byte("\n"), []byte("\r\n"))
+		}
+		c.Write(out)
+	}
 }
 
 // Close stops the device: every stream is closed and no more are opened.
