@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -346,106 +347,122 @@ func (p *perfettoProc) signal(sig string) {
 
 func (p *perfettoProc) run() {
 	start := time.Now()
-	startDelay := p.d.cfg.HeapprofdStartDelay
-	if startDelay == 0 {
-		startDelay = DefaultHeapprofdStartDelay
-	}
-	javaHeap := slices.Contains(p.cfg.Heaps, perfetto.ArtHeap) && p.cfg.SamplingInterval > 0
-	attach := func(now time.Time) {
-		if !javaHeap {
-			return
-		}
-		for _, vm := range p.d.VMs() {
-			t := p.targets[vm.PID()]
-			if t != nil || !vm.Alive() {
-				continue
-			}
-			if !slices.Contains(p.cfg.PIDs, uint64(vm.PID())) && !slices.Contains(p.cfg.ProcessCmdlines, vm.ProcessName()) {
-				continue
-			}
-			t = &hpTarget{vm: vm, state: vm.attachHeapprofd(p, p.cfg.SamplingInterval, startDelay, now)}
-			// Only this goroutine writes targets; PerfettoSessions reads
-			// them under the device's lock.
-			p.d.mu.Lock()
-			p.targets[vm.PID()] = t
-			p.d.mu.Unlock()
-		}
-	}
-	attach(start)
+	p.attach(start)
 	clocks := p.d.clockSnapshot(start)
 	p.w.WriteClockSnapshot(clocks[0].Timestamp, clocks...)
+	t := p.timers()
+	defer t.stop()
+	p.end(p.loop(t))
+}
 
+// attach starts profiling each live process the session names (by pid or
+// cmdline) that it does not profile yet, if it asks for the Java heap.
+func (p *perfettoProc) attach(now time.Time) {
+	if !slices.Contains(p.cfg.Heaps, perfetto.ArtHeap) || p.cfg.SamplingInterval == 0 {
+		return
+	}
+	startDelay := cmp.Or(p.d.cfg.HeapprofdStartDelay, DefaultHeapprofdStartDelay)
+	for _, vm := range p.d.VMs() {
+		if p.targets[vm.PID()] != nil || !vm.Alive() {
+			continue
+		}
+		if !slices.Contains(p.cfg.PIDs, uint64(vm.PID())) && !slices.Contains(p.cfg.ProcessCmdlines, vm.ProcessName()) {
+			continue
+		}
+		t := &hpTarget{vm: vm, state: vm.attachHeapprofd(p, p.cfg.SamplingInterval, startDelay, now)}
+		// Only the session's goroutine writes targets; PerfettoSessions
+		// reads them under the device's lock.
+		p.d.mu.Lock()
+		p.targets[vm.PID()] = t
+		p.d.mu.Unlock()
+	}
+}
+
+// sessionTimers are a session's clocks: dumps (after their phase), file
+// writes, flushes and its end; a channel that never fires for one it does
+// not have.
+type sessionTimers struct {
+	dump, write, flush, end <-chan time.Time
+	dumpT                   *time.Ticker // after the phase
+	stops                   []func() bool
+}
+
+func (t *sessionTimers) stop() {
+	for _, f := range t.stops {
+		f()
+	}
+}
+
+func (p *perfettoProc) timers() *sessionTimers {
 	never := make(<-chan time.Time)
-	dumpC, writeC, flushC, endC := never, never, never, never
-	var dumpT *time.Ticker
+	t := &sessionTimers{dump: never, flush: never, end: never}
 	if p.cfg.DumpIntervalMS > 0 {
 		phase := time.NewTimer(time.Duration(p.cfg.DumpPhaseMS) * time.Millisecond)
-		defer phase.Stop()
-		dumpC = phase.C
+		t.dump, t.stops = phase.C, append(t.stops, phase.Stop)
 	}
 	period := time.Duration(max(p.cfg.FileWritePeriodMS, 100)) * time.Millisecond
 	if p.cfg.FileWritePeriodMS == 0 {
 		period = 5 * time.Second
 	}
-	writeT := time.NewTicker(period)
-	defer writeT.Stop()
-	writeC = writeT.C
+	write := time.NewTicker(period)
+	t.write, t.stops = write.C, append(t.stops, func() bool { write.Stop(); return true })
 	if p.cfg.FlushPeriodMS > 0 {
-		flushT := time.NewTicker(time.Duration(p.cfg.FlushPeriodMS) * time.Millisecond)
-		defer flushT.Stop()
-		flushC = flushT.C
+		flush := time.NewTicker(time.Duration(p.cfg.FlushPeriodMS) * time.Millisecond)
+		t.flush, t.stops = flush.C, append(t.stops, func() bool { flush.Stop(); return true })
 	}
 	if p.cfg.DurationMS > 0 {
-		endT := time.NewTimer(time.Duration(p.cfg.DurationMS) * time.Millisecond)
-		defer endT.Stop()
-		endC = endT.C
+		end := time.NewTimer(time.Duration(p.cfg.DurationMS) * time.Millisecond)
+		t.end, t.stops = end.C, append(t.stops, end.Stop)
 	}
-	final, full := true, false
-loop:
+	return t
+}
+
+// loop runs the session until its duration, a signal or a full file ends
+// it; final says it ends as perfetto ends a session (not killed, not
+// disabled by the service).
+func (p *perfettoProc) loop(t *sessionTimers) (final bool) {
 	for {
+		full := false
 		select {
-		case <-dumpC:
-			if dumpT == nil {
-				dumpT = time.NewTicker(time.Duration(p.cfg.DumpIntervalMS) * time.Millisecond)
-				defer dumpT.Stop()
-				dumpC = dumpT.C
+		case <-t.dump:
+			if t.dumpT == nil {
+				t.dumpT = time.NewTicker(time.Duration(p.cfg.DumpIntervalMS) * time.Millisecond)
+				dumpT := t.dumpT
+				t.dump, t.stops = dumpT.C, append(t.stops, func() bool { dumpT.Stop(); return true })
 			}
 			now := time.Now()
-			attach(now)
+			p.attach(now)
 			p.dumpRound(now)
-		case <-writeC:
+		case <-t.write:
 			// The periodic write copies only committed chunks: the tail
 			// of the last dump waits for the next dump or a flush.
 			full = p.writeOut(false)
-		case <-flushC:
+		case <-t.flush:
 			full = p.writeOut(true)
-		case <-endC:
-			break loop
+		case <-t.end:
+			return true
 		case sig := <-p.sig:
-			final = sig != "KILL"
-			if final {
-				stopDelay := p.d.cfg.PerfettoStopDelay
-				if stopDelay == 0 {
-					stopDelay = DefaultPerfettoStopDelay
-				}
-				// Flush, stop the data sources, write out: perfetto is
-				// still there meanwhile, and the last dump not yet in
-				// the file.
-				time.Sleep(stopDelay)
+			if sig == "KILL" {
+				return false
 			}
-			break loop
+			// Flush, stop the data sources, write out: perfetto is still
+			// there meanwhile, and the last dump not yet in the file.
+			time.Sleep(cmp.Or(p.d.cfg.PerfettoStopDelay, DefaultPerfettoStopDelay))
+			return true
 		}
 		if full {
 			// max_file_size_bytes reached: the service disables the
 			// session; nothing more reaches the file.
-			final = false
-			break
+			return false
 		}
 	}
+}
+
+// end ends the session. A final end writes a last dump, then the
+// processes another session held (rejected_concurrent) in a packet of
+// their own, then the trace; the file is closed either way.
+func (p *perfettoProc) end(final bool) {
 	if final {
-		// Every session ends with a last dump, and the processes another
-		// session held are listed (rejected_concurrent) in a packet of
-		// their own; then the trace is written out and the file closed.
 		p.dumpRound(time.Now())
 		var rejected []uint64
 		for pid, t := range p.targets {
