@@ -194,87 +194,24 @@ func (d *Device) perfettoCommand(argv []string, in *shellInput) (out, errOut []b
 		}
 		return []byte(perfettoVersion(d.cfg.API) + "\n"), nil, 0
 	}
-	var cfgPath, outPath string
-	background, wait, txt := false, false, false
-	for i := 1; i < len(argv); i++ {
-		a := argv[i]
-		switch a {
-		case "--background", "-d":
-			background = true
-		case "--background-wait", "-D":
-			if d.cfg.API < apiBackgroundWait {
-				// getopt of a perfetto older than v22.
-				if a == "-D" {
-					return fail("invalid option -- 'D'")
-				}
-				return fail("unrecognized option '%s'", a)
-			}
-			background, wait = true, true
-		case "--txt":
-			txt = true
-		case "-c", "--config", "-o", "--out":
-			if i+1 >= len(argv) {
-				return fail("option %s requires an argument", a)
-			}
-			i++
-			if a == "-c" || a == "--config" {
-				cfgPath = argv[i]
-			} else {
-				outPath = argv[i]
-			}
-		default:
-			return fail("unrecognized option '%s'", a)
-		}
+	a, msg := d.perfettoArgs(argv)
+	if msg != "" {
+		return fail("%s", msg)
 	}
-	if cfgPath == "" {
-		return fail("a config is required (-c)")
+	cfg, msg := d.perfettoConfig(a, in)
+	if msg != "" {
+		return fail("%s", msg)
 	}
-	if outPath == "" {
-		return fail("Either --out or --upload is required")
-	}
-	var raw []byte
-	if cfgPath == "-" {
-		raw = in.read()
-	} else {
-		d.mu.Lock()
-		b, ok := d.files[cfgPath]
-		d.mu.Unlock()
-		if !ok {
-			return fail("Could not open %s", cfgPath)
-		}
-		raw = b
-	}
-	var cfg *perfetto.HeapprofdSession
-	var err error
-	if txt {
-		cfg, err = parseTextConfig(string(raw))
-	} else {
-		cfg, err = perfetto.ParseHeapprofdSession(raw)
-	}
-	if err != nil {
-		return fail("The trace config is invalid: %v", err)
-	}
-	if cfg.OutputPath != "" {
-		// perfetto_cmd.cc, from Android 11: the service is to create the
-		// file, so perfetto may not be given one too.
-		return fail("Can't pass --out or --upload if output_path is set in the trace config")
-	}
-	if dir, name, ok := strings.Cut(outPath, PerfettoTraceDir+"/"); !ok || dir != "" || name == "" || strings.Contains(name, "/") {
-		return fail("Failed to open %s: Permission denied", outPath)
-	}
-	if !background && cfg.DurationMS == 0 {
-		return fail("sim: a session in the foreground needs duration_ms")
-	}
-	p, refusal, err := d.startPerfetto(cfg, outPath, argv)
+	p, refusal, err := d.startPerfetto(cfg, a.outPath, argv)
 	if err != nil {
 		return fail("%v", err)
 	}
 	switch {
-	case wait && refusal != "":
+	case a.wait && refusal != "":
 		// --background-wait: the parent waits for tracing to start and
 		// exits non-zero when the service refuses it.
 		return nil, []byte("perfetto: Service error: " + refusal + "\n"), 1
-	case background:
+	case a.background:
 		// --background: the parent prints the child's pid and exits 0
 		// before the service has answered; a refusal reaches only logcat,
 		// and the child is gone at once.
@@ -284,6 +221,93 @@ func (d *Device) perfettoCommand(argv []string, in *shellInput) (out, errOut []b
 	}
 	<-p.done
 	return nil, nil, 0
+}
+
+// perfettoOpts are the options of one perfetto command line.
+type perfettoOpts struct {
+	cfgPath, outPath      string
+	background, wait, txt bool
+}
+
+// perfettoArgs reads perfetto's options as its getopt does; msg is its
+// complaint, "" when they are good.
+func (d *Device) perfettoArgs(argv []string) (o perfettoOpts, msg string) {
+	for i := 1; i < len(argv); i++ {
+		a := argv[i]
+		switch a {
+		case "--background", "-d":
+			o.background = true
+		case "--background-wait", "-D":
+			if d.cfg.API < apiBackgroundWait {
+				// getopt of a perfetto older than v22.
+				if a == "-D" {
+					return o, "invalid option -- 'D'"
+				}
+				return o, fmt.Sprintf("unrecognized option '%s'", a)
+			}
+			o.background, o.wait = true, true
+		case "--txt":
+			o.txt = true
+		case "-c", "--config", "-o", "--out":
+			if i+1 >= len(argv) {
+				return o, fmt.Sprintf("option %s requires an argument", a)
+			}
+			i++
+			if a == "-c" || a == "--config" {
+				o.cfgPath = argv[i]
+			} else {
+				o.outPath = argv[i]
+			}
+		default:
+			return o, fmt.Sprintf("unrecognized option '%s'", a)
+		}
+	}
+	switch {
+	case o.cfgPath == "":
+		return o, "a config is required (-c)"
+	case o.outPath == "":
+		return o, "Either --out or --upload is required"
+	}
+	return o, ""
+}
+
+// perfettoConfig reads the session's config (a file, or standard input
+// for -c -) and checks it against its output file; msg says what is
+// wrong.
+func (d *Device) perfettoConfig(o perfettoOpts, in *shellInput) (cfg *perfetto.HeapprofdSession, msg string) {
+	var raw []byte
+	if o.cfgPath == "-" {
+		raw = in.read()
+	} else {
+		d.mu.Lock()
+		b, ok := d.files[o.cfgPath]
+		d.mu.Unlock()
+		if !ok {
+			return nil, "Could not open " + o.cfgPath
+		}
+		raw = b
+	}
+	var err error
+	if o.txt {
+		cfg, err = parseTextConfig(string(raw))
+	} else {
+		cfg, err = perfetto.ParseHeapprofdSession(raw)
+	}
+	if err != nil {
+		return nil, fmt.Sprintf("The trace config is invalid: %v", err)
+	}
+	if cfg.OutputPath != "" {
+		// perfetto_cmd.cc, from Android 11: the service is to create the
+		// file, so perfetto may not be given one too.
+		return nil, "Can't pass --out or --upload if output_path is set in the trace config"
+	}
+	if dir, name, ok := strings.Cut(o.outPath, PerfettoTraceDir+"/"); !ok || dir != "" || name == "" || strings.Contains(name, "/") {
+		return nil, fmt.Sprintf("Failed to open %s: Permission denied", o.outPath)
+	}
+	if !o.background && cfg.DurationMS == 0 {
+		return nil, "sim: a session in the foreground needs duration_ms"
+	}
+	return cfg, ""
 }
 
 // startPerfetto creates the trace file and starts the session's process.
