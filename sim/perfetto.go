@@ -705,88 +705,107 @@ func (d *Device) hasProcess(pid int) bool {
 func (d *Device) fileCommand(argv []string) (out, errOut []byte, code int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	missing := func(path string) []byte {
-		return []byte(fmt.Sprintf("%s: %s: No such file or directory\n", argv[0], path))
-	}
 	switch argv[0] {
 	case "tail":
-		// tail -c +N FILE (from byte N) or tail -c N FILE (the last N).
-		if len(argv) != 4 || argv[1] != "-c" {
-			return nil, []byte("tail: sim: only tail -c [+]N FILE\n"), 1
-		}
-		b, ok := d.files[argv[3]]
-		if !ok {
-			return nil, missing(argv[3]), 1
-		}
-		n, err := strconv.ParseInt(strings.TrimPrefix(argv[2], "+"), 10, 64)
-		if err != nil || n < 0 {
-			return nil, []byte(fmt.Sprintf("tail: bad -c '%s'\n", argv[2])), 1
-		}
-		if strings.HasPrefix(argv[2], "+") {
-			from := min(max(n-1, 0), int64(len(b)))
-			return slices.Clone(b[from:]), nil, 0
-		}
-		return slices.Clone(b[max(int64(len(b))-n, 0):]), nil, 0
+		return d.tailLocked(argv)
 	case "cat":
-		var errs []byte
-		for _, path := range argv[1:] {
-			if cmdline, isProc := d.procCmdlineLocked(path); isProc {
-				if cmdline == nil {
-					errs = append(errs, missing(path)...)
-				}
-				out = append(out, cmdline...)
-				continue
-			}
-			b, ok := d.files[path]
-			if !ok {
-				errs = append(errs, missing(path)...)
-				continue
-			}
-			out = append(out, b...)
-		}
-		if len(errs) > 0 {
-			return out, errs, 1
-		}
-		return out, nil, 0
+		return d.catLocked(argv)
 	case "rm":
-		force := false
-		var errs []byte
-		for _, path := range argv[1:] {
-			if path == "-f" {
-				force = true
-				continue
-			}
-			if _, ok := d.files[path]; !ok {
-				if !force {
-					errs = append(errs, missing(path)...)
-				}
-				continue
-			}
-			delete(d.files, path)
-		}
-		if len(errs) > 0 {
-			return nil, errs, 1
-		}
-		return nil, nil, 0
+		return d.rmLocked(argv)
 	case "ls":
-		dirs := argv[1:]
-		if len(dirs) != 1 {
-			return nil, []byte("ls: sim: only ls DIR\n"), 1
-		}
-		dir := strings.TrimSuffix(dirs[0], "/")
-		var names []string
-		for path := range d.files {
-			if name, ok := strings.CutPrefix(path, dir+"/"); ok && !strings.Contains(name, "/") {
-				names = append(names, name)
-			}
-		}
-		slices.Sort(names)
-		for _, n := range names {
-			out = append(out, n+"\n"...)
-		}
-		return out, nil, 0
+		return d.lsLocked(argv)
 	}
 	return nil, nil, 127
+}
+
+// noFile is a file command's complaint about path.
+func noFile(argv []string, path string) []byte {
+	return []byte(fmt.Sprintf("%s: %s: No such file or directory\n", argv[0], path))
+}
+
+// tailLocked is tail -c +N FILE (from byte N) or tail -c N FILE (the last
+// N).
+func (d *Device) tailLocked(argv []string) (out, errOut []byte, code int) {
+	if len(argv) != 4 || argv[1] != "-c" {
+		return nil, []byte("tail: sim: only tail -c [+]N FILE\n"), 1
+	}
+	b, ok := d.files[argv[3]]
+	if !ok {
+		return nil, noFile(argv, argv[3]), 1
+	}
+	n, err := strconv.ParseInt(strings.TrimPrefix(argv[2], "+"), 10, 64)
+	if err != nil || n < 0 {
+		return nil, []byte(fmt.Sprintf("tail: bad -c '%s'\n", argv[2])), 1
+	}
+	if strings.HasPrefix(argv[2], "+") {
+		from := min(max(n-1, 0), int64(len(b)))
+		return slices.Clone(b[from:]), nil, 0
+	}
+	return slices.Clone(b[max(int64(len(b))-n, 0):]), nil, 0
+}
+
+// catLocked is cat FILE...: files and /proc/PID/cmdline.
+func (d *Device) catLocked(argv []string) (out, errOut []byte, code int) {
+	for _, path := range argv[1:] {
+		if cmdline, isProc := d.procCmdlineLocked(path); isProc {
+			if cmdline == nil {
+				errOut = append(errOut, noFile(argv, path)...)
+			}
+			out = append(out, cmdline...)
+			continue
+		}
+		b, ok := d.files[path]
+		if !ok {
+			errOut = append(errOut, noFile(argv, path)...)
+			continue
+		}
+		out = append(out, b...)
+	}
+	if len(errOut) > 0 {
+		return out, errOut, 1
+	}
+	return out, nil, 0
+}
+
+// rmLocked is rm [-f] FILE...
+func (d *Device) rmLocked(argv []string) (out, errOut []byte, code int) {
+	force := false
+	for _, path := range argv[1:] {
+		if path == "-f" {
+			force = true
+			continue
+		}
+		if _, ok := d.files[path]; !ok {
+			if !force {
+				errOut = append(errOut, noFile(argv, path)...)
+			}
+			continue
+		}
+		delete(d.files, path)
+	}
+	if len(errOut) > 0 {
+		return nil, errOut, 1
+	}
+	return nil, nil, 0
+}
+
+// lsLocked is ls DIR.
+func (d *Device) lsLocked(argv []string) (out, errOut []byte, code int) {
+	if len(argv) != 2 {
+		return nil, []byte("ls: sim: only ls DIR\n"), 1
+	}
+	dir := strings.TrimSuffix(argv[1], "/")
+	var names []string
+	for path := range d.files {
+		if name, ok := strings.CutPrefix(path, dir+"/"); ok && !strings.Contains(name, "/") {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		out = append(out, n+"\n"...)
+	}
+	return out, nil, 0
 }
 
 // apiPerfettoVersion is the first API level whose perfetto has
