@@ -191,19 +191,10 @@ func TestCaptureTestsHeapprofd(t *testing.T) {
 // the crash (within 15 % of the simulator's truth, as a whole test), and
 // the test before it is whole.
 func TestTestCommandHeapprofdCrash(t *testing.T) {
-	f := newCaptureFarm(t, sim.FarmConfig{Devices: 1, AppsPerDevice: 1, APIs: []int{31}, Workload: quietCaptureWorkload()})
-	d := f.Devices()[0]
 	suite := hpdSuite(4, 31)
 	suite.Tests[2].Outcome = pertest.Crashed
 	suite.Tests[2].Duration *= 2 // it crashes half way: 2 s, as the others
-	if err := d.InstallSuite(suite); err != nil {
-		t.Fatal(err)
-	}
-	addr, serials := captureBackends[0].serve(t, f)
-	out := filepath.Join(t.TempDir(), "run")
-	c := testRunOf("--adb.address", addr, "--serial", serials[d.Serial()], "--out", out, "--",
-		"am", "instrument", "-w", "-r", "-e", "delay_msec", "300", suiteComp)
-	c.wait(t, 10*time.Minute)
+	d, c, out := runAPI31Suite(t, suite)
 	if c.code != exitTestsFailed {
 		t.Fatalf("want exit 6 for the crash: %s", c.say())
 	}
@@ -238,19 +229,10 @@ func TestTestCommandHeapprofdCrash(t *testing.T) {
 // pause), instead of nothing; the others are whole; the total is the
 // tests plus between.
 func TestTestCommandHeapprofdLinesLost(t *testing.T) {
-	f := newCaptureFarm(t, sim.FarmConfig{Devices: 1, AppsPerDevice: 1, APIs: []int{31}, Workload: quietCaptureWorkload()})
-	d := f.Devices()[0]
 	suite := hpdSuite(5, 34)
 	suite.Tests[1].LoseFinished = true
 	suite.Tests[3].LoseStarted = true
-	if err := d.InstallSuite(suite); err != nil {
-		t.Fatal(err)
-	}
-	addr, serials := captureBackends[0].serve(t, f)
-	out := filepath.Join(t.TempDir(), "run")
-	c := testRunOf("--adb.address", addr, "--serial", serials[d.Serial()], "--out", out, "--",
-		"am", "instrument", "-w", "-r", "-e", "delay_msec", "300", suiteComp)
-	c.wait(t, 10*time.Minute)
+	d, c, out := runAPI31Suite(t, suite)
 	if c.code != exitOK {
 		t.Fatalf("%s", c.say())
 	}
@@ -286,4 +268,22 @@ func TestTestCommandHeapprofdLinesLost(t *testing.T) {
 		t.Errorf("total %d/%d is not the tests' %d/%d plus between %d/%d", run.Total.Allocations, run.Total.Bytes,
 			sum.Allocations, sum.Bytes, run.Between.Allocations, run.Between.Bytes)
 	}
+}
+
+// runAPI31Suite runs suite with `alloctrack test` (-e delay_msec 300) on
+// a simulated API 31 device and returns the device, the finished run and
+// its --out directory.
+func runAPI31Suite(t *testing.T, suite sim.Suite) (*sim.Device, *captureRun, string) {
+	t.Helper()
+	f := newCaptureFarm(t, sim.FarmConfig{Devices: 1, AppsPerDevice: 1, APIs: []int{31}, Workload: quietCaptureWorkload()})
+	d := f.Devices()[0]
+	if err := d.InstallSuite(suite); err != nil {
+		t.Fatal(err)
+	}
+	addr, serials := captureBackends[0].serve(t, f)
+	out := filepath.Join(t.TempDir(), "run")
+	c := testRunOf("--adb.address", addr, "--serial", serials[d.Serial()], "--out", out, "--",
+		"am", "instrument", "-w", "-r", "-e", "delay_msec", "300", suiteComp)
+	c.wait(t, 10*time.Minute)
+	return d, c, out
 }
